@@ -1,5 +1,32 @@
-//! The `trajwiki` command line.
-fn main() {
-    eprintln!("trajwiki: the command line is being assembled; see ARCHITECTURE.md");
-    std::process::exit(1);
+//! The `trajwiki` command line. Exit codes: 0 success, 1 runtime failure, 2 usage or input error.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(cli::exit_code(&e))
+        }
+    }
 }

@@ -138,7 +138,10 @@ mod tests {
         assert_eq!(e.rows().count(), 3);
         assert!(matches!(
             Embeddings::new(2, vec![1.0; 3]),
-            Err(EmbedError::WrongDimension { expected: 2, got: 3 })
+            Err(EmbedError::WrongDimension {
+                expected: 2,
+                got: 3
+            })
         ));
     }
 }

@@ -437,14 +437,13 @@ impl Run {
 
     /// Hash of everything but the id.
     pub fn content_hash(&self) -> String {
-        let body = serde_json::to_string(&(
-            &self.task,
-            &self.steps,
-            &self.outcome,
-            &self.metadata,
-        ))
-        .expect("run serializes");
-        content_hash([self.namespace.as_str(), self.external_ref.as_str(), body.as_str()])
+        let body = serde_json::to_string(&(&self.task, &self.steps, &self.outcome, &self.metadata))
+            .expect("run serializes");
+        content_hash([
+            self.namespace.as_str(),
+            self.external_ref.as_str(),
+            body.as_str(),
+        ])
     }
 }
 
@@ -474,4 +473,175 @@ pub struct Insight {
     pub guideline: String,
     /// When it applies.
     pub applies_when: String,
+}
+
+/// Replays a namespace's claim op log (in `seq` order) over the claims it references and returns
+/// the current status of every claim the log touches. This is the definition of claim state: the
+/// store's derived status table must equal it.
+///
+/// `initial_status` gives the status a claim is created with (its [`Claim::status`]).
+pub fn replay_ops<'a>(
+    ops: impl IntoIterator<Item = &'a ClaimOp>,
+    initial_status: impl Fn(&ClaimId) -> Option<ClaimStatus>,
+) -> Result<BTreeMap<ClaimId, ClaimStatus>, ReplayError> {
+    let mut state = BTreeMap::new();
+    let mut last_seq = 0;
+    for op in ops {
+        if op.seq <= last_seq {
+            return Err(ReplayError::OutOfOrder {
+                op: op.id.clone(),
+                seq: op.seq,
+                previous: last_seq,
+            });
+        }
+        last_seq = op.seq;
+        let missing = |what: &'static str| ReplayError::Incomplete {
+            op: op.id.clone(),
+            what,
+        };
+        let created = |id: &ClaimId| {
+            initial_status(id).ok_or_else(|| ReplayError::UnknownClaim {
+                op: op.id.clone(),
+                claim: id.clone(),
+            })
+        };
+        let known = |state: &BTreeMap<ClaimId, ClaimStatus>, id: &ClaimId| {
+            if state.contains_key(id) {
+                Ok(())
+            } else {
+                Err(ReplayError::UnknownClaim {
+                    op: op.id.clone(),
+                    claim: id.clone(),
+                })
+            }
+        };
+        match op.op {
+            OpKind::Add => {
+                let new = op.new_claim.as_ref().ok_or_else(|| missing("new_claim"))?;
+                state.insert(new.clone(), created(new)?);
+            }
+            OpKind::Revise => {
+                let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
+                let new = op.new_claim.as_ref().ok_or_else(|| missing("new_claim"))?;
+                known(&state, target)?;
+                state.insert(target.clone(), ClaimStatus::Deprecated);
+                state.insert(new.clone(), created(new)?);
+            }
+            OpKind::Deprecate => {
+                let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
+                let status = op.new_status.ok_or_else(|| missing("new_status"))?;
+                known(&state, target)?;
+                state.insert(target.clone(), status);
+            }
+        }
+    }
+    Ok(state)
+}
+
+/// Why an op log cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplayError {
+    /// Ops are not in strictly increasing `seq` order.
+    #[error("op {op} has seq {seq}, not after {previous}")]
+    OutOfOrder {
+        /// The op.
+        op: OpId,
+        /// Its seq.
+        seq: u64,
+        /// The previous op's seq.
+        previous: u64,
+    },
+    /// An op lacks a field its kind requires.
+    #[error("op {op} lacks its {what}")]
+    Incomplete {
+        /// The op.
+        op: OpId,
+        /// The missing field.
+        what: &'static str,
+    },
+    /// An op refers to a claim that does not exist (or, for a target, was never added).
+    #[error("op {op} refers to unknown claim {claim}")]
+    UnknownClaim {
+        /// The op.
+        op: OpId,
+        /// The claim.
+        claim: ClaimId,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(seq: u64, kind: OpKind, target: Option<&ClaimId>, new: Option<&ClaimId>) -> ClaimOp {
+        let ns = Namespace::new("n").unwrap();
+        ClaimOp {
+            id: OpId::derive(&ns, &seq.to_string()),
+            namespace: ns.clone(),
+            seq,
+            op: kind,
+            target: target.cloned(),
+            new_claim: new.cloned(),
+            new_status: (kind == OpKind::Deprecate).then_some(ClaimStatus::Contradictory),
+            source_message_ids: vec![],
+            rationale: String::new(),
+            snapshot: SnapshotId::derive(&ns, "s"),
+        }
+    }
+
+    #[test]
+    fn replay_add_revise_deprecate() {
+        let ns = Namespace::new("n").unwrap();
+        let a = ClaimId::derive(&ns, "a");
+        let b = ClaimId::derive(&ns, "b");
+        let c = ClaimId::derive(&ns, "c");
+        let ops = [
+            op(1, OpKind::Add, None, Some(&a)),
+            op(2, OpKind::Revise, Some(&a), Some(&b)),
+            op(3, OpKind::Add, None, Some(&c)),
+            op(4, OpKind::Deprecate, Some(&c), None),
+        ];
+        let state = replay_ops(&ops, |_| Some(ClaimStatus::Active)).unwrap();
+        assert_eq!(state[&a], ClaimStatus::Deprecated);
+        assert_eq!(state[&b], ClaimStatus::Active);
+        assert_eq!(state[&c], ClaimStatus::Contradictory);
+
+        let bad = [op(1, OpKind::Revise, Some(&a), Some(&b))];
+        assert!(matches!(
+            replay_ops(&bad, |_| Some(ClaimStatus::Active)),
+            Err(ReplayError::UnknownClaim { .. })
+        ));
+        let unordered = [
+            op(2, OpKind::Add, None, Some(&a)),
+            op(1, OpKind::Add, None, Some(&b)),
+        ];
+        assert!(matches!(
+            replay_ops(&unordered, |_| Some(ClaimStatus::Active)),
+            Err(ReplayError::OutOfOrder { .. })
+        ));
+    }
+
+    #[test]
+    fn message_identity_and_content() {
+        let ns = Namespace::new("n").unwrap();
+        let ts = chrono::NaiveDate::from_ymd_opt(2023, 5, 8)
+            .unwrap()
+            .and_hms_opt(13, 56, 0)
+            .unwrap();
+        let m = |text: &str| {
+            SourceMessage::new(
+                ns.clone(),
+                1,
+                3,
+                "Caroline".into(),
+                text.into(),
+                ts,
+                vec![],
+                Some("D1:3".into()),
+            )
+        };
+        assert_eq!(m("a").id, m("b").id);
+        assert_ne!(m("a").content_hash(), m("b").content_hash());
+        assert_eq!(m("a").content_hash(), m("a").content_hash());
+    }
 }

@@ -1,0 +1,101 @@
+//! Input errors: each names the file, the line or record, the field, and what was expected.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where in a file a problem is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A line of a JSONL file (from 1), with a column when the JSON parser gives one.
+    Line {
+        /// Line number.
+        line: usize,
+        /// Column, when known.
+        column: Option<usize>,
+    },
+    /// A record inside a JSON document, as a path such as `conv-26.conversation.session_3[4]`.
+    Record(String),
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Line {
+                line,
+                column: Some(col),
+            } => write!(f, "line {line}, column {col}"),
+            Location::Line { line, column: None } => write!(f, "line {line}"),
+            Location::Record(path) => write!(f, "record {path}"),
+        }
+    }
+}
+
+/// Why an input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The file could not be read.
+    #[error("{}: cannot read file", file.display())]
+    Io {
+        /// The file.
+        file: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid JSON (truncated, a syntax error).
+    #[error("{}: {at}: invalid JSON: {message}", file.display())]
+    Syntax {
+        /// The file.
+        file: PathBuf,
+        /// Where.
+        at: Location,
+        /// The parser's message.
+        message: String,
+    },
+    /// Valid JSON, but a field is missing or has the wrong type or value.
+    #[error("{}: {at}: field `{field}`: expected {expected}, found {found}", file.display())]
+    Field {
+        /// The file.
+        file: PathBuf,
+        /// Where.
+        at: Location,
+        /// The field (a dotted path within the record).
+        field: String,
+        /// What was expected.
+        expected: String,
+        /// What was found.
+        found: String,
+    },
+    /// The format could not be recognised.
+    #[error("{}: cannot tell the input format ({reason}); pass --format locomo|messages|runs", file.display())]
+    UnknownFormat {
+        /// The file.
+        file: PathBuf,
+        /// Why detection failed.
+        reason: String,
+    },
+}
+
+/// Result alias of ingestion.
+pub type Result<T, E = IngestError> = std::result::Result<T, E>;
+
+/// Describes a JSON value briefly, for "found ..." in messages.
+pub(crate) fn describe(value: Option<&serde_json::Value>) -> String {
+    use serde_json::Value;
+    match value {
+        None => "nothing (missing)".into(),
+        Some(Value::Null) => "null".into(),
+        Some(Value::Bool(b)) => format!("boolean {b}"),
+        Some(Value::Number(n)) => format!("number {n}"),
+        Some(Value::String(s)) => {
+            let short: String = s.chars().take(40).collect();
+            if short.len() < s.len() {
+                format!("string {short:?}…")
+            } else {
+                format!("string {s:?}")
+            }
+        }
+        Some(Value::Array(a)) => format!("array of {}", a.len()),
+        Some(Value::Object(_)) => "object".into(),
+    }
+}

@@ -1,0 +1,322 @@
+//! JSONL inputs: generic conversations (one message per line) and agent runs (one run per line),
+//! and the writers that export them in the same formats.
+//!
+//! Message lines:
+//! `{"namespace": "alice", "session": 1, "speaker": "Alice", "text": "...",
+//!   "timestamp": "2023-05-08T13:56:00", "ref": "D1:1", "seq": 1,
+//!   "attachments": [{"kind": "image", "caption": "...", "url": "..."}]}`
+//! (`ref`, `seq` and `attachments` optional; `seq` defaults to the message's position within its
+//! namespace and session in the file).
+//!
+//! Run lines: `{"id": "...", "task": "...", "steps": [{"action": "...", "observation": "..."}],
+//! "success": true, "reward": 1.0, ...}`; every other field is kept as metadata. The namespace is
+//! `--namespace`, else the line's `namespace`, else its `env`, else the file's stem.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use serde_json::{json, Map, Value};
+use trajwiki_core::{
+    content_hash, Attachment, Namespace, Outcome, Run, SourceMessage, Step, Timestamp,
+    TIMESTAMP_FORMAT,
+};
+
+use crate::error::{IngestError, Location, Result};
+use crate::fields::Record;
+
+/// Parses a message timestamp: `2023-05-08T13:56:00`, `2023-05-08 13:56`, `2023-05-08`, or
+/// RFC 3339 with an offset (converted to UTC).
+pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.naive_utc());
+    }
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, fmt) {
+            return Some(t);
+        }
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+}
+
+fn lines<'a>(file: &'a Path, text: &'a str) -> impl Iterator<Item = Result<(usize, Value)>> + 'a {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(move |(i, line)| {
+            serde_json::from_str(line)
+                .map(|v| (i + 1, v))
+                .map_err(|e| IngestError::Syntax {
+                    file: file.to_path_buf(),
+                    at: Location::Line {
+                        line: i + 1,
+                        column: Some(e.column()),
+                    },
+                    message: e.to_string(),
+                })
+        })
+}
+
+fn read(file: &Path) -> Result<String> {
+    std::fs::read_to_string(file).map_err(|source| IngestError::Io {
+        file: file.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a JSONL conversation file.
+pub fn read_messages(file: &Path) -> Result<Vec<SourceMessage>> {
+    parse_messages(file, &read(file)?)
+}
+
+/// Parses JSONL conversation text; `file` is used in error messages.
+pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
+    let mut next_seq: HashMap<(Namespace, u32), u32> = HashMap::new();
+    let mut out = Vec::new();
+    for item in lines(file, text) {
+        let (line, value) = item?;
+        let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
+        let ns = rec.str("namespace")?;
+        let namespace = Namespace::new(ns)
+            .map_err(|e| rec.error("namespace", "a valid namespace name", e.to_string()))?;
+        let session = rec.u32("session")?;
+        let counter = next_seq.entry((namespace.clone(), session)).or_insert(0);
+        let seq = match rec.opt_u32("seq")? {
+            Some(0) => return Err(rec.error("seq", "a position from 1", "0")),
+            Some(s) => s,
+            None => *counter + 1,
+        };
+        *counter = (*counter).max(seq);
+        let ts_text = rec.str("timestamp")?;
+        let timestamp = parse_timestamp(ts_text).ok_or_else(|| {
+            rec.error(
+                "timestamp",
+                "a time like 2023-05-08T13:56:00 (or RFC 3339, or a date)",
+                format!("{ts_text:?}"),
+            )
+        })?;
+        let mut attachments = Vec::new();
+        for (a, att) in rec.opt_array("attachments")?.iter().enumerate() {
+            let arec = rec.child(&format!("attachments[{a}]"), att)?;
+            attachments.push(Attachment {
+                kind: arec.str("kind")?.to_string(),
+                caption: arec.opt_str("caption")?.map(str::to_string),
+                url: arec.opt_str("url")?.map(str::to_string),
+            });
+        }
+        let external_ref = match rec.opt_str("ref")? {
+            Some(r) if r.trim().is_empty() => {
+                return Err(rec.error("ref", "a non-empty string", "an empty string"))
+            }
+            r => r.map(str::to_string),
+        };
+        out.push(SourceMessage::new(
+            namespace,
+            session,
+            seq,
+            rec.str("speaker")?.to_string(),
+            rec.str("text")?.to_string(),
+            timestamp,
+            attachments,
+            external_ref,
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads a JSONL runs file. `namespace` overrides the namespace of every run.
+pub fn read_runs(file: &Path, namespace: Option<&Namespace>) -> Result<Vec<Run>> {
+    parse_runs(file, &read(file)?, namespace)
+}
+
+/// The fields of a run line that are not metadata.
+const RUN_FIELDS: [&str; 6] = ["id", "namespace", "task", "steps", "success", "reward"];
+
+/// Parses JSONL runs text; `file` is used in error messages and for the default namespace.
+pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Result<Vec<Run>> {
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("runs");
+    let mut out = Vec::new();
+    for item in lines(file, text) {
+        let (line, value) = item?;
+        let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
+        let ns = match namespace {
+            Some(ns) => ns.clone(),
+            None => {
+                let name = match rec.opt_str("namespace")? {
+                    Some(n) => n,
+                    None => rec.opt_str("env").ok().flatten().unwrap_or(stem),
+                };
+                Namespace::new(name)
+                    .map_err(|e| rec.error("namespace", "a valid namespace name", e.to_string()))?
+            }
+        };
+        let task = rec.str("task")?.to_string();
+        let mut steps = Vec::new();
+        for (s, step) in rec.opt_array("steps")?.iter().enumerate() {
+            let srec = rec.child(&format!("steps[{s}]"), step)?;
+            steps.push(Step {
+                action: srec.str("action")?.to_string(),
+                observation: srec.opt_str("observation")?.unwrap_or_default().to_string(),
+            });
+        }
+        let outcome = Outcome {
+            success: rec.opt_bool("success")?,
+            reward: rec.opt_f64("reward")?,
+        };
+        let metadata: BTreeMap<String, Value> = rec
+            .obj
+            .iter()
+            .filter(|(k, _)| !RUN_FIELDS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let external_ref = match rec.opt_str("id")? {
+            Some(id) if !id.trim().is_empty() => id.to_string(),
+            Some(_) => return Err(rec.error("id", "a non-empty string", "an empty string")),
+            None => {
+                // No id: address the run by its content, so re-ingesting the file is a no-op.
+                let body = serde_json::to_string(&value).unwrap_or_default();
+                format!("sha-{}", &content_hash([body.as_str()])[..16])
+            }
+        };
+        out.push(Run::new(ns, external_ref, task, steps, outcome, metadata));
+    }
+    Ok(out)
+}
+
+/// Writes messages as JSONL in the format [`parse_messages`] reads.
+pub fn write_messages(out: &mut impl Write, messages: &[SourceMessage]) -> std::io::Result<()> {
+    for m in messages {
+        let mut obj = Map::new();
+        obj.insert("namespace".into(), json!(m.namespace.as_str()));
+        obj.insert("session".into(), json!(m.session));
+        obj.insert("seq".into(), json!(m.seq));
+        obj.insert("speaker".into(), json!(m.speaker));
+        obj.insert("text".into(), json!(m.text));
+        obj.insert(
+            "timestamp".into(),
+            json!(m.timestamp.format(TIMESTAMP_FORMAT).to_string()),
+        );
+        if let Some(r) = &m.external_ref {
+            obj.insert("ref".into(), json!(r));
+        }
+        if !m.attachments.is_empty() {
+            obj.insert("attachments".into(), serde_json::to_value(&m.attachments)?);
+        }
+        serde_json::to_writer(&mut *out, &Value::Object(obj))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Writes runs as JSONL in the format [`parse_runs`] reads.
+pub fn write_runs(out: &mut impl Write, runs: &[Run]) -> std::io::Result<()> {
+    for r in runs {
+        let mut obj: Map<String, Value> = r
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        obj.insert("id".into(), json!(r.external_ref));
+        obj.insert("namespace".into(), json!(r.namespace.as_str()));
+        obj.insert("task".into(), json!(r.task));
+        obj.insert("steps".into(), serde_json::to_value(&r.steps)?);
+        if let Some(s) = r.outcome.success {
+            obj.insert("success".into(), json!(s));
+        }
+        if let Some(x) = r.outcome.reward {
+            obj.insert("reward".into(), json!(x));
+        }
+        serde_json::to_writer(&mut *out, &Value::Object(obj))?;
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let text = r#"{"namespace": "a", "session": 1, "speaker": "Ann", "text": "Hi", "timestamp": "2023-05-08T13:56:00", "ref": "x1"}
+{"namespace": "a", "session": 1, "speaker": "Bob", "text": "Hey", "timestamp": "2023-05-08 13:57", "attachments": [{"kind": "image", "caption": "a cat"}]}
+
+{"namespace": "a", "session": 2, "speaker": "Ann", "text": "Later", "timestamp": "2023-05-09"}
+"#;
+        let msgs = parse_messages(Path::new("c.jsonl"), text).unwrap();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!((msgs[1].session, msgs[1].seq), (1, 2));
+        assert_eq!((msgs[2].session, msgs[2].seq), (2, 1));
+        let mut buf = Vec::new();
+        write_messages(&mut buf, &msgs).unwrap();
+        let again =
+            parse_messages(Path::new("c.jsonl"), std::str::from_utf8(&buf).unwrap()).unwrap();
+        assert_eq!(msgs, again);
+    }
+
+    #[test]
+    fn message_errors_name_line_and_field() {
+        let text = "{\"namespace\": \"a\", \"session\": 1, \"speaker\": \"A\", \"text\": \"x\", \"timestamp\": \"2023-05-08\"}\n{\"namespace\": \"a\", \"session\": \"one\", \"speaker\": \"A\", \"text\": \"x\", \"timestamp\": \"2023-05-08\"}\n";
+        let err = parse_messages(Path::new("c.jsonl"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("c.jsonl: line 2")
+                && err.contains("`session`")
+                && err.contains("string \"one\""),
+            "{err}"
+        );
+        let err = parse_messages(Path::new("c.jsonl"), "{\"namespace\": \"a\", \"session\": 1, \"speaker\": \"A\", \"text\": \"x\", \"timestamp\": \"May\"}").unwrap_err().to_string();
+        assert!(
+            err.contains("`timestamp`") && err.contains("\"May\""),
+            "{err}"
+        );
+        let err = parse_messages(Path::new("c.jsonl"), "{\"namespace\": \"a\"").unwrap_err();
+        assert!(matches!(
+            err,
+            IngestError::Syntax {
+                at: Location::Line { line: 1, .. },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn runs_round_trip_and_namespace() {
+        let text = r#"{"id": "r1", "env": "shop", "task": "buy", "steps": [{"action": "search[x]", "observation": "ok"}], "reward": 0.5, "success": false, "agent": "ReAct"}
+{"id": "r2", "env": "shop", "task": "none", "steps": null, "success": true}
+"#;
+        let runs = parse_runs(Path::new("runs.jsonl"), text, None).unwrap();
+        assert_eq!(runs[0].namespace.as_str(), "shop");
+        assert_eq!(runs[0].outcome.reward, Some(0.5));
+        assert_eq!(runs[0].metadata["agent"], json!("ReAct"));
+        assert!(runs[1].steps.is_empty());
+        let mut buf = Vec::new();
+        write_runs(&mut buf, &runs).unwrap();
+        let again = parse_runs(
+            Path::new("other.jsonl"),
+            std::str::from_utf8(&buf).unwrap(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(runs, again);
+        let ns = Namespace::new("override").unwrap();
+        assert_eq!(
+            parse_runs(Path::new("r.jsonl"), text, Some(&ns)).unwrap()[0].namespace,
+            ns
+        );
+        let err = parse_runs(Path::new("r.jsonl"), r#"{"id": "x", "steps": []}"#, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 1") && err.contains("`task`"), "{err}");
+    }
+}

@@ -1,0 +1,340 @@
+//! `trajwiki check`: SQLite's own integrity check plus the project's invariants.
+
+use serde::Serialize;
+
+use crate::error::{Result, SqlContext};
+use crate::memory::replayed_state;
+use crate::raw::{decode_message, message_row, MESSAGE_SELECT};
+use crate::Store;
+
+/// One violated invariant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// Which invariant.
+    pub invariant: &'static str,
+    /// The record at fault.
+    pub id: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// The result of [`Store::check`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// What `PRAGMA integrity_check` said (`ok` when sound).
+    pub sqlite_integrity: String,
+    /// Records examined, per table.
+    pub examined: Vec<(String, u64)>,
+    /// Every problem found; empty when the store is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl CheckReport {
+    /// Whether the store is sound.
+    pub fn ok(&self) -> bool {
+        self.sqlite_integrity == "ok" && self.problems.is_empty()
+    }
+}
+
+impl Store {
+    /// Verifies the store: SQLite integrity, every foreign reference resolves, content hashes
+    /// match content, trajectories are ordered (versions 1..n, timestamps non-decreasing), claim
+    /// quotes occur in their sources, replaying each namespace's op log gives the stored claim
+    /// state, insights agree with their compilations, cached vectors have their model's size.
+    pub fn check(&self) -> Result<CheckReport> {
+        let mut report = CheckReport::default();
+        let c = &self.conn;
+        let lines: Vec<String> = {
+            let mut stmt = c
+                .prepare("PRAGMA integrity_check")
+                .ctx("checking integrity")?;
+            let rows = stmt
+                .query_map([], |row| row.get(0))
+                .ctx("checking integrity")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("checking integrity")?;
+            rows
+        };
+        report.sqlite_integrity = lines.join("; ");
+
+        for table in [
+            "namespaces",
+            "messages",
+            "runs",
+            "snapshots",
+            "claims",
+            "claim_ops",
+            "trajectories",
+            "page_revisions",
+            "insights",
+            "embeddings",
+        ] {
+            let n: i64 = c
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                    row.get(0)
+                })
+                .ctx("counting records")?;
+            report.examined.push((table.to_string(), n as u64));
+        }
+
+        {
+            let mut stmt = c
+                .prepare("PRAGMA foreign_key_check")
+                .ctx("checking foreign keys")?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<i64>>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                })
+                .ctx("checking foreign keys")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("checking foreign keys")?;
+            for (table, rowid, parent) in rows {
+                report.problems.push(Problem {
+                    invariant: "foreign reference resolves",
+                    id: format!("{table} row {}", rowid.unwrap_or(-1)),
+                    detail: format!("points at a missing {parent} row"),
+                });
+            }
+        }
+
+        // Raw messages are unchanged since ingest.
+        {
+            let mut stmt = c
+                .prepare(&format!("{MESSAGE_SELECT} ORDER BY id"))
+                .ctx("reading messages")?;
+            let mut hashes = c
+                .prepare("SELECT content_hash FROM messages WHERE id = ?1")
+                .ctx("reading hashes")?;
+            let rows = stmt
+                .query_map([], message_row)
+                .ctx("reading messages")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("reading messages")?;
+            for row in rows {
+                let id = row.0.clone();
+                match decode_message(row) {
+                    Ok(msg) => {
+                        let stored: String = hashes
+                            .query_row([&id], |r| r.get(0))
+                            .ctx("reading hashes")?;
+                        if stored != msg.content_hash() {
+                            report.problems.push(Problem {
+                                invariant: "message content matches its hash",
+                                id,
+                                detail: "the stored content was changed after ingest".into(),
+                            });
+                        }
+                    }
+                    Err(e) => report.problems.push(Problem {
+                        invariant: "message decodes",
+                        id,
+                        detail: e.to_string(),
+                    }),
+                }
+            }
+        }
+
+        // Trajectories ordered: versions 1..n without gaps, timestamps non-decreasing.
+        {
+            let mut stmt = c
+                .prepare("SELECT trajectory, id, version, timestamp FROM snapshots ORDER BY trajectory, version")
+                .ctx("reading snapshots")?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
+                })
+                .ctx("reading snapshots")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("reading snapshots")?;
+            let mut prev: Option<(String, i64, String)> = None;
+            for (trajectory, id, version, ts) in rows {
+                let (expected, prev_ts) = match &prev {
+                    Some((t, v, pts)) if *t == trajectory => (v + 1, Some(pts.clone())),
+                    _ => (1, None),
+                };
+                if version != expected {
+                    report.problems.push(Problem {
+                        invariant: "trajectory versions are 1..n",
+                        id: id.clone(),
+                        detail: format!("version {version} in {trajectory}, expected {expected}"),
+                    });
+                }
+                if prev_ts.is_some_and(|p| p > ts) {
+                    report.problems.push(Problem {
+                        invariant: "trajectory timestamps do not go back",
+                        id: id.clone(),
+                        detail: format!("snapshot at {ts} follows a later one in {trajectory}"),
+                    });
+                }
+                prev = Some((trajectory, version, ts));
+            }
+        }
+
+        // Claims: at least one source, quote occurs in a source (text or attachment caption).
+        {
+            let mut stmt = c
+                .prepare(
+                    "SELECT c.id, c.quote, group_concat(m.text || char(31) || m.attachments, char(30))
+                     FROM claims c LEFT JOIN claim_sources s ON s.claim = c.id LEFT JOIN messages m ON m.id = s.message
+                     GROUP BY c.id ORDER BY c.id",
+                )
+                .ctx("reading claims")?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                    ))
+                })
+                .ctx("reading claims")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("reading claims")?;
+            for (id, quote, sources) in rows {
+                match sources {
+                    None => report.problems.push(Problem {
+                        invariant: "claim has a source",
+                        id,
+                        detail: "no source messages".into(),
+                    }),
+                    Some(sources) => {
+                        let found = sources.split('\u{1e}').any(|s| {
+                            let (text, attachments) = s.split_once('\u{1f}').unwrap_or((s, "[]"));
+                            text.contains(&quote)
+                                || serde_json::from_str::<Vec<trajwiki_core::Attachment>>(
+                                    attachments,
+                                )
+                                .map(|a| {
+                                    a.iter().any(|a| {
+                                        a.caption.as_deref().is_some_and(|cap| cap.contains(&quote))
+                                    })
+                                })
+                                .unwrap_or(false)
+                        });
+                        if !found {
+                            report.problems.push(Problem {
+                                invariant: "claim quote occurs in a source",
+                                id,
+                                detail: format!("quote {quote:?} is in none of its sources"),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+
+        // Ops replay to the stored state.
+        for ns in self.namespaces()? {
+            match replayed_state(c, &ns) {
+                Ok(replayed) => {
+                    let mut stmt = c
+                        .prepare(
+                            "SELECT s.claim, s.status FROM claim_state s JOIN claims c ON c.id = s.claim
+                             WHERE c.namespace = ?1 ORDER BY s.claim",
+                        )
+                        .ctx("reading claim state")?;
+                    let stored = stmt
+                        .query_map([ns.as_str()], |row| {
+                            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                        })
+                        .ctx("reading claim state")?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .ctx("reading claim state")?;
+                    let replayed: Vec<(String, String)> = replayed
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.as_str().to_string()))
+                        .collect();
+                    if stored != replayed {
+                        let first = stored
+                            .iter()
+                            .zip(&replayed)
+                            .find(|(a, b)| a != b)
+                            .map(|(a, b)| format!("stored {a:?}, replayed {b:?}"))
+                            .unwrap_or_else(|| {
+                                format!(
+                                    "{} stored states, {} replayed",
+                                    stored.len(),
+                                    replayed.len()
+                                )
+                            });
+                        report.problems.push(Problem {
+                            invariant: "op log replays to the stored claim state",
+                            id: ns.to_string(),
+                            detail: first,
+                        });
+                    }
+                }
+                Err(e) => report.problems.push(Problem {
+                    invariant: "op log replays",
+                    id: ns.to_string(),
+                    detail: e.to_string(),
+                }),
+            }
+        }
+
+        // Insights resolve to their compilation's run; pages' current revision exists.
+        let mismatched = collect_pairs(
+            c,
+            "SELECT i.id, i.run FROM insights i JOIN compilations c ON c.id = i.compilation WHERE c.run != i.run",
+        )?;
+        for (id, run) in mismatched {
+            report.problems.push(Problem {
+                invariant: "insight resolves to its compilation's run",
+                id,
+                detail: format!("names run {run}, its compilation another"),
+            });
+        }
+        let missing_rev = collect_pairs(
+            c,
+            "SELECT p.id, p.current_revision FROM pages p WHERE p.current_revision IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM page_revisions r WHERE r.page = p.id AND r.revision = p.current_revision)",
+        )?;
+        for (id, rev) in missing_rev {
+            report.problems.push(Problem {
+                invariant: "page's current revision exists",
+                id,
+                detail: format!("revision {rev} is missing"),
+            });
+        }
+        let bad_vectors = collect_pairs(
+            c,
+            "SELECT e.model_id || '/' || e.text_hash, length(e.vector) FROM embeddings e
+             JOIN embedding_models m ON m.model_id = e.model_id WHERE length(e.vector) != 4 * m.dim",
+        )?;
+        for (id, len) in bad_vectors {
+            report.problems.push(Problem {
+                invariant: "cached vector has its model's dimension",
+                id,
+                detail: format!("{len} bytes"),
+            });
+        }
+        Ok(report)
+    }
+}
+
+fn collect_pairs(c: &rusqlite::Connection, sql: &str) -> Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare(sql).ctx("checking invariants")?;
+    let rows = stmt
+        .query_map([], |row| {
+            let b: rusqlite::types::Value = row.get(1)?;
+            let b = match b {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            };
+            Ok((row.get::<_, String>(0)?, b))
+        })
+        .ctx("checking invariants")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("checking invariants")?;
+    Ok(rows)
+}

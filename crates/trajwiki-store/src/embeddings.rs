@@ -1,0 +1,119 @@
+//! The embedding cache: vectors keyed by (model id, text hash), the model's dimension recorded
+//! once and enforced on every read and write.
+
+use rusqlite::{params, OptionalExtension};
+
+use crate::error::{Result, SqlContext, StoreError};
+use crate::Store;
+
+fn encode(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn decode(bytes: &[u8], dim: usize, model: &str, hash: &str) -> Result<Vec<f32>> {
+    if bytes.len() != dim * 4 {
+        return Err(StoreError::Corrupt {
+            table: "embeddings",
+            column: "vector",
+            id: format!("{model}/{hash}"),
+            reason: format!(
+                "{} bytes, expected {} for dimension {dim}",
+                bytes.len(),
+                dim * 4
+            ),
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+impl Store {
+    /// The dimension recorded for `model`, if it has any cached vectors.
+    pub fn embedding_dim(&self, model: &str) -> Result<Option<usize>> {
+        let dim: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT dim FROM embedding_models WHERE model_id = ?1",
+                [model],
+                |row| row.get(0),
+            )
+            .optional()
+            .ctx("reading an embedding model")?;
+        Ok(dim.map(|d| d as usize))
+    }
+
+    fn expect_dim(&self, model: &str, dim: usize) -> Result<()> {
+        match self.embedding_dim(model)? {
+            Some(stored) if stored != dim => Err(StoreError::EmbeddingDimension {
+                model: model.to_string(),
+                stored,
+                got: dim,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Looks up cached vectors of `model` (of dimension `dim`) for each text hash; `None` where
+    /// the text was never embedded with this model.
+    pub fn cached_embeddings(
+        &self,
+        model: &str,
+        dim: usize,
+        hashes: &[&str],
+    ) -> Result<Vec<Option<Vec<f32>>>> {
+        self.expect_dim(model, dim)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT vector FROM embeddings WHERE model_id = ?1 AND text_hash = ?2")
+            .ctx("preparing an embedding lookup")?;
+        hashes
+            .iter()
+            .map(|hash| {
+                let bytes: Option<Vec<u8>> = stmt
+                    .query_row(params![model, hash], |row| row.get(0))
+                    .optional()
+                    .ctx("reading an embedding")?;
+                bytes.map(|b| decode(&b, dim, model, hash)).transpose()
+            })
+            .collect()
+    }
+
+    /// Caches vectors of `model`, in one transaction. Returns how many were new. The first write
+    /// records the model's dimension; vectors of another dimension are refused.
+    pub fn put_embeddings(
+        &mut self,
+        model: &str,
+        dim: usize,
+        items: &[(&str, &[f32])],
+    ) -> Result<usize> {
+        self.expect_dim(model, dim)?;
+        if let Some((_, v)) = items.iter().find(|(_, v)| v.len() != dim) {
+            return Err(StoreError::EmbeddingDimension {
+                model: model.to_string(),
+                stored: dim,
+                got: v.len(),
+            });
+        }
+        let tx = self.conn.transaction().ctx("starting an embedding write")?;
+        tx.execute(
+            "INSERT OR IGNORE INTO embedding_models (model_id, dim) VALUES (?1, ?2)",
+            params![model, dim as i64],
+        )
+        .ctx("recording an embedding model")?;
+        let mut added = 0;
+        {
+            let mut stmt = tx
+                .prepare("INSERT OR IGNORE INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3)")
+                .ctx("preparing an embedding write")?;
+            for (hash, v) in items {
+                added += stmt
+                    .execute(params![model, hash, encode(v)])
+                    .ctx("writing an embedding")?;
+            }
+        }
+        tx.commit().ctx("committing embeddings")?;
+        Ok(added)
+    }
+}

@@ -1,0 +1,98 @@
+//! Store errors.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed.
+    #[error("database error while {context}")]
+    Sqlite {
+        /// What the store was doing.
+        context: &'static str,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The store directory could not be created or read.
+    #[error("cannot use store directory {path}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No store at the given place.
+    #[error("no trajwiki store at {path} (create one with `trajwiki ingest --store {path} FILE`)")]
+    NotAStore {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The database was written by a newer trajwiki.
+    #[error("store {path} has schema version {found}, but this trajwiki supports at most {supported}; upgrade trajwiki to open it")]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
+    },
+    /// An incoming record has the identity of a stored one but different content.
+    #[error("conflicting {kind} {id}: the store holds {existing}, the input has {incoming}")]
+    Conflict {
+        /// What kind of record.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+        /// The stored version, described.
+        existing: String,
+        /// The incoming version, described.
+        incoming: String,
+    },
+    /// Vectors of another dimension than the one recorded for the model.
+    #[error("embedding model `{model}` is recorded with dimension {stored}, got vectors of dimension {got}")]
+    EmbeddingDimension {
+        /// The model id.
+        model: String,
+        /// The recorded dimension.
+        stored: usize,
+        /// The dimension offered.
+        got: usize,
+    },
+    /// A record refers to one that does not exist.
+    #[error("{what} refers to {missing}, which is not in the store")]
+    Dangling {
+        /// The referring record.
+        what: String,
+        /// The missing id.
+        missing: String,
+    },
+    /// A stored value could not be decoded: the database was changed outside trajwiki.
+    #[error("corrupt value in {table}.{column} of {id}: {reason}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// The column.
+        column: &'static str,
+        /// The row's id.
+        id: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Result alias of the store.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Attaches a context to SQLite errors.
+pub(crate) trait SqlContext<T> {
+    fn ctx(self, context: &'static str) -> Result<T>;
+}
+
+impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
+    fn ctx(self, context: &'static str) -> Result<T> {
+        self.map_err(|source| StoreError::Sqlite { context, source })
+    }
+}

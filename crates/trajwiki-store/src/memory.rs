@@ -1,0 +1,1016 @@
+//! Derived memory: snapshots, claims, the claim op log, trajectories, wiki pages, and the
+//! WikiTrace compilations and insights.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use trajwiki_core::{
+    replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, Insight,
+    InsightId, ItemCount, MessageId, Namespace, OpId, OpKind, PageId, PageKind, RunId, Signals,
+    Snapshot, SnapshotId, Trajectory, TrajectoryId, WikiPage,
+};
+
+use crate::error::{Result, SqlContext, StoreError};
+use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
+
+/// Everything one memory build (or increment) writes for a namespace, committed at once.
+///
+/// Immutable records (snapshots, claims, ops) that are already stored with equal content are
+/// skipped, so a deterministic rebuild can hand the whole memory again; different content under a
+/// stored id is a [`StoreError::Conflict`]. Trajectories are inserted or have their derived fields
+/// (summary, signals) replaced. When `pages` is `Some`, it is the complete set of current pages:
+/// changed pages get a new revision, pages left out are retired, older revisions stay.
+#[derive(Debug, Clone)]
+pub struct MemoryBatch {
+    /// The namespace every record belongs to.
+    pub namespace: Namespace,
+    /// Trajectories to insert or refresh.
+    pub trajectories: Vec<Trajectory>,
+    /// Snapshots, in an order where each trajectory's versions ascend.
+    pub snapshots: Vec<Snapshot>,
+    /// Claims.
+    pub claims: Vec<Claim>,
+    /// Ops, in seq order, continuing the stored log.
+    pub ops: Vec<ClaimOp>,
+    /// The complete current page set, or `None` to leave pages as they are.
+    pub pages: Option<Vec<WikiPage>>,
+}
+
+fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
+    if batch_ns != ns {
+        return Err(StoreError::Dangling {
+            what: format!("{what} of namespace {ns} in a batch for {batch_ns}"),
+            missing: batch_ns.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn exists(tx: &Connection, sql: &str, id: &str) -> Result<bool> {
+    Ok(tx
+        .query_row(sql, [id], |_| Ok(()))
+        .optional()
+        .ctx("looking up a record")?
+        .is_some())
+}
+
+fn conflict(
+    kind: &'static str,
+    id: &str,
+    existing: impl std::fmt::Debug,
+    incoming: impl std::fmt::Debug,
+) -> StoreError {
+    StoreError::Conflict {
+        kind,
+        id: id.to_string(),
+        existing: format!("{existing:?}"),
+        incoming: format!("{incoming:?}"),
+    }
+}
+
+fn insert_list(tx: &Transaction<'_>, sql: &str, owner: &str, items: &[&str]) -> Result<()> {
+    let mut stmt = tx.prepare_cached(sql).ctx("preparing a list insert")?;
+    for (i, item) in items.iter().enumerate() {
+        stmt.execute(params![owner, i as i64, item])
+            .map_err(|source| match source {
+                rusqlite::Error::SqliteFailure(e, _)
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Dangling {
+                        what: owner.to_string(),
+                        missing: item.to_string(),
+                    }
+                }
+                source => StoreError::Sqlite {
+                    context: "inserting a list",
+                    source,
+                },
+            })?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Commits a [`MemoryBatch`] in one transaction and re-derives claim state from the full
+    /// op log of the namespace.
+    pub fn commit_memory(&mut self, batch: &MemoryBatch) -> Result<()> {
+        let ns = &batch.namespace;
+        let tx = self.conn.transaction().ctx("starting a memory commit")?;
+        if !exists(&tx, "SELECT 1 FROM namespaces WHERE id = ?1", ns.as_str())? {
+            return Err(StoreError::Dangling {
+                what: "memory batch".into(),
+                missing: format!("namespace {ns}"),
+            });
+        }
+        for t in &batch.trajectories {
+            check_ns(ns, "trajectory", &t.namespace)?;
+            let stored: Option<Option<String>> = tx
+                .query_row(
+                    "SELECT continues FROM trajectories WHERE id = ?1",
+                    [t.id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("looking up a trajectory")?;
+            let continues = t.continues.as_ref().map(|c| c.to_string());
+            match stored {
+                Some(prev) if prev != continues => {
+                    return Err(conflict(
+                        "trajectory continuation",
+                        t.id.as_str(),
+                        prev,
+                        continues,
+                    ))
+                }
+                Some(_) => {
+                    tx.execute(
+                        "UPDATE trajectories SET summary = ?2, signals = ?3 WHERE id = ?1",
+                        params![t.id.as_str(), t.summary, to_json(&t.signals)],
+                    )
+                    .ctx("refreshing a trajectory")?;
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO trajectories (id, namespace, continues, summary, signals) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![t.id.as_str(), ns.as_str(), continues, t.summary, to_json(&t.signals)],
+                    )
+                    .ctx("inserting a trajectory")?;
+                }
+            }
+        }
+        // Snapshots first (claims point at them), then their claim lists once claims exist.
+        let mut new_snapshots = Vec::new();
+        for s in &batch.snapshots {
+            check_ns(ns, "snapshot", &s.namespace)?;
+            if let Some(stored) = read_snapshot(&tx, &s.id)? {
+                if &stored != s {
+                    return Err(conflict("snapshot", s.id.as_str(), stored, s));
+                }
+                continue;
+            }
+            let next: u32 = tx
+                .query_row(
+                    "SELECT coalesce(max(version), 0) + 1 FROM snapshots WHERE trajectory = ?1",
+                    [s.trajectory.as_str()],
+                    |row| row.get(0),
+                )
+                .ctx("reading a trajectory's length")?;
+            if s.version != next {
+                return Err(StoreError::Conflict {
+                    kind: "snapshot version",
+                    id: s.id.to_string(),
+                    existing: format!("trajectory {} expects version {next}", s.trajectory),
+                    incoming: format!("version {}", s.version),
+                });
+            }
+            tx.execute(
+                "INSERT INTO snapshots (id, namespace, trajectory, version, timestamp, summary, context, keywords)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    s.id.as_str(),
+                    ns.as_str(),
+                    s.trajectory.as_str(),
+                    s.version,
+                    fmt_ts(&s.timestamp),
+                    s.summary,
+                    s.context,
+                    to_json(&s.keywords)
+                ],
+            )
+            .map_err(|source| match source {
+                rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                    StoreError::Dangling { what: format!("snapshot {}", s.id), missing: s.trajectory.to_string() }
+                }
+                source => StoreError::Sqlite { context: "inserting a snapshot", source },
+            })?;
+            let sources: Vec<&str> = s.source_message_ids.iter().map(|m| m.as_str()).collect();
+            insert_list(
+                &tx,
+                "INSERT INTO snapshot_messages (snapshot, position, message) VALUES (?1, ?2, ?3)",
+                s.id.as_str(),
+                &sources,
+            )?;
+            new_snapshots.push(s);
+        }
+        for c in &batch.claims {
+            check_ns(ns, "claim", &c.namespace)?;
+            if let Some(stored) = read_claim(&tx, &c.id)? {
+                if &stored != c {
+                    return Err(conflict("claim", c.id.as_str(), stored, c));
+                }
+                continue;
+            }
+            tx.execute(
+                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    c.id.as_str(),
+                    ns.as_str(),
+                    c.snapshot.as_str(),
+                    c.text,
+                    c.status.as_str(),
+                    c.quote,
+                    c.revised_from.as_ref().map(|r| r.as_str())
+                ],
+            )
+            .map_err(|source| StoreError::Sqlite { context: "inserting a claim", source })?;
+            let sources: Vec<&str> = c.source_message_ids.iter().map(|m| m.as_str()).collect();
+            insert_list(
+                &tx,
+                "INSERT INTO claim_sources (claim, position, message) VALUES (?1, ?2, ?3)",
+                c.id.as_str(),
+                &sources,
+            )?;
+        }
+        for s in new_snapshots {
+            let claims: Vec<&str> = s.claim_ids.iter().map(|c| c.as_str()).collect();
+            insert_list(
+                &tx,
+                "INSERT INTO snapshot_claims (snapshot, position, claim) VALUES (?1, ?2, ?3)",
+                s.id.as_str(),
+                &claims,
+            )?;
+        }
+        for op in &batch.ops {
+            check_ns(ns, "claim op", &op.namespace)?;
+            if let Some(stored) = read_op(&tx, &op.id)? {
+                if &stored != op {
+                    return Err(conflict("claim op", op.id.as_str(), stored, op));
+                }
+                continue;
+            }
+            tx.execute(
+                "INSERT INTO claim_ops (id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    op.id.as_str(),
+                    ns.as_str(),
+                    op.seq as i64,
+                    op.op.as_str(),
+                    op.target.as_ref().map(|c| c.as_str()),
+                    op.new_claim.as_ref().map(|c| c.as_str()),
+                    op.new_status.map(|s| s.as_str()),
+                    op.rationale,
+                    op.snapshot.as_str()
+                ],
+            )
+            .map_err(|source| StoreError::Sqlite { context: "inserting a claim op", source })?;
+            let sources: Vec<&str> = op.source_message_ids.iter().map(|m| m.as_str()).collect();
+            insert_list(
+                &tx,
+                "INSERT INTO op_sources (op, position, message) VALUES (?1, ?2, ?3)",
+                op.id.as_str(),
+                &sources,
+            )?;
+        }
+        // Claim state is derived: replay the namespace's whole log.
+        let state = replayed_state(&tx, ns)?;
+        tx.execute(
+            "DELETE FROM claim_state WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
+            [ns.as_str()],
+        )
+        .ctx("clearing claim state")?;
+        {
+            let mut stmt = tx
+                .prepare("INSERT INTO claim_state (claim, status) VALUES (?1, ?2)")
+                .ctx("preparing claim state")?;
+            for (claim, status) in &state {
+                stmt.execute(params![claim.as_str(), status.as_str()])
+                    .ctx("writing claim state")?;
+            }
+        }
+        if let Some(pages) = &batch.pages {
+            write_pages(&tx, ns, pages)?;
+        }
+        tx.commit().ctx("committing a memory batch")
+    }
+
+    /// Writes a compilation and its insights (at most 3) in one transaction. An identical
+    /// compilation already stored is a no-op.
+    pub fn commit_compilation(
+        &mut self,
+        compilation: &Compilation,
+        insights: &[Insight],
+    ) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction()
+            .ctx("starting a compilation commit")?;
+        if let Some((stored, stored_insights)) = read_compilation(&tx, &compilation.id)? {
+            if &stored != compilation || stored_insights != insights {
+                return Err(conflict(
+                    "compilation",
+                    compilation.id.as_str(),
+                    stored,
+                    compilation,
+                ));
+            }
+            return Ok(());
+        }
+        if !exists(
+            &tx,
+            "SELECT 1 FROM runs WHERE id = ?1",
+            compilation.run.as_str(),
+        )? {
+            return Err(StoreError::Dangling {
+                what: format!("compilation {}", compilation.id),
+                missing: compilation.run.to_string(),
+            });
+        }
+        tx.execute(
+            "INSERT INTO compilations (id, run, diagnosis, compiler) VALUES (?1, ?2, ?3, ?4)",
+            params![
+                compilation.id.as_str(),
+                compilation.run.as_str(),
+                compilation.diagnosis,
+                compilation.compiler
+            ],
+        )
+        .ctx("inserting a compilation")?;
+        for (i, insight) in insights.iter().enumerate() {
+            if insight.compilation != compilation.id || insight.run != compilation.run {
+                return Err(StoreError::Dangling {
+                    what: format!("insight {}", insight.id),
+                    missing: format!("compilation {} of run {}", insight.compilation, insight.run),
+                });
+            }
+            tx.execute(
+                "INSERT INTO insights (id, compilation, run, position, guideline, applies_when) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    insight.id.as_str(),
+                    insight.compilation.as_str(),
+                    insight.run.as_str(),
+                    i as i64,
+                    insight.guideline,
+                    insight.applies_when
+                ],
+            )
+            .ctx("inserting an insight")?;
+        }
+        tx.commit().ctx("committing a compilation")
+    }
+
+    /// One snapshot.
+    pub fn snapshot(&self, id: &SnapshotId) -> Result<Option<Snapshot>> {
+        read_snapshot(&self.conn, id)
+    }
+
+    /// One claim, as created (see [`claim_status`](Store::claim_status) for its current status).
+    pub fn claim(&self, id: &ClaimId) -> Result<Option<Claim>> {
+        read_claim(&self.conn, id)
+    }
+
+    /// The current (derived) status of a claim.
+    pub fn claim_status(&self, id: &ClaimId) -> Result<Option<ClaimStatus>> {
+        let status: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT status FROM claim_state WHERE claim = ?1",
+                [id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .ctx("reading claim state")?;
+        status
+            .map(|s| {
+                parse_stored(
+                    ClaimStatus::parse(&s).ok_or("unknown status"),
+                    "claim_state",
+                    "status",
+                    id.as_str(),
+                )
+            })
+            .transpose()
+    }
+
+    /// One op.
+    pub fn claim_op(&self, id: &OpId) -> Result<Option<ClaimOp>> {
+        read_op(&self.conn, id)
+    }
+
+    /// A namespace's op log in seq order.
+    pub fn claim_ops(&self, ns: &Namespace) -> Result<Vec<ClaimOp>> {
+        ids(
+            &self.conn,
+            "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
+            ns.as_str(),
+        )?
+        .iter()
+        .map(|id| {
+            let id = parse_stored(OpId::parse(id), "claim_ops", "id", id)?;
+            read_op(&self.conn, &id).map(|op| op.expect("listed op exists"))
+        })
+        .collect()
+    }
+
+    /// One trajectory, with its snapshot order.
+    pub fn trajectory(&self, id: &TrajectoryId) -> Result<Option<Trajectory>> {
+        read_trajectory(&self.conn, id)
+    }
+
+    /// A namespace's trajectories, sorted by id.
+    pub fn trajectories(&self, ns: &Namespace) -> Result<Vec<Trajectory>> {
+        ids(
+            &self.conn,
+            "SELECT id FROM trajectories WHERE namespace = ?1 ORDER BY id",
+            ns.as_str(),
+        )?
+        .iter()
+        .map(|id| {
+            let id = parse_stored(TrajectoryId::parse(id), "trajectories", "id", id)?;
+            read_trajectory(&self.conn, &id).map(|t| t.expect("listed trajectory exists"))
+        })
+        .collect()
+    }
+
+    /// A namespace's snapshots, by trajectory and version.
+    pub fn snapshots(&self, ns: &Namespace) -> Result<Vec<Snapshot>> {
+        ids(
+            &self.conn,
+            "SELECT id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version",
+            ns.as_str(),
+        )?
+        .iter()
+        .map(|id| {
+            let id = parse_stored(SnapshotId::parse(id), "snapshots", "id", id)?;
+            read_snapshot(&self.conn, &id).map(|s| s.expect("listed snapshot exists"))
+        })
+        .collect()
+    }
+
+    /// A namespace's claims, sorted by id.
+    pub fn claims(&self, ns: &Namespace) -> Result<Vec<Claim>> {
+        ids(
+            &self.conn,
+            "SELECT id FROM claims WHERE namespace = ?1 ORDER BY id",
+            ns.as_str(),
+        )?
+        .iter()
+        .map(|id| {
+            let id = parse_stored(ClaimId::parse(id), "claims", "id", id)?;
+            read_claim(&self.conn, &id).map(|c| c.expect("listed claim exists"))
+        })
+        .collect()
+    }
+
+    /// The current revision of a page (`None` when unknown or retired).
+    pub fn page(&self, id: &PageId) -> Result<Option<WikiPage>> {
+        let rev: Option<Option<u32>> = self
+            .conn
+            .query_row(
+                "SELECT current_revision FROM pages WHERE id = ?1",
+                [id.as_str()],
+                |row| row.get(0),
+            )
+            .optional()
+            .ctx("reading a page")?;
+        match rev.flatten() {
+            Some(rev) => read_page_revision(&self.conn, id, rev),
+            None => Ok(None),
+        }
+    }
+
+    /// A given revision of a page.
+    pub fn page_revision(&self, id: &PageId, revision: u32) -> Result<Option<WikiPage>> {
+        read_page_revision(&self.conn, id, revision)
+    }
+
+    /// A namespace's current pages, sorted by kind then id.
+    pub fn pages(&self, ns: &Namespace) -> Result<Vec<WikiPage>> {
+        ids(
+            &self.conn,
+            "SELECT id FROM pages WHERE namespace = ?1 AND current_revision IS NOT NULL ORDER BY kind, id",
+            ns.as_str(),
+        )?
+        .iter()
+        .map(|id| {
+            let id = parse_stored(PageId::parse(id), "pages", "id", id)?;
+            self.page(&id).map(|p| p.expect("listed page exists"))
+        })
+        .collect()
+    }
+
+    /// One compilation with its insights.
+    pub fn compilation(&self, id: &CompilationId) -> Result<Option<(Compilation, Vec<Insight>)>> {
+        read_compilation(&self.conn, id)
+    }
+
+    /// One insight.
+    pub fn insight(&self, id: &InsightId) -> Result<Option<Insight>> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT compilation, run, guideline, applies_when FROM insights WHERE id = ?1",
+                [id.as_str()],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .ctx("reading an insight")?;
+        row.map(|(compilation, run, guideline, applies_when)| {
+            Ok(Insight {
+                id: id.clone(),
+                compilation: parse_stored(
+                    CompilationId::parse(&compilation),
+                    "insights",
+                    "compilation",
+                    id.as_str(),
+                )?,
+                run: parse_stored(RunId::parse(&run), "insights", "run", id.as_str())?,
+                guideline,
+                applies_when,
+            })
+        })
+        .transpose()
+    }
+}
+
+fn ids(conn: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql).ctx("listing ids")?;
+    let rows = stmt
+        .query_map([arg], |row| row.get::<_, String>(0))
+        .ctx("listing ids")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("listing ids")?;
+    Ok(rows)
+}
+
+fn id_list<T>(
+    conn: &Connection,
+    sql: &str,
+    owner: &str,
+    table: &'static str,
+    parse: impl Fn(&str) -> std::result::Result<T, trajwiki_core::IdError>,
+) -> Result<Vec<T>> {
+    ids(conn, sql, owner)?
+        .iter()
+        .map(|id| parse_stored(parse(id), table, "id", owner))
+        .collect()
+}
+
+pub(crate) fn replayed_state(
+    conn: &Connection,
+    ns: &Namespace,
+) -> Result<BTreeMap<ClaimId, ClaimStatus>> {
+    let ops: Vec<ClaimOp> = ids(
+        conn,
+        "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
+        ns.as_str(),
+    )?
+    .iter()
+    .map(|id| {
+        let id = parse_stored(OpId::parse(id), "claim_ops", "id", id)?;
+        read_op(conn, &id).map(|op| op.expect("listed op exists"))
+    })
+    .collect::<Result<_>>()?;
+    let mut initial = BTreeMap::new();
+    for op in &ops {
+        if let Some(c) = &op.new_claim {
+            if let Some(claim) = read_claim(conn, c)? {
+                initial.insert(c.clone(), claim.status);
+            }
+        }
+    }
+    replay_ops(&ops, |id| initial.get(id).copied()).map_err(|e| StoreError::Corrupt {
+        table: "claim_ops",
+        column: "op",
+        id: ns.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn read_snapshot(conn: &Connection, id: &SnapshotId) -> Result<Option<Snapshot>> {
+    let row = conn
+        .query_row(
+            "SELECT namespace, trajectory, version, timestamp, summary, context, keywords FROM snapshots WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, u32>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, String>(6)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a snapshot")?;
+    let Some((ns, trajectory, version, ts, summary, context, keywords)) = row else {
+        return Ok(None);
+    };
+    let sid = id.as_str();
+    Ok(Some(Snapshot {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "snapshots", "namespace", sid)?,
+        trajectory: parse_stored(
+            TrajectoryId::parse(&trajectory),
+            "snapshots",
+            "trajectory",
+            sid,
+        )?,
+        version,
+        timestamp: parse_ts(&ts, "snapshots", sid)?,
+        summary,
+        context,
+        keywords: from_json(&keywords, "snapshots", "keywords", sid)?,
+        claim_ids: id_list(
+            conn,
+            "SELECT claim FROM snapshot_claims WHERE snapshot = ?1 ORDER BY position",
+            sid,
+            "snapshot_claims",
+            ClaimId::parse,
+        )?,
+        source_message_ids: id_list(
+            conn,
+            "SELECT message FROM snapshot_messages WHERE snapshot = ?1 ORDER BY position",
+            sid,
+            "snapshot_messages",
+            MessageId::parse,
+        )?,
+    }))
+}
+
+pub(crate) fn read_claim(conn: &Connection, id: &ClaimId) -> Result<Option<Claim>> {
+    let row = conn
+        .query_row(
+            "SELECT namespace, snapshot, text, status, quote, revised_from FROM claims WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, Option<String>>(5)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a claim")?;
+    let Some((ns, snapshot, text, status, quote, revised_from)) = row else {
+        return Ok(None);
+    };
+    let cid = id.as_str();
+    Ok(Some(Claim {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
+        snapshot: parse_stored(SnapshotId::parse(&snapshot), "claims", "snapshot", cid)?,
+        text,
+        status: parse_stored(
+            ClaimStatus::parse(&status).ok_or("unknown status"),
+            "claims",
+            "status",
+            cid,
+        )?,
+        source_message_ids: id_list(
+            conn,
+            "SELECT message FROM claim_sources WHERE claim = ?1 ORDER BY position",
+            cid,
+            "claim_sources",
+            MessageId::parse,
+        )?,
+        quote,
+        revised_from: revised_from
+            .map(|r| parse_stored(ClaimId::parse(&r), "claims", "revised_from", cid))
+            .transpose()?,
+    }))
+}
+
+pub(crate) fn read_op(conn: &Connection, id: &OpId) -> Result<Option<ClaimOp>> {
+    let row = conn
+        .query_row(
+            "SELECT namespace, seq, op, target, new_claim, new_status, rationale, snapshot FROM claim_ops WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, Option<String>>(4)?,
+                    row.get::<_, Option<String>>(5)?,
+                    row.get::<_, String>(6)?,
+                    row.get::<_, String>(7)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a claim op")?;
+    let Some((ns, seq, op, target, new_claim, new_status, rationale, snapshot)) = row else {
+        return Ok(None);
+    };
+    let oid = id.as_str();
+    let claim = |c: Option<String>, column| {
+        c.map(|c| parse_stored(ClaimId::parse(&c), "claim_ops", column, oid))
+            .transpose()
+    };
+    Ok(Some(ClaimOp {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "claim_ops", "namespace", oid)?,
+        seq: seq as u64,
+        op: parse_stored(
+            OpKind::parse(&op).ok_or("unknown op"),
+            "claim_ops",
+            "op",
+            oid,
+        )?,
+        target: claim(target, "target")?,
+        new_claim: claim(new_claim, "new_claim")?,
+        new_status: new_status
+            .map(|s| {
+                parse_stored(
+                    ClaimStatus::parse(&s).ok_or("unknown status"),
+                    "claim_ops",
+                    "new_status",
+                    oid,
+                )
+            })
+            .transpose()?,
+        source_message_ids: id_list(
+            conn,
+            "SELECT message FROM op_sources WHERE op = ?1 ORDER BY position",
+            oid,
+            "op_sources",
+            MessageId::parse,
+        )?,
+        rationale,
+        snapshot: parse_stored(SnapshotId::parse(&snapshot), "claim_ops", "snapshot", oid)?,
+    }))
+}
+
+pub(crate) fn read_trajectory(conn: &Connection, id: &TrajectoryId) -> Result<Option<Trajectory>> {
+    let row = conn
+        .query_row(
+            "SELECT namespace, continues, summary, signals FROM trajectories WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a trajectory")?;
+    let Some((ns, continues, summary, signals)) = row else {
+        return Ok(None);
+    };
+    let tid = id.as_str();
+    Ok(Some(Trajectory {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "trajectories", "namespace", tid)?,
+        snapshot_ids: id_list(
+            conn,
+            "SELECT id FROM snapshots WHERE trajectory = ?1 ORDER BY version",
+            tid,
+            "snapshots",
+            SnapshotId::parse,
+        )?,
+        continues: continues
+            .map(|c| parse_stored(TrajectoryId::parse(&c), "trajectories", "continues", tid))
+            .transpose()?,
+        summary,
+        signals: from_json::<Signals>(&signals, "trajectories", "signals", tid)?,
+    }))
+}
+
+fn read_page_revision(conn: &Connection, id: &PageId, revision: u32) -> Result<Option<WikiPage>> {
+    let row = conn
+        .query_row(
+            "SELECT p.namespace, p.kind, r.title, r.body, r.routing_text, r.keywords, r.terms, r.items
+             FROM pages p JOIN page_revisions r ON r.page = p.id WHERE p.id = ?1 AND r.revision = ?2",
+            params![id.as_str(), revision],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, String>(6)?,
+                    row.get::<_, String>(7)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a page revision")?;
+    let Some((ns, kind, title, body, routing_text, keywords, terms, items)) = row else {
+        return Ok(None);
+    };
+    let pid = id.as_str();
+    let mut stmt = conn
+        .prepare_cached("SELECT trajectory FROM page_trajectories WHERE page = ?1 AND revision = ?2 ORDER BY position")
+        .ctx("reading page links")?;
+    let links = stmt
+        .query_map(params![pid, revision], |row| row.get::<_, String>(0))
+        .ctx("reading page links")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("reading page links")?;
+    Ok(Some(WikiPage {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "pages", "namespace", pid)?,
+        kind: parse_stored(
+            PageKind::parse(&kind).ok_or("unknown kind"),
+            "pages",
+            "kind",
+            pid,
+        )?,
+        title,
+        body,
+        routing_text,
+        keywords: from_json(&keywords, "page_revisions", "keywords", pid)?,
+        trajectory_ids: links
+            .iter()
+            .map(|t| {
+                parse_stored(
+                    TrajectoryId::parse(t),
+                    "page_trajectories",
+                    "trajectory",
+                    pid,
+                )
+            })
+            .collect::<Result<_>>()?,
+        terms: from_json(&terms, "page_revisions", "terms", pid)?,
+        items: from_json::<Vec<ItemCount>>(&items, "page_revisions", "items", pid)?,
+        revision,
+    }))
+}
+
+/// Pages compare equal for revisioning when everything but the revision number matches.
+fn same_content(a: &WikiPage, b: &WikiPage) -> bool {
+    WikiPage {
+        revision: 0,
+        ..a.clone()
+    } == WikiPage {
+        revision: 0,
+        ..b.clone()
+    }
+}
+
+fn write_pages(tx: &Transaction<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
+    let mut keep = std::collections::BTreeSet::new();
+    for page in pages {
+        check_ns(ns, "page", &page.namespace)?;
+        keep.insert(page.id.as_str());
+        let stored: Option<(String, Option<u32>)> = tx
+            .query_row(
+                "SELECT kind, current_revision FROM pages WHERE id = ?1",
+                [page.id.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .ctx("reading a page")?;
+        let revision = match &stored {
+            None => {
+                tx.execute(
+                    "INSERT INTO pages (id, namespace, kind, current_revision) VALUES (?1, ?2, ?3, NULL)",
+                    params![page.id.as_str(), ns.as_str(), page.kind.as_str()],
+                )
+                .ctx("inserting a page")?;
+                1
+            }
+            Some((kind, current)) => {
+                if kind != page.kind.as_str() {
+                    return Err(conflict("page kind", page.id.as_str(), kind, page.kind));
+                }
+                if let Some(current) = current {
+                    let prev = read_page_revision(tx, &page.id, *current)?;
+                    if prev.is_some_and(|prev| same_content(&prev, page)) {
+                        continue;
+                    }
+                }
+                tx.query_row(
+                    "SELECT coalesce(max(revision), 0) + 1 FROM page_revisions WHERE page = ?1",
+                    [page.id.as_str()],
+                    |row| row.get::<_, u32>(0),
+                )
+                .ctx("numbering a page revision")?
+            }
+        };
+        tx.execute(
+            "INSERT INTO page_revisions (page, revision, title, body, routing_text, keywords, terms, items)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                page.id.as_str(),
+                revision,
+                page.title,
+                page.body,
+                page.routing_text,
+                to_json(&page.keywords),
+                to_json(&page.terms),
+                to_json(&page.items)
+            ],
+        )
+        .ctx("inserting a page revision")?;
+        let mut stmt = tx
+            .prepare_cached("INSERT INTO page_trajectories (page, revision, position, trajectory) VALUES (?1, ?2, ?3, ?4)")
+            .ctx("preparing page links")?;
+        for (i, t) in page.trajectory_ids.iter().enumerate() {
+            stmt.execute(params![page.id.as_str(), revision, i as i64, t.as_str()])
+                .map_err(|source| match source {
+                    rusqlite::Error::SqliteFailure(e, _)
+                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        StoreError::Dangling {
+                            what: format!("page {}", page.id),
+                            missing: t.to_string(),
+                        }
+                    }
+                    source => StoreError::Sqlite {
+                        context: "inserting a page link",
+                        source,
+                    },
+                })?;
+        }
+        tx.execute(
+            "UPDATE pages SET current_revision = ?2 WHERE id = ?1",
+            params![page.id.as_str(), revision],
+        )
+        .ctx("advancing a page")?;
+    }
+    let current = ids(
+        tx,
+        "SELECT id FROM pages WHERE namespace = ?1 AND current_revision IS NOT NULL",
+        ns.as_str(),
+    )?;
+    for id in current.iter().filter(|id| !keep.contains(id.as_str())) {
+        tx.execute(
+            "UPDATE pages SET current_revision = NULL WHERE id = ?1",
+            [id],
+        )
+        .ctx("retiring a page")?;
+    }
+    Ok(())
+}
+
+fn read_compilation(
+    conn: &Connection,
+    id: &CompilationId,
+) -> Result<Option<(Compilation, Vec<Insight>)>> {
+    let row = conn
+        .query_row(
+            "SELECT run, diagnosis, compiler FROM compilations WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a compilation")?;
+    let Some((run, diagnosis, compiler)) = row else {
+        return Ok(None);
+    };
+    let cid = id.as_str();
+    let run = parse_stored(RunId::parse(&run), "compilations", "run", cid)?;
+    let mut stmt = conn
+        .prepare_cached("SELECT id, guideline, applies_when FROM insights WHERE compilation = ?1 ORDER BY position")
+        .ctx("reading insights")?;
+    let rows = stmt
+        .query_map([cid], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })
+        .ctx("reading insights")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("reading insights")?;
+    let insights = rows
+        .into_iter()
+        .map(|(iid, guideline, applies_when)| {
+            Ok(Insight {
+                id: parse_stored(InsightId::parse(&iid), "insights", "id", &iid)?,
+                compilation: id.clone(),
+                run: run.clone(),
+                guideline,
+                applies_when,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some((
+        Compilation {
+            id: id.clone(),
+            run,
+            diagnosis,
+            compiler,
+        },
+        insights,
+    )))
+}

@@ -1,0 +1,469 @@
+//! Raw inputs: source messages and agent runs.
+
+use std::collections::HashMap;
+
+use chrono::Utc;
+use rusqlite::{params, OptionalExtension, Transaction};
+use serde::Serialize;
+use trajwiki_core::{Attachment, MessageId, Namespace, Outcome, Run, RunId, SourceMessage, Step};
+
+use crate::error::{Result, SqlContext, StoreError};
+use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
+
+/// What an ingest batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IngestReport {
+    /// Records added.
+    pub added: u64,
+    /// Records already stored with identical content.
+    pub unchanged: u64,
+    /// Namespaces created by this batch.
+    pub new_namespaces: Vec<String>,
+}
+
+fn describe_message(m: &SourceMessage) -> String {
+    format!(
+        "{}{} session {} #{} at {} by {}: {:?}",
+        m.external_ref
+            .as_deref()
+            .map(|r| format!("[{r}] "))
+            .unwrap_or_default(),
+        m.namespace,
+        m.session,
+        m.seq,
+        fmt_ts(&m.timestamp),
+        m.speaker,
+        truncate(&m.text, 120),
+    )
+}
+
+fn describe_run(r: &Run) -> String {
+    format!(
+        "[{}] task {:?}, {} steps, outcome {:?}",
+        r.external_ref,
+        truncate(&r.task, 80),
+        r.steps.len(),
+        r.outcome
+    )
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn ensure_namespace(tx: &Transaction<'_>, ns: &Namespace, report: &mut IngestReport) -> Result<()> {
+    let inserted = tx
+        .execute(
+            "INSERT OR IGNORE INTO namespaces (id) VALUES (?1)",
+            [ns.as_str()],
+        )
+        .ctx("creating a namespace")?;
+    if inserted > 0 {
+        report.new_namespaces.push(ns.to_string());
+    }
+    Ok(())
+}
+
+fn open_batch(tx: &Transaction<'_>, source: &str, format: &str) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO ingest_batches (source, format, added, unchanged, ingested_at) VALUES (?1, ?2, 0, 0, ?3)",
+        params![source, format, Utc::now().to_rfc3339()],
+    )
+    .ctx("recording an ingest batch")?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Records the batch's counts and commits, or rolls back when the batch added nothing, so that
+/// a re-ingest leaves no trace.
+fn close_batch(tx: Transaction<'_>, batch: i64, report: &IngestReport) -> Result<()> {
+    if report.added == 0 && report.new_namespaces.is_empty() {
+        return tx.rollback().ctx("ending an empty ingest");
+    }
+    tx.execute(
+        "UPDATE ingest_batches SET added = ?2, unchanged = ?3 WHERE id = ?1",
+        params![batch, report.added as i64, report.unchanged as i64],
+    )
+    .ctx("recording an ingest batch")?;
+    tx.commit().ctx("committing an ingest")
+}
+
+impl Store {
+    /// Ingests a batch of messages in one transaction. Messages already stored with the same
+    /// content are skipped; a message whose id is stored with other content (or that appears
+    /// twice in the batch with different content) fails the whole batch with a
+    /// [`StoreError::Conflict`] naming both versions.
+    pub fn ingest_messages(
+        &mut self,
+        source: &str,
+        messages: &[SourceMessage],
+    ) -> Result<IngestReport> {
+        let tx = self.conn.transaction().ctx("starting an ingest")?;
+        let mut report = IngestReport::default();
+        let batch = open_batch(&tx, source, "messages")?;
+        let mut seen: HashMap<&MessageId, (&SourceMessage, String)> = HashMap::new();
+        {
+            let mut lookup = tx
+                .prepare("SELECT content_hash FROM messages WHERE id = ?1")
+                .ctx("preparing an ingest")?;
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO messages (id, namespace, session, seq, speaker, text, timestamp, attachments, external_ref, content_hash, batch)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .ctx("preparing an ingest")?;
+            let mut by_position = tx
+                .prepare(
+                    "SELECT id FROM messages WHERE namespace = ?1 AND session = ?2 AND seq = ?3",
+                )
+                .ctx("preparing an ingest")?;
+            for msg in messages {
+                let hash = msg.content_hash();
+                if let Some((prev, prev_hash)) = seen.get(&msg.id) {
+                    if *prev_hash != hash {
+                        return Err(StoreError::Conflict {
+                            kind: "message",
+                            id: msg.id.to_string(),
+                            existing: describe_message(prev),
+                            incoming: describe_message(msg),
+                        });
+                    }
+                    report.unchanged += 1;
+                    continue;
+                }
+                seen.insert(&msg.id, (msg, hash.clone()));
+                let stored: Option<String> = lookup
+                    .query_row([msg.id.as_str()], |row| row.get(0))
+                    .optional()
+                    .ctx("looking up a message")?;
+                match stored {
+                    Some(stored) if stored == hash => report.unchanged += 1,
+                    Some(_) => {
+                        drop(lookup);
+                        drop(insert);
+                        drop(by_position);
+                        let existing = self_message(&tx, &msg.id)?;
+                        return Err(StoreError::Conflict {
+                            kind: "message",
+                            id: msg.id.to_string(),
+                            existing: existing.map(|m| describe_message(&m)).unwrap_or_default(),
+                            incoming: describe_message(msg),
+                        });
+                    }
+                    None => {
+                        ensure_namespace(&tx, &msg.namespace, &mut report)?;
+                        let occupant: Option<String> = by_position
+                            .query_row(
+                                params![msg.namespace.as_str(), msg.session, msg.seq],
+                                |row| row.get(0),
+                            )
+                            .optional()
+                            .ctx("looking up a message position")?;
+                        if let Some(occupant) = occupant {
+                            drop(lookup);
+                            drop(insert);
+                            drop(by_position);
+                            let existing = MessageId::parse(&occupant)
+                                .ok()
+                                .map(|id| self_message(&tx, &id))
+                                .transpose()?
+                                .flatten();
+                            return Err(StoreError::Conflict {
+                                kind: "message position",
+                                id: format!(
+                                    "{} session {} #{}",
+                                    msg.namespace, msg.session, msg.seq
+                                ),
+                                existing: existing
+                                    .map(|m| describe_message(&m))
+                                    .unwrap_or(occupant),
+                                incoming: describe_message(msg),
+                            });
+                        }
+                        insert
+                            .execute(params![
+                                msg.id.as_str(),
+                                msg.namespace.as_str(),
+                                msg.session,
+                                msg.seq,
+                                msg.speaker,
+                                msg.text,
+                                fmt_ts(&msg.timestamp),
+                                to_json(&msg.attachments),
+                                msg.external_ref,
+                                hash,
+                                batch,
+                            ])
+                            .map_err(|source| match source {
+                                rusqlite::Error::SqliteFailure(e, _)
+                                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                                {
+                                    StoreError::Conflict {
+                                        kind: "message ref",
+                                        id: msg
+                                            .external_ref
+                                            .clone()
+                                            .unwrap_or_else(|| msg.id.to_string()),
+                                        existing: "another message with this ref".into(),
+                                        incoming: describe_message(msg),
+                                    }
+                                }
+                                source => StoreError::Sqlite {
+                                    context: "inserting a message",
+                                    source,
+                                },
+                            })?;
+                        report.added += 1;
+                    }
+                }
+            }
+        }
+        close_batch(tx, batch, &report)?;
+        Ok(report)
+    }
+
+    /// Ingests a batch of agent runs in one transaction, with the same content-addressing rules as
+    /// [`ingest_messages`](Store::ingest_messages).
+    pub fn ingest_runs(&mut self, source: &str, runs: &[Run]) -> Result<IngestReport> {
+        let tx = self.conn.transaction().ctx("starting an ingest")?;
+        let mut report = IngestReport::default();
+        let batch = open_batch(&tx, source, "runs")?;
+        let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();
+        for run in runs {
+            let hash = run.content_hash();
+            if let Some((prev, prev_hash)) = seen.get(&run.id) {
+                if *prev_hash != hash {
+                    return Err(StoreError::Conflict {
+                        kind: "run",
+                        id: run.id.to_string(),
+                        existing: describe_run(prev),
+                        incoming: describe_run(run),
+                    });
+                }
+                report.unchanged += 1;
+                continue;
+            }
+            seen.insert(&run.id, (run, hash.clone()));
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT content_hash FROM runs WHERE id = ?1",
+                    [run.id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("looking up a run")?;
+            match stored {
+                Some(stored) if stored == hash => report.unchanged += 1,
+                Some(_) => {
+                    let existing = read_run(&tx, &run.id)?;
+                    return Err(StoreError::Conflict {
+                        kind: "run",
+                        id: run.id.to_string(),
+                        existing: existing.map(|r| describe_run(&r)).unwrap_or_default(),
+                        incoming: describe_run(run),
+                    });
+                }
+                None => {
+                    ensure_namespace(&tx, &run.namespace, &mut report)?;
+                    tx.execute(
+                        "INSERT INTO runs (id, namespace, external_ref, task, success, reward, metadata, content_hash, batch)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        params![
+                            run.id.as_str(),
+                            run.namespace.as_str(),
+                            run.external_ref,
+                            run.task,
+                            run.outcome.success,
+                            run.outcome.reward,
+                            to_json(&run.metadata),
+                            hash,
+                            batch,
+                        ],
+                    )
+                    .ctx("inserting a run")?;
+                    let mut step = tx
+                        .prepare_cached("INSERT INTO run_steps (run, position, action, observation) VALUES (?1, ?2, ?3, ?4)")
+                        .ctx("preparing run steps")?;
+                    for (i, s) in run.steps.iter().enumerate() {
+                        step.execute(params![run.id.as_str(), i as i64, s.action, s.observation])
+                            .ctx("inserting a run step")?;
+                    }
+                    report.added += 1;
+                }
+            }
+        }
+        close_batch(tx, batch, &report)?;
+        Ok(report)
+    }
+
+    /// One message by id.
+    pub fn message(&self, id: &MessageId) -> Result<Option<SourceMessage>> {
+        self_message(&self.conn, id)
+    }
+
+    /// A namespace's messages, ordered by session and position.
+    pub fn messages(&self, ns: &Namespace) -> Result<Vec<SourceMessage>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "{MESSAGE_SELECT} WHERE namespace = ?1 ORDER BY session, seq"
+            ))
+            .ctx("listing messages")?;
+        let rows = stmt
+            .query_map([ns.as_str()], message_row)
+            .ctx("listing messages")?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .ctx("listing messages")?;
+        rows.into_iter().map(decode_message).collect()
+    }
+
+    /// The message a namespace's external ref names, e.g. LoCoMo `D3:12`.
+    pub fn message_by_ref(
+        &self,
+        ns: &Namespace,
+        external_ref: &str,
+    ) -> Result<Option<SourceMessage>> {
+        let row = self
+            .conn
+            .query_row(
+                &format!("{MESSAGE_SELECT} WHERE namespace = ?1 AND external_ref = ?2"),
+                [ns.as_str(), external_ref],
+                message_row,
+            )
+            .optional()
+            .ctx("looking up a message by ref")?;
+        row.map(decode_message).transpose()
+    }
+
+    /// One run by id.
+    pub fn run(&self, id: &RunId) -> Result<Option<Run>> {
+        read_run(&self.conn, id)
+    }
+
+    /// A namespace's runs, ordered by external ref.
+    pub fn runs(&self, ns: &Namespace) -> Result<Vec<Run>> {
+        let ids = {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id FROM runs WHERE namespace = ?1 ORDER BY external_ref")
+                .ctx("listing runs")?;
+            let ids = stmt
+                .query_map([ns.as_str()], |row| row.get::<_, String>(0))
+                .ctx("listing runs")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("listing runs")?;
+            ids
+        };
+        let mut runs = Vec::with_capacity(ids.len());
+        for id in ids {
+            let id = parse_stored(RunId::parse(&id), "runs", "id", &id)?;
+            runs.extend(read_run(&self.conn, &id)?);
+        }
+        Ok(runs)
+    }
+}
+
+pub(crate) const MESSAGE_SELECT: &str =
+    "SELECT id, namespace, session, seq, speaker, text, timestamp, attachments, external_ref FROM messages";
+
+type MessageRow = (
+    String,
+    String,
+    u32,
+    u32,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+);
+
+pub(crate) fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
+}
+
+pub(crate) fn decode_message(row: MessageRow) -> Result<SourceMessage> {
+    let (id, ns, session, seq, speaker, text, ts, attachments, external_ref) = row;
+    Ok(SourceMessage {
+        namespace: parse_stored(Namespace::new(ns), "messages", "namespace", &id)?,
+        session,
+        seq,
+        speaker,
+        text,
+        timestamp: parse_ts(&ts, "messages", &id)?,
+        attachments: from_json::<Vec<Attachment>>(&attachments, "messages", "attachments", &id)?,
+        external_ref,
+        id: parse_stored(MessageId::parse(&id), "messages", "id", &id)?,
+    })
+}
+
+fn self_message(conn: &rusqlite::Connection, id: &MessageId) -> Result<Option<SourceMessage>> {
+    let row = conn
+        .query_row(
+            &format!("{MESSAGE_SELECT} WHERE id = ?1"),
+            [id.as_str()],
+            message_row,
+        )
+        .optional()
+        .ctx("reading a message")?;
+    row.map(decode_message).transpose()
+}
+
+fn read_run(conn: &rusqlite::Connection, id: &RunId) -> Result<Option<Run>> {
+    let head = conn
+        .query_row(
+            "SELECT namespace, external_ref, task, success, reward, metadata FROM runs WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Option<bool>>(3)?,
+                    row.get::<_, Option<f64>>(4)?,
+                    row.get::<_, String>(5)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx("reading a run")?;
+    let Some((ns, external_ref, task, success, reward, metadata)) = head else {
+        return Ok(None);
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT action, observation FROM run_steps WHERE run = ?1 ORDER BY position",
+        )
+        .ctx("reading run steps")?;
+    let steps = stmt
+        .query_map([id.as_str()], |row| {
+            Ok(Step {
+                action: row.get(0)?,
+                observation: row.get(1)?,
+            })
+        })
+        .ctx("reading run steps")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("reading run steps")?;
+    Ok(Some(Run {
+        id: id.clone(),
+        namespace: parse_stored(Namespace::new(ns), "runs", "namespace", id.as_str())?,
+        external_ref,
+        task,
+        steps,
+        outcome: Outcome { success, reward },
+        metadata: from_json(&metadata, "runs", "metadata", id.as_str())?,
+    }))
+}

@@ -1,0 +1,83 @@
+//! `trajwiki export`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use trajwiki_core::Namespace;
+use trajwiki_ingest::jsonl;
+
+use super::{Global, StoreArg, UsageError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum What {
+    /// Whatever the namespace holds (an error when it holds both messages and runs).
+    Auto,
+    /// Source messages.
+    Messages,
+    /// Agent runs.
+    Runs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The namespace to export.
+    #[arg(long)]
+    namespace: String,
+    /// What to export.
+    #[arg(long, value_enum, default_value = "auto")]
+    what: What,
+    /// Output file (default: standard output).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let ns = Namespace::new(args.namespace.as_str())?;
+    let (messages, runs) = store.namespace_counts(&ns)?;
+    if messages == 0 && runs == 0 {
+        return Err(UsageError(format!(
+            "namespace {ns} is empty or does not exist in {}",
+            store.dir().display()
+        ))
+        .into());
+    }
+    let what = match args.what {
+        What::Auto if messages > 0 && runs > 0 => {
+            return Err(UsageError(format!(
+                "namespace {ns} holds {messages} messages and {runs} runs; choose one with --what messages|runs"
+            ))
+            .into())
+        }
+        What::Auto if messages > 0 => What::Messages,
+        What::Auto => What::Runs,
+        other => other,
+    };
+    let mut buf = Vec::new();
+    let n = match what {
+        What::Runs => {
+            let runs = store.runs(&ns)?;
+            jsonl::write_runs(&mut buf, &runs)?;
+            runs.len()
+        }
+        _ => {
+            let messages = store.messages(&ns)?;
+            jsonl::write_messages(&mut buf, &messages)?;
+            messages.len()
+        }
+    };
+    match &args.output {
+        Some(path) => {
+            // Write beside the target and rename, so a failed export leaves no partial file.
+            let tmp = path.with_extension("partial");
+            std::fs::write(&tmp, &buf)?;
+            std::fs::rename(&tmp, path)?;
+            global.say(format!("wrote {n} records of {ns} to {}", path.display()));
+        }
+        None => std::io::stdout().lock().write_all(&buf)?,
+    }
+    Ok(())
+}

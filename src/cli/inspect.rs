@@ -1,0 +1,384 @@
+//! `trajwiki stats`, `show` and `check`.
+
+use trajwiki_core::{
+    ClaimId, CompilationId, IdKind, InsightId, MessageId, Namespace, OpId, PageId, RunId,
+    SnapshotId, SourceMessage, TrajectoryId, TIMESTAMP_FORMAT,
+};
+use trajwiki_store::Store;
+
+use super::{Global, StoreArg, UsageError};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatsArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn stats(args: &StatsArgs) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let stats = store.stats()?;
+    let mut per_ns = Vec::new();
+    for ns in store.namespaces()? {
+        let (messages, runs) = store.namespace_counts(&ns)?;
+        per_ns.push((ns, messages, runs));
+    }
+    if args.json {
+        let namespaces: Vec<_> = per_ns
+            .iter()
+            .map(|(ns, m, r)| serde_json::json!({"namespace": ns, "messages": m, "runs": r}))
+            .collect();
+        let mut value = serde_json::to_value(&stats)?;
+        value["store"] = serde_json::json!(store.dir());
+        value["per_namespace"] = serde_json::json!(namespaces);
+        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        outln!(
+            "store {} (schema v{})",
+            store.dir().display(),
+            stats.schema_version
+        )?;
+        let rows = [
+            ("namespaces", stats.namespaces),
+            ("messages", stats.messages),
+            ("runs", stats.runs),
+            ("snapshots", stats.snapshots),
+            ("claims", stats.claims),
+            ("claim ops", stats.claim_ops),
+            ("trajectories", stats.trajectories),
+            ("wiki pages", stats.pages),
+            ("page revisions", stats.page_revisions),
+            ("compilations", stats.compilations),
+            ("insights", stats.insights),
+            ("cached embeddings", stats.embeddings),
+            ("ingest batches", stats.ingest_batches),
+        ];
+        for (name, n) in rows {
+            outln!("  {name:<18} {n:>8}")?;
+        }
+        for (ns, m, r) in per_ns {
+            outln!("  - {ns}: {m} messages, {r} runs")?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// A record id (msg_…, run_…, snp_…, clm_…, op_…, trj_…, pg_…, cmp_…, ins_…), or an external
+    /// ref such as `D3:12` together with --namespace.
+    id: String,
+    /// Namespace, to look a message up by its external ref.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn not_found(id: &str, kind: IdKind) -> anyhow::Error {
+    UsageError(format!("no {kind} with id {id} in this store")).into()
+}
+
+pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let id = args.id.as_str();
+    let kind = match (IdKind::of(id), &args.namespace) {
+        (Ok(kind), _) => kind,
+        (Err(_), Some(ns)) => {
+            let ns = Namespace::new(ns.as_str())?;
+            let msg = store
+                .message_by_ref(&ns, id)?
+                .ok_or_else(|| UsageError(format!("no message with ref {id} in namespace {ns}")))?;
+            return print_message(&store, &msg, args.json);
+        }
+        (Err(e), None) => return Err(e.into()),
+    };
+    let json = |v: serde_json::Value| -> anyhow::Result<()> {
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
+        Ok(())
+    };
+    match kind {
+        IdKind::Message => {
+            let msg = store
+                .message(&MessageId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            print_message(&store, &msg, args.json)
+        }
+        IdKind::Run => {
+            let run = store
+                .run(&RunId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::to_value(&run)?);
+            }
+            outln!("run {} [{}] in {}", run.id, run.external_ref, run.namespace)?;
+            outln!("task: {}", run.task)?;
+            let outcome = match (run.outcome.success, run.outcome.reward) {
+                (Some(s), Some(r)) => {
+                    format!("{} (reward {r})", if s { "success" } else { "failure" })
+                }
+                (Some(s), None) => (if s { "success" } else { "failure" }).to_string(),
+                (None, Some(r)) => format!("reward {r}"),
+                (None, None) => "unknown".to_string(),
+            };
+            outln!("outcome: {outcome}")?;
+            for (k, v) in &run.metadata {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                outln!("{k}: {}", first_line(&v, 100))?;
+            }
+            outln!("steps ({}):", run.steps.len())?;
+            for (i, s) in run.steps.iter().enumerate() {
+                outln!("  {:>3}. > {}", i + 1, first_line(&s.action, 160))?;
+                outln!("       < {}", first_line(&s.observation, 160))?;
+            }
+            Ok(())
+        }
+        IdKind::Snapshot => {
+            let s = store
+                .snapshot(&SnapshotId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::to_value(&s)?);
+            }
+            outln!(
+                "snapshot {} (v{} of {}) at {}",
+                s.id,
+                s.version,
+                s.trajectory,
+                s.timestamp.format(TIMESTAMP_FORMAT)
+            )?;
+            outln!(
+                "summary: {}\ncontext: {}\nkeywords: {}",
+                s.summary,
+                s.context,
+                s.keywords.join(", ")
+            )?;
+            for c in &s.claim_ids {
+                if let Some(claim) = store.claim(c)? {
+                    let status = store.claim_status(c)?.unwrap_or(claim.status);
+                    outln!("  claim {} [{}] {}", c, status.as_str(), claim.text)?;
+                }
+            }
+            for m in &s.source_message_ids {
+                if let Some(msg) = store.message(m)? {
+                    outln!("  source {}", message_line(&msg))?;
+                }
+            }
+            Ok(())
+        }
+        IdKind::Claim => {
+            let cid = ClaimId::parse(id)?;
+            let c = store.claim(&cid)?.ok_or_else(|| not_found(id, kind))?;
+            let status = store.claim_status(&cid)?.unwrap_or(c.status);
+            if args.json {
+                let mut v = serde_json::to_value(&c)?;
+                v["current_status"] = serde_json::json!(status);
+                return json(v);
+            }
+            outln!(
+                "claim {} [{}] in snapshot {}",
+                c.id,
+                status.as_str(),
+                c.snapshot
+            )?;
+            outln!("text: {}\nquote: {:?}", c.text, c.quote)?;
+            if let Some(prev) = &c.revised_from {
+                outln!("revises: {prev}")?;
+            }
+            for m in &c.source_message_ids {
+                if let Some(msg) = store.message(m)? {
+                    outln!("  source {}", message_line(&msg))?;
+                }
+            }
+            Ok(())
+        }
+        IdKind::Op => {
+            let op = store
+                .claim_op(&OpId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            json(serde_json::to_value(&op)?)
+        }
+        IdKind::Trajectory => {
+            let t = store
+                .trajectory(&TrajectoryId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::to_value(&t)?);
+            }
+            outln!(
+                "trajectory {} in {} ({} snapshots)",
+                t.id,
+                t.namespace,
+                t.snapshot_ids.len()
+            )?;
+            if let Some(prev) = &t.continues {
+                outln!("continues: {prev}")?;
+            }
+            outln!("{}", t.summary)?;
+            for s in &t.snapshot_ids {
+                if let Some(s) = store.snapshot(s)? {
+                    outln!(
+                        "  v{} {} {}",
+                        s.version,
+                        s.timestamp.format(TIMESTAMP_FORMAT),
+                        s.summary
+                    )?;
+                }
+            }
+            Ok(())
+        }
+        IdKind::Page => {
+            let p = store
+                .page(&PageId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::to_value(&p)?);
+            }
+            outln!(
+                "# {} ({} page {}, revision {})\n",
+                p.title,
+                p.kind.as_str(),
+                p.id,
+                p.revision
+            )?;
+            outln!("{}", p.body)?;
+            Ok(())
+        }
+        IdKind::Compilation => {
+            let (c, insights) = store
+                .compilation(&CompilationId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::json!({"compilation": c, "insights": insights}));
+            }
+            outln!(
+                "compilation {} of run {} ({})\n{}",
+                c.id,
+                c.run,
+                c.compiler,
+                c.diagnosis
+            )?;
+            for i in insights {
+                outln!(
+                    "  insight {}: {} (when {})",
+                    i.id,
+                    i.guideline,
+                    i.applies_when
+                )?;
+            }
+            Ok(())
+        }
+        IdKind::Insight => {
+            let i = store
+                .insight(&InsightId::parse(id)?)?
+                .ok_or_else(|| not_found(id, kind))?;
+            if args.json {
+                return json(serde_json::to_value(&i)?);
+            }
+            outln!(
+                "insight {}\n{}\napplies when: {}\ncompilation: {}\nrun: {}",
+                i.id,
+                i.guideline,
+                i.applies_when,
+                i.compilation,
+                i.run
+            )?;
+            Ok(())
+        }
+    }
+}
+
+fn first_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
+fn message_line(m: &SourceMessage) -> String {
+    format!(
+        "{} | {} | {}: {}",
+        m.external_ref.as_deref().unwrap_or(m.id.as_str()),
+        m.timestamp.format("%-d %B %Y %H:%M"),
+        m.speaker,
+        m.text
+    )
+}
+
+fn print_message(store: &Store, m: &SourceMessage, json: bool) -> anyhow::Result<()> {
+    let _ = store;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(m)?)?;
+        return Ok(());
+    }
+    outln!(
+        "message {} in {} (session {}, #{})",
+        m.id,
+        m.namespace,
+        m.session,
+        m.seq
+    )?;
+    outln!("{}", message_line(m))?;
+    for a in &m.attachments {
+        outln!(
+            "  [{}] {}{}",
+            a.kind,
+            a.caption.as_deref().unwrap_or(""),
+            a.url
+                .as_deref()
+                .map(|u| format!(" <{u}>"))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Integrity problems found by `check` (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[error("store check failed: {0} problem(s)")]
+struct CheckFailed(usize);
+
+pub(crate) fn check(args: &CheckArgs, global: Global) -> anyhow::Result<()> {
+    let store = args.store.open()?;
+    let report = store.check()?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        let examined: Vec<String> = report
+            .examined
+            .iter()
+            .map(|(t, n)| format!("{n} {t}"))
+            .collect();
+        global.say(format!("examined {}", examined.join(", ")));
+        outln!("sqlite integrity: {}", report.sqlite_integrity)?;
+        for p in &report.problems {
+            outln!("problem [{}] {}: {}", p.invariant, p.id, p.detail)?;
+        }
+        if report.ok() {
+            outln!("ok: every invariant holds")?;
+        }
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(CheckFailed(report.problems.len().max(1)).into())
+    }
+}

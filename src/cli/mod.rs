@@ -1,0 +1,155 @@
+//! Subcommands of the `trajwiki` binary. Each module owns one area and stays thin: the work is
+//! done by the library crates.
+
+/// `println!` that reports a closed stdout as an error instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+mod export;
+mod ingest;
+mod inspect;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use trajwiki_core::IdError;
+use trajwiki_ingest::IngestError;
+use trajwiki_store::{Store, StoreError};
+
+/// Long-term memory for LLM agents that never loses the path back to its evidence.
+#[derive(Debug, Parser)]
+#[command(name = "trajwiki", version, about)]
+pub struct Cli {
+    /// Print nothing but results and errors.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ingest conversations (LoCoMo JSON, JSONL messages) or agent runs (JSONL) into a store.
+    Ingest(ingest::IngestArgs),
+    /// Count the records of a store.
+    Stats(inspect::StatsArgs),
+    /// Print one record by id (message, run, snapshot, claim, op, trajectory, page, compilation,
+    /// insight), or a message by its external ref with --namespace.
+    Show(inspect::ShowArgs),
+    /// Write a namespace as JSONL that `trajwiki ingest` reads back.
+    Export(export::ExportArgs),
+    /// Verify a store: SQLite integrity and trajwiki's invariants.
+    Check(inspect::CheckArgs),
+}
+
+/// The store a command works on.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StoreArg {
+    /// Store directory.
+    #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
+    store: PathBuf,
+}
+
+impl StoreArg {
+    /// Opens an existing store.
+    pub(crate) fn open(&self) -> anyhow::Result<Store> {
+        Ok(Store::open_existing(&self.store)?)
+    }
+}
+
+/// Options every command sees.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Global {
+    pub quiet: bool,
+}
+
+impl Global {
+    /// A spinner on stderr (hidden when quiet or not a terminal).
+    pub(crate) fn spinner(&self, msg: String) -> ProgressBar {
+        if self.quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        bar.set_message(msg);
+        bar
+    }
+
+    /// A progress bar over `len` items.
+    pub(crate) fn bar(&self, len: u64, what: &str) -> ProgressBar {
+        if self.quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} [{elapsed}]")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        bar
+    }
+
+    /// Prints a status line unless quiet.
+    pub(crate) fn say(&self, line: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// An error in how the command was used (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UsageError(pub String);
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    let global = Global { quiet: cli.quiet };
+    match cli.command {
+        Command::Ingest(args) => ingest::run(&args, global),
+        Command::Stats(args) => inspect::stats(&args),
+        Command::Show(args) => inspect::show(&args),
+        Command::Export(args) => export::run(&args, global),
+        Command::Check(args) => inspect::check(&args, global),
+    }
+}
+
+/// Whether the error is a closed standard output (`trajwiki ... | head`): not a failure.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// 2 for errors in the input or the command line, 1 for everything else.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    let input = err.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || cause.is::<IngestError>()
+            || cause.is::<IdError>()
+            || matches!(
+                cause.downcast_ref::<StoreError>(),
+                Some(
+                    StoreError::Conflict { .. }
+                        | StoreError::NotAStore { .. }
+                        | StoreError::Dangling { .. }
+                )
+            )
+    });
+    if input {
+        2
+    } else {
+        1
+    }
+}
