@@ -1,0 +1,64 @@
+//! Helpers shared by the integration tests: run the `trajwiki` binary, find the shared data.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The built `trajwiki` binary.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_trajwiki"))
+}
+
+/// Runs `trajwiki` with `args`, returning (exit code, stdout, stderr).
+pub fn trajwiki(args: &[&str]) -> (i32, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = bin().args(args).output().expect("trajwiki runs");
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// Runs `trajwiki` and asserts success, returning stdout.
+pub fn ok(args: &[&str]) -> String {
+    let (code, out, err) = trajwiki(args);
+    assert_eq!(code, 0, "trajwiki {args:?} failed:\n{err}");
+    out
+}
+
+/// `../shared/data/<rel>` when present; `None` (with a message) otherwise.
+pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(rel);
+    if path.exists() {
+        Some(path)
+    } else {
+        eprintln!(
+            "skipping: {} is absent (the shared evaluation data is not checked out)",
+            path.display()
+        );
+        None
+    }
+}
+
+/// The bundled demo conversation.
+pub fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/demo.jsonl")
+}
+
+/// `stats --json` of a store, parsed.
+pub fn stats(store: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&[
+        "stats",
+        "--store",
+        store.to_str().unwrap(),
+        "--json",
+    ]))
+    .expect("stats is JSON")
+}
