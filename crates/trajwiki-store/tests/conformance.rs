@@ -266,7 +266,13 @@ fn every_record_round_trips() {
     );
 
     let r = run();
-    assert_eq!(store.ingest_runs("test", std::slice::from_ref(&r)).unwrap().added, 1);
+    assert_eq!(
+        store
+            .ingest_runs("test", std::slice::from_ref(&r))
+            .unwrap()
+            .added,
+        1
+    );
     assert_eq!(store.run(&r.id).unwrap().as_ref(), Some(&r));
     let comp = Compilation {
         id: CompilationId::derive(&ns(), "r1"),
@@ -520,7 +526,9 @@ fn delete_namespace_removes_everything() {
         vec![],
         None,
     );
-    store.ingest_messages("t", std::slice::from_ref(&other)).unwrap();
+    store
+        .ingest_messages("t", std::slice::from_ref(&other))
+        .unwrap();
     assert!(store.delete_namespace(&ns()).unwrap());
     let stats = store.stats().unwrap();
     assert_eq!(
