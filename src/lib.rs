@@ -15,4 +15,7 @@
 
 pub use trajwiki_core as core;
 pub use trajwiki_ingest as ingest;
+pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
+
+pub mod pipeline;

@@ -12,6 +12,7 @@ macro_rules! outln {
 mod export;
 mod ingest;
 mod inspect;
+mod memory;
 
 use std::path::PathBuf;
 
@@ -45,6 +46,12 @@ enum Command {
     Export(export::ExportArgs),
     /// Verify a store: SQLite integrity and trajwiki's invariants.
     Check(inspect::CheckArgs),
+    /// Build the memory (snapshots, claims, trajectories, wiki) of ingested conversations.
+    Build(memory::BuildArgs),
+    /// List a namespace's wiki pages, or print one.
+    Wiki(memory::WikiArgs),
+    /// The claim timeline of a trajectory or a claim (op, claim, status, sources).
+    History(memory::HistoryArgs),
 }
 
 /// The store a command works on.
@@ -120,6 +127,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Show(args) => inspect::show(&args),
         Command::Export(args) => export::run(&args, global),
         Command::Check(args) => inspect::check(&args, global),
+        Command::Build(args) => memory::build(&args, global),
+        Command::Wiki(args) => memory::wiki(&args),
+        Command::History(args) => memory::history(&args),
     }
 }
 

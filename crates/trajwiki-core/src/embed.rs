@@ -126,8 +126,96 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError>;
 }
 
+/// A lexical embedder: signed feature hashing of lower-cased words and word bigrams, L2
+/// normalised. It needs no model files and is exact and fast, so tests and quick offline runs use
+/// it; its vectors measure word overlap, not meaning — real memories use a neural model.
+#[derive(Debug, Clone)]
+pub struct HashingEmbedder {
+    dim: usize,
+    id: String,
+}
+
+impl HashingEmbedder {
+    /// An embedder of `dim` dimensions (at least 1).
+    pub fn new(dim: usize) -> Self {
+        let dim = dim.max(1);
+        HashingEmbedder {
+            dim,
+            id: format!("hashing-{dim}"),
+        }
+    }
+
+    fn fnv1a(bytes: &[u8]) -> u64 {
+        bytes.iter().fold(0xcbf29ce484222325, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+        })
+    }
+
+    fn embed_one(&self, text: &str, out: &mut [f32]) {
+        let words: Vec<String> = text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect();
+        let mut add = |feature: &str, weight: f32| {
+            let h = Self::fnv1a(feature.as_bytes());
+            let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+            out[(h % self.dim as u64) as usize] += sign * weight;
+        };
+        for w in &words {
+            add(w, 1.0);
+        }
+        for pair in words.windows(2) {
+            add(&format!("{} {}", pair[0], pair[1]), 0.5);
+        }
+        let norm = out.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            out.iter_mut().for_each(|x| *x /= norm);
+        } else {
+            out[0] = 1.0;
+        }
+    }
+}
+
+impl Embedder for HashingEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str], _kind: EmbedKind) -> Result<Embeddings, EmbedError> {
+        let mut data = vec![0.0; texts.len() * self.dim];
+        for (text, row) in texts.iter().zip(data.chunks_exact_mut(self.dim)) {
+            self.embed_one(text, row);
+        }
+        Embeddings::new(self.dim, data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hashing_embedder_is_normalised_and_lexical() {
+        let e = HashingEmbedder::new(64);
+        let v = e
+            .embed(
+                &["the cat sat", "the cat sat", "quantum physics", ""],
+                EmbedKind::Document,
+            )
+            .unwrap();
+        for row in v.rows() {
+            let n: f32 = row.iter().map(|x| x * x).sum();
+            assert!((n - 1.0).abs() < 1e-5);
+        }
+        assert_eq!(v.row(0), v.row(1));
+        let dot: f32 = v.row(0).iter().zip(v.row(2)).map(|(a, b)| a * b).sum();
+        assert!(dot < 0.9);
+        assert_eq!(e.model_id(), "hashing-64");
+    }
+
     use super::*;
 
     #[test]

@@ -238,50 +238,75 @@ impl Store {
     /// Removes a namespace and everything in it from every table, in one transaction. Returns
     /// whether it existed. Cached embeddings are shared between namespaces and stay.
     pub fn delete_namespace(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
-        let tx = self.conn.transaction().ctx("starting a namespace delete")?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM namespaces WHERE id = ?1",
-                [ns.as_str()],
-                |_| Ok(()),
-            )
-            .optional()
-            .ctx("looking up a namespace")?
-            .is_some();
-        if exists {
-            tx.execute("UPDATE guard SET allow_delete = 1", [])
-                .ctx("opening the delete guard")?;
-            const DELETES: &[&str] = &[
-                "DELETE FROM insights WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
-                "DELETE FROM compilations WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
-                "DELETE FROM run_steps WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
-                "DELETE FROM runs WHERE namespace = ?1",
-                "DELETE FROM page_trajectories WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
-                "DELETE FROM page_revisions WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
-                "DELETE FROM pages WHERE namespace = ?1",
-                "DELETE FROM op_sources WHERE op IN (SELECT id FROM claim_ops WHERE namespace = ?1)",
-                "DELETE FROM claim_ops WHERE namespace = ?1",
-                "DELETE FROM claim_state WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
-                "DELETE FROM snapshot_claims WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
-                "DELETE FROM claim_sources WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
-                "DELETE FROM claims WHERE namespace = ?1",
-                "DELETE FROM snapshot_messages WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
-                "DELETE FROM snapshots WHERE namespace = ?1",
-                "DELETE FROM trajectories WHERE namespace = ?1",
-                "DELETE FROM messages WHERE namespace = ?1",
-                "DELETE FROM namespaces WHERE id = ?1",
-            ];
-            tx.execute("PRAGMA defer_foreign_keys = ON", [])
-                .ctx("deferring foreign keys")?;
-            for sql in DELETES {
-                tx.execute(sql, [ns.as_str()]).ctx("deleting a namespace")?;
-            }
-            tx.execute("UPDATE guard SET allow_delete = 0", [])
-                .ctx("closing the delete guard")?;
-        }
-        tx.commit().ctx("committing a namespace delete")?;
+        self.delete_where(ns, true)
+    }
+
+    /// Removes the derived memory of a namespace (snapshots, claims, ops, trajectories, pages
+    /// and their revisions), keeping its raw messages and runs, in one transaction, so that it can
+    /// be rebuilt from them. Returns whether the namespace exists.
+    pub fn clear_memory(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
+        self.delete_where(ns, false)
+    }
+
+    fn delete_where(&mut self, ns: &trajwiki_core::Namespace, raw_too: bool) -> Result<bool> {
+        let tx = self.conn.transaction().ctx("starting a delete")?;
+        let exists = delete_in(&tx, ns, raw_too)?;
+        tx.commit().ctx("committing a delete")?;
         Ok(exists)
     }
+}
+
+/// Deletes a namespace's derived memory (and with `raw_too` its raw records and itself) inside
+/// `tx`. Returns whether the namespace exists.
+pub(crate) fn delete_in(
+    tx: &rusqlite::Transaction<'_>,
+    ns: &trajwiki_core::Namespace,
+    raw_too: bool,
+) -> Result<bool> {
+    const MEMORY: &[&str] = &[
+        "DELETE FROM page_trajectories WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
+        "DELETE FROM page_revisions WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
+        "DELETE FROM pages WHERE namespace = ?1",
+        "DELETE FROM op_sources WHERE op IN (SELECT id FROM claim_ops WHERE namespace = ?1)",
+        "DELETE FROM claim_ops WHERE namespace = ?1",
+        "DELETE FROM claim_state WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
+        "DELETE FROM snapshot_claims WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
+        "DELETE FROM claim_sources WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
+        "DELETE FROM claims WHERE namespace = ?1",
+        "DELETE FROM snapshot_messages WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
+        "DELETE FROM snapshots WHERE namespace = ?1",
+        "DELETE FROM trajectories WHERE namespace = ?1",
+    ];
+    const RAW: &[&str] = &[
+        "DELETE FROM insights WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
+        "DELETE FROM compilations WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
+        "DELETE FROM run_steps WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
+        "DELETE FROM runs WHERE namespace = ?1",
+        "DELETE FROM messages WHERE namespace = ?1",
+        "DELETE FROM namespaces WHERE id = ?1",
+    ];
+    let exists = tx
+        .query_row(
+            "SELECT 1 FROM namespaces WHERE id = ?1",
+            [ns.as_str()],
+            |_| Ok(()),
+        )
+        .optional()
+        .ctx("looking up a namespace")?
+        .is_some();
+    if exists {
+        tx.execute("UPDATE guard SET allow_delete = 1", [])
+            .ctx("opening the delete guard")?;
+        tx.execute("PRAGMA defer_foreign_keys = ON", [])
+            .ctx("deferring foreign keys")?;
+        let raw: &[&str] = if raw_too { RAW } else { &[] };
+        for sql in MEMORY.iter().chain(raw) {
+            tx.execute(sql, [ns.as_str()]).ctx("deleting records")?;
+        }
+        tx.execute("UPDATE guard SET allow_delete = 0", [])
+            .ctx("closing the delete guard")?;
+    }
+    Ok(exists)
 }
 
 /// Encodes a value as JSON for a TEXT column.

@@ -34,6 +34,9 @@ pub struct MemoryBatch {
     pub ops: Vec<ClaimOp>,
     /// The complete current page set, or `None` to leave pages as they are.
     pub pages: Option<Vec<WikiPage>>,
+    /// Replace the namespace's derived memory: clear it first, in the same transaction, so that a
+    /// rebuild is atomic too.
+    pub replace: bool,
 }
 
 fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
@@ -101,6 +104,9 @@ impl Store {
                 what: "memory batch".into(),
                 missing: format!("namespace {ns}"),
             });
+        }
+        if batch.replace {
+            crate::delete_in(&tx, ns, false)?;
         }
         for t in &batch.trajectories {
             check_ns(ns, "trajectory", &t.namespace)?;

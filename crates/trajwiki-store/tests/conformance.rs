@@ -196,6 +196,7 @@ fn memory(msgs: &[SourceMessage]) -> MemoryBatch {
             page("ann", PageKind::Entity, "Ann"),
             page("index", PageKind::Index, "Index"),
         ]),
+        replace: false,
     }
 }
 

@@ -1,0 +1,165 @@
+//! Every constant of memory construction in one place: defaults, a TOML file, echoed by
+//! `trajwiki stats --json`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Weights and thresholds of memory construction (SPEC §2, §7). Field names are the TOML keys.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Maximum snapshots per trajectory (m); a full trajectory is continued by a new linked one.
+    pub max_trajectory_len: usize,
+    /// Maximum candidate trajectories considered per snapshot after the lexical prefilter.
+    pub prefilter_cap: usize,
+    /// The paper's continuation threshold δ on g, for an LLM making the final call.
+    pub delta: f32,
+    /// The threshold on g used by the deterministic matcher, calibrated for the embedding model
+    /// in use (see `BENCHMARKS.md`); continuation also needs the lexical gate below.
+    pub delta_deterministic: f32,
+    /// Deterministic continuation needs a trajectory whose latest snapshot is at most this many
+    /// sessions back.
+    pub max_session_gap: u32,
+    /// Weight of cos(e, e_sum(T)) in g.
+    pub w_cos_summary: f32,
+    /// Weight of cos(e, e_latest(T)) in g.
+    pub w_cos_latest: f32,
+    /// Weight of Jaccard(K, K_T) in g.
+    pub w_jaccard: f32,
+    /// b_entity: bonus when normalised entity keys overlap.
+    pub b_entity: f32,
+    /// b_facet for an exact facet value overlap.
+    pub b_facet_value: f32,
+    /// b_facet for a facet tag overlap.
+    pub b_facet_tag: f32,
+    /// b_cont per shared specific term.
+    pub b_cont_per_term: f32,
+    /// Cap of b_cont.
+    pub b_cont_max: f32,
+    /// p_mismatch when only a broad entity is shared and no specific term.
+    pub p_broad_only: f32,
+    /// p_mismatch when words overlap without a specific term.
+    pub p_words_only: f32,
+    /// Earlier claims compared with an unmatched new claim.
+    pub evolution_candidates: usize,
+    /// Pages with more trajectories than this are split into shards.
+    pub page_max: usize,
+    /// Target shard size.
+    pub page_target: usize,
+    /// Entity pages with more trajectories than this are split into entity-facet pages.
+    pub broad_entity: usize,
+    /// Topic pages are dropped when this share of their trajectories is already on entity or
+    /// inventory pages.
+    pub topic_suppression: f32,
+    /// A keyword makes a topic page when this many trajectories share it.
+    pub topic_min_trajectories: usize,
+    /// A trajectory is list-like (inventory) with at least this many item terms.
+    pub inventory_min_items: usize,
+    /// An entity enters the namespace lexicon when its Title-Case run occurs this often.
+    pub entity_min_count: usize,
+    /// Surfaces (terms) are capped at this many tokens.
+    pub max_surface_tokens: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            max_trajectory_len: 15,
+            prefilter_cap: 32,
+            delta: 0.72,
+            delta_deterministic: 0.40,
+            max_session_gap: 2,
+            w_cos_summary: 0.60,
+            w_cos_latest: 0.20,
+            w_jaccard: 0.20,
+            b_entity: 0.08,
+            b_facet_value: 0.06,
+            b_facet_tag: 0.03,
+            b_cont_per_term: 0.04,
+            b_cont_max: 0.14,
+            p_broad_only: 0.10,
+            p_words_only: 0.04,
+            evolution_candidates: 3,
+            page_max: 6,
+            page_target: 4,
+            broad_entity: 30,
+            topic_suppression: 0.80,
+            topic_min_trajectories: 2,
+            inventory_min_items: 2,
+            entity_min_count: 2,
+            max_surface_tokens: 6,
+        }
+    }
+}
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read configuration {path}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for [`MemoryConfig`].
+    #[error("invalid configuration {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong (from the TOML parser: line, column, key).
+        message: String,
+    },
+}
+
+impl MemoryConfig {
+    /// Reads a TOML file; keys left out keep their defaults, unknown keys are errors.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let config: MemoryConfig = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        config.validate().map_err(|message| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// Checks the values make sense together.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_trajectory_len == 0 {
+            return Err("max_trajectory_len must be at least 1".into());
+        }
+        if self.page_target == 0 || self.page_target > self.page_max {
+            return Err("page_target must be between 1 and page_max".into());
+        }
+        if !(0.0..=1.0).contains(&self.topic_suppression) {
+            return Err("topic_suppression must be within 0..=1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_partial_and_unknown_keys() {
+        let c: MemoryConfig = toml::from_str("max_trajectory_len = 10").unwrap();
+        assert_eq!(c.max_trajectory_len, 10);
+        assert_eq!(c.prefilter_cap, 32);
+        assert!(toml::from_str::<MemoryConfig>("max_len = 10").is_err());
+        let round: MemoryConfig =
+            toml::from_str(&toml::to_string(&MemoryConfig::default()).unwrap()).unwrap();
+        assert_eq!(round, MemoryConfig::default());
+    }
+}

@@ -1,0 +1,252 @@
+//! Claim evolution within a trajectory (SPEC §2.4): each new claim becomes an ADD, a REVISE of an
+//! earlier claim (which is then deprecated, not deleted) or, for withdrawals, a DEPRECATE of the
+//! claim it withdraws followed by its own ADD.
+
+use trajwiki_core::{ClaimStatus, Facet};
+
+use crate::extract::{is_specific, ClaimDraft};
+use crate::text::normalized;
+use crate::MemoryConfig;
+
+/// An earlier claim of the trajectory, as the judge sees it.
+#[derive(Debug, Clone)]
+pub struct EarlierClaim<'a> {
+    /// Its draft (text, subject, facets, keywords).
+    pub draft: &'a ClaimDraft,
+    /// Its current status.
+    pub status: ClaimStatus,
+}
+
+/// What to do with a new claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Judgement {
+    /// A new claim.
+    Add {
+        /// Why.
+        rationale: String,
+    },
+    /// The new claim replaces earlier claim `target` (an index into the candidates given).
+    Revise {
+        /// Index into the candidates.
+        target: usize,
+        /// Why.
+        rationale: String,
+    },
+    /// Earlier claim `target` is withdrawn; the new claim is added after.
+    Deprecate {
+        /// Index into the candidates.
+        target: usize,
+        /// Why.
+        rationale: String,
+    },
+}
+
+/// Decides how a new claim relates to the earlier claims of its trajectory. The deterministic
+/// judge is here; the LLM judge implements the same trait.
+pub trait ClaimJudge: Send + Sync {
+    /// A name recorded with what it decided.
+    fn name(&self) -> &str;
+    /// `earlier` holds the trajectory's current (not deprecated) claims, oldest first.
+    fn judge(&self, new: &ClaimDraft, earlier: &[EarlierClaim<'_>]) -> Judgement;
+}
+
+/// The offline judge.
+#[derive(Debug, Clone, Default)]
+pub struct DeterministicJudge {
+    config: MemoryConfig,
+}
+
+impl DeterministicJudge {
+    /// A judge with the given limits.
+    pub fn new(config: MemoryConfig) -> Self {
+        DeterministicJudge { config }
+    }
+}
+
+fn body(text: &str) -> String {
+    // The attribution ("Ann: ") is part of the claim; duplicates are judged on the whole text.
+    normalized(text)
+}
+
+fn shared_specific(a: &ClaimDraft, b: &ClaimDraft) -> usize {
+    a.keywords
+        .intersection(&b.keywords)
+        .filter(|k| is_specific(k))
+        .count()
+}
+
+impl ClaimJudge for DeterministicJudge {
+    fn name(&self) -> &str {
+        "deterministic"
+    }
+
+    fn judge(&self, new: &ClaimDraft, earlier: &[EarlierClaim<'_>]) -> Judgement {
+        let text = body(&new.text);
+        // An exact duplicate whose status changed revises the earlier statement.
+        if let Some((i, e)) = earlier
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, e)| body(&e.draft.text) == text)
+        {
+            if e.status != new.status {
+                return Judgement::Revise {
+                    target: i,
+                    rationale: format!(
+                        "restated as {} (was {})",
+                        new.status.as_str(),
+                        e.status.as_str()
+                    ),
+                };
+            }
+            return Judgement::Add {
+                rationale: "restated".into(),
+            };
+        }
+        // The few earlier claims of the same subject sharing keywords, most overlap first, then
+        // the most recent.
+        let mut related: Vec<(usize, usize)> = earlier
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.draft.subject == new.subject)
+            .map(|(i, e)| (i, shared_specific(new, e.draft)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        related.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        related.truncate(self.config.evolution_candidates);
+        if new.cancels {
+            if let Some(&(i, _)) = related.first() {
+                return Judgement::Deprecate {
+                    target: i,
+                    rationale: "withdrawn by a later statement".into(),
+                };
+            }
+        }
+        for &(i, _) in &related {
+            if let Some((old, newer)) = changed_value(&earlier[i].draft.facets, &new.facets) {
+                return Judgement::Revise {
+                    target: i,
+                    rationale: format!("{}: {} → {}", newer.tag, old.value, newer.value),
+                };
+            }
+        }
+        Judgement::Add {
+            rationale: "new statement".into(),
+        }
+    }
+}
+
+/// A facet tag both claims state, with different values.
+fn changed_value<'a>(old: &'a [Facet], new: &'a [Facet]) -> Option<(&'a Facet, &'a Facet)> {
+    new.iter().find_map(|n| {
+        old.iter()
+            .find(|o| o.tag == n.tag && o.value != n.value)
+            .map(|o| (o, n))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text::keywords;
+    use trajwiki_core::{MessageId, Namespace};
+
+    fn draft(
+        text: &str,
+        facets: &[(&str, &str)],
+        status: ClaimStatus,
+        cancels: bool,
+    ) -> ClaimDraft {
+        ClaimDraft {
+            text: format!("Tom: {text}"),
+            quote: text.into(),
+            source: MessageId::derive(&Namespace::new("t").unwrap(), text),
+            subject: "tom".into(),
+            status,
+            facets: facets
+                .iter()
+                .map(|(t, v)| Facet {
+                    tag: t.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            keywords: keywords(text),
+            cancels,
+            terms: Default::default(),
+        }
+    }
+
+    #[test]
+    fn revise_vs_add() {
+        let j = DeterministicJudge::default();
+        let lisbon = draft(
+            "I live in Lisbon near the river",
+            &[("home_city", "lisbon")],
+            ClaimStatus::Active,
+            false,
+        );
+        let earlier = [EarlierClaim {
+            draft: &lisbon,
+            status: ClaimStatus::Active,
+        }];
+        let porto = draft(
+            "I live in Porto now near the river",
+            &[("home_city", "porto")],
+            ClaimStatus::Active,
+            false,
+        );
+        assert!(matches!(
+            j.judge(&porto, &earlier),
+            Judgement::Revise { target: 0, .. }
+        ));
+        // Same facet value, or nothing in common: ADD.
+        let again = draft(
+            "I live in Lisbon by the river",
+            &[("home_city", "lisbon")],
+            ClaimStatus::Active,
+            false,
+        );
+        assert!(matches!(j.judge(&again, &earlier), Judgement::Add { .. }));
+        let other = draft("My calf hurts", &[], ClaimStatus::Active, false);
+        assert!(matches!(j.judge(&other, &earlier), Judgement::Add { .. }));
+        // Another subject never revises.
+        let mut maya = porto.clone();
+        maya.subject = "maya".into();
+        assert!(matches!(j.judge(&maya, &earlier), Judgement::Add { .. }));
+    }
+
+    #[test]
+    fn duplicates_and_withdrawals() {
+        let j = DeterministicJudge::default();
+        let plan = draft(
+            "I will run the Lisbon marathon",
+            &[],
+            ClaimStatus::NeedsConfirmation,
+            false,
+        );
+        let earlier = [EarlierClaim {
+            draft: &plan,
+            status: ClaimStatus::NeedsConfirmation,
+        }];
+        let done = draft(
+            "I will run the Lisbon marathon",
+            &[],
+            ClaimStatus::Active,
+            false,
+        );
+        assert!(matches!(
+            j.judge(&done, &earlier),
+            Judgement::Revise { target: 0, .. }
+        ));
+        let cancel = draft(
+            "I cancelled the Lisbon marathon",
+            &[],
+            ClaimStatus::Active,
+            true,
+        );
+        assert!(matches!(
+            j.judge(&cancel, &earlier),
+            Judgement::Deprecate { target: 0, .. }
+        ));
+    }
+}
