@@ -18,4 +18,5 @@ pub use trajwiki_ingest as ingest;
 pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
 
+pub mod export;
 pub mod pipeline;

@@ -17,6 +17,10 @@ enum What {
     Messages,
     /// Agent runs.
     Runs,
+    /// The derived memory: trajectories, snapshots, claims (with current status), the op log and
+    /// the current wiki pages, one JSON record a line in a fixed order, so that two builds can be
+    /// compared byte for byte.
+    Memory,
 }
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +62,7 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
     };
     let mut buf = Vec::new();
     let n = match what {
+        What::Memory => trajwiki::export::write_memory(&store, &ns, &mut buf)?,
         What::Runs => {
             let runs = store.runs(&ns)?;
             jsonl::write_runs(&mut buf, &runs)?;

@@ -85,7 +85,7 @@ impl Default for MemoryConfig {
             page_target: 4,
             broad_entity: 30,
             topic_suppression: 0.80,
-            topic_min_trajectories: 2,
+            topic_min_trajectories: 3,
             inventory_min_items: 2,
             entity_min_count: 2,
             max_surface_tokens: 6,

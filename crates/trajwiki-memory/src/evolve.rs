@@ -5,6 +5,7 @@
 use trajwiki_core::{ClaimStatus, Facet};
 
 use crate::extract::{is_specific, ClaimDraft};
+use crate::lexicon::SINGLE_VALUED_FACETS;
 use crate::text::normalized;
 use crate::MemoryConfig;
 
@@ -130,6 +131,25 @@ impl ClaimJudge for DeterministicJudge {
                 };
             }
         }
+        // A plan carried out: an uncertain claim followed by a definite one about the same
+        // specific thing.
+        if new.status == ClaimStatus::Active {
+            for &(i, _) in &related {
+                let e = &earlier[i];
+                let shared: Vec<&String> = e
+                    .draft
+                    .terms
+                    .intersection(&new.terms)
+                    .filter(|t| is_specific(t))
+                    .collect();
+                if e.status == ClaimStatus::NeedsConfirmation && !shared.is_empty() {
+                    return Judgement::Revise {
+                        target: i,
+                        rationale: format!("plan confirmed: {}", shared[0]),
+                    };
+                }
+            }
+        }
         Judgement::Add {
             rationale: "new statement".into(),
         }
@@ -137,12 +157,15 @@ impl ClaimJudge for DeterministicJudge {
 }
 
 /// A facet tag both claims state, with different values.
+/// Only single-valued facets are revised by a new value.
 fn changed_value<'a>(old: &'a [Facet], new: &'a [Facet]) -> Option<(&'a Facet, &'a Facet)> {
-    new.iter().find_map(|n| {
-        old.iter()
-            .find(|o| o.tag == n.tag && o.value != n.value)
-            .map(|o| (o, n))
-    })
+    new.iter()
+        .filter(|n| SINGLE_VALUED_FACETS.contains(&n.tag.as_str()))
+        .find_map(|n| {
+            old.iter()
+                .find(|o| o.tag == n.tag && o.value != n.value)
+                .map(|o| (o, n))
+        })
 }
 
 #[cfg(test)]
@@ -248,5 +271,52 @@ mod tests {
             j.judge(&cancel, &earlier),
             Judgement::Deprecate { target: 0, .. }
         ));
+    }
+
+    #[test]
+    fn plans_and_multi_valued_facets() {
+        let j = DeterministicJudge::default();
+        let mut plan = draft(
+            "I'm planning to join a pottery class",
+            &[],
+            ClaimStatus::NeedsConfirmation,
+            false,
+        );
+        plan.terms = ["pottery class".to_string()].into();
+        let earlier = [EarlierClaim {
+            draft: &plan,
+            status: ClaimStatus::NeedsConfirmation,
+        }];
+        let mut went = draft(
+            "My first pottery class was fun",
+            &[],
+            ClaimStatus::Active,
+            false,
+        );
+        went.terms = ["pottery class".to_string()].into();
+        assert!(matches!(
+            j.judge(&went, &earlier),
+            Judgement::Revise { target: 0, .. }
+        ));
+        let park = draft(
+            "I went to the park with the kids",
+            &[("activity_location", "park")],
+            ClaimStatus::Active,
+            false,
+        );
+        let earlier = [EarlierClaim {
+            draft: &park,
+            status: ClaimStatus::Active,
+        }];
+        let beach = draft(
+            "I went to the beach with the kids",
+            &[("activity_location", "beach")],
+            ClaimStatus::Active,
+            false,
+        );
+        assert!(
+            matches!(j.judge(&beach, &earlier), Judgement::Add { .. }),
+            "places visited accumulate"
+        );
     }
 }

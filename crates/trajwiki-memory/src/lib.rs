@@ -23,6 +23,7 @@ pub mod build;
 pub mod config;
 pub mod evolve;
 pub mod extract;
+#[rustfmt::skip]
 pub mod lexicon;
 pub mod matcher;
 pub mod temporal;

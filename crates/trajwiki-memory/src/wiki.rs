@@ -146,8 +146,10 @@ pub(crate) fn compile_wiki(w: &WikiInput<'_>) -> Vec<WikiPage> {
         });
     }
 
-    // Topic pages: specific keywords shared by several trajectories, unless mostly covered.
-    let covered: BTreeSet<usize> = drafts
+    // Topic pages: specific keywords shared by several trajectories, chosen greedily by the
+    // trajectories they add to what entity and inventory pages (and earlier topics) cover; a
+    // topic whose trajectories are `topic_suppression` covered already is dropped.
+    let mut covered: BTreeSet<usize> = drafts
         .iter()
         .flat_map(|d| d.members.iter().copied())
         .collect();
@@ -159,15 +161,29 @@ pub(crate) fn compile_wiki(w: &WikiInput<'_>) -> Vec<WikiPage> {
             }
         }
     }
-    for (keyword, members) in by_keyword {
-        if members.len() < c.topic_min_trajectories || members.len() > c.broad_entity {
-            continue;
-        }
-        let share =
-            members.iter().filter(|t| covered.contains(t)).count() as f32 / members.len() as f32;
-        if share >= c.topic_suppression {
-            continue;
-        }
+    let mut topics: Vec<(&str, Vec<usize>)> = by_keyword
+        .into_iter()
+        .filter(|(_, m)| m.len() >= c.topic_min_trajectories && m.len() <= c.broad_entity)
+        .collect();
+    loop {
+        let best = topics
+            .iter()
+            .enumerate()
+            .map(|(i, (k, m))| {
+                (
+                    i,
+                    m.iter().filter(|t| !covered.contains(t)).count(),
+                    m.len(),
+                    *k,
+                )
+            })
+            .filter(|(_, new, len, _)| {
+                *new >= 2 && (*len - *new) as f32 / (*len as f32) < c.topic_suppression
+            })
+            .max_by(|a, b| a.1.cmp(&b.1).then(a.2.cmp(&b.2)).then(b.3.cmp(a.3)));
+        let Some((i, _, _, _)) = best else { break };
+        let (keyword, members) = topics.swap_remove(i);
+        covered.extend(members.iter().copied());
         drafts.push(Draft {
             kind: PageKind::Topic,
             key: format!("topic:{keyword}"),
