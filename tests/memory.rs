@@ -1,0 +1,315 @@
+//! Memory construction invariants, on generated conversations (proptest) and on LoCoMo.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::NaiveDate;
+use proptest::prelude::*;
+use trajwiki::core::{HashingEmbedder, Namespace, PageKind, SourceMessage};
+use trajwiki::memory::MemoryConfig;
+use trajwiki::pipeline::build_namespace;
+use trajwiki::store::Store;
+
+const SPEAKERS: [&str; 3] = ["Maya", "Tom", "Priya"];
+const SENTENCES: &[&str] = &[
+    "I went to the pottery workshop at the Riverside Studio yesterday.",
+    "My dog Biscuit loves the beach near Harbor Point.",
+    "We're thinking about going camping in Yosemite next month.",
+    "I just took the kids camping in Yosemite last week!",
+    "I moved from Canada two years ago.",
+    "I work as a nurse at Saint Mary hospital.",
+    "Now I work as a teacher at the Lincoln school.",
+    "I read \"The Night Circus\" last weekend, it was magical.",
+    "I play piano, guitar, and drums with my band Blue Fern.",
+    "Hey! How are you?",
+    "Thanks so much!",
+    "I cancelled the camping trip to Yosemite.",
+    "I ran the Lisbon half marathon in 2022.",
+    "My sister Ana visited us from Canada.",
+    "I baked a chocolate cake for the Riverside Studio party.",
+    "Biscuit learned a new trick at the dog park.",
+];
+
+fn conversation(picks: &[(usize, usize, bool)]) -> Vec<SourceMessage> {
+    let ns = Namespace::new("gen").unwrap();
+    let mut session = 1u32;
+    let mut seq = 0u32;
+    picks
+        .iter()
+        .map(|&(speaker, sentence, new_session)| {
+            if new_session && seq > 0 {
+                session += 1;
+                seq = 0;
+            }
+            seq += 1;
+            let ts = NaiveDate::from_ymd_opt(2023, 1, 1)
+                .unwrap()
+                .and_hms_opt(10, 0, 0)
+                .unwrap()
+                + chrono::Duration::days(7 * session as i64);
+            SourceMessage::new(
+                ns.clone(),
+                session,
+                seq,
+                SPEAKERS[speaker].to_string(),
+                SENTENCES[sentence].to_string(),
+                ts,
+                vec![],
+                Some(format!("D{session}:{seq}")),
+            )
+        })
+        .collect()
+}
+
+fn built_store(messages: &[SourceMessage], config: &MemoryConfig) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.ingest_messages("gen", messages).unwrap();
+    let ns = messages[0].namespace.clone();
+    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), config, false).unwrap();
+    (dir, store)
+}
+
+fn export(store: &Store, ns: &Namespace) -> Vec<u8> {
+    let mut out = Vec::new();
+    trajwiki::export::write_memory(store, ns, &mut out).unwrap();
+    out
+}
+
+/// The invariants every built memory holds.
+fn assert_invariants(store: &Store, ns: &Namespace, config: &MemoryConfig) {
+    let report = store.check().unwrap();
+    assert!(report.ok(), "check: {:?}", report.problems);
+    let messages = store.messages(ns).unwrap();
+    let snapshots = store.snapshots(ns).unwrap();
+    let trajectories = store.trajectories(ns).unwrap();
+    // Every message in exactly one snapshot.
+    let mut seen: BTreeMap<_, usize> = BTreeMap::new();
+    for s in &snapshots {
+        for m in &s.source_message_ids {
+            *seen.entry(m.clone()).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        seen.len(),
+        messages.len(),
+        "every message belongs to a snapshot"
+    );
+    assert!(seen.values().all(|n| *n == 1));
+    // Trajectories never exceed m and never lose a snapshot.
+    let in_trajectories: usize = trajectories.iter().map(|t| t.snapshot_ids.len()).sum();
+    assert_eq!(in_trajectories, snapshots.len());
+    assert!(trajectories
+        .iter()
+        .all(|t| !t.snapshot_ids.is_empty() && t.snapshot_ids.len() <= config.max_trajectory_len));
+    // Claims: sources exist and quotes are verbatim (check covers it; assert directly too).
+    for c in store.claims(ns).unwrap() {
+        assert!(!c.source_message_ids.is_empty());
+        let found = c.source_message_ids.iter().any(|m| {
+            let m = store.message(m).unwrap().expect("source exists");
+            m.text.contains(&c.quote)
+                || m.attachments
+                    .iter()
+                    .any(|a| a.caption.as_deref().is_some_and(|x| x.contains(&c.quote)))
+        });
+        assert!(found, "quote {:?} of {} is in a source", c.quote, c.id);
+    }
+    // Every trajectory is on a non-index page; the index links them all.
+    let pages = store.pages(ns).unwrap();
+    let reachable: BTreeSet<_> = pages
+        .iter()
+        .filter(|p| p.kind != PageKind::Index)
+        .flat_map(|p| p.trajectory_ids.clone())
+        .collect();
+    for t in &trajectories {
+        assert!(
+            reachable.contains(&t.id),
+            "{} is reachable only through the index",
+            t.id
+        );
+    }
+    let index = pages
+        .iter()
+        .find(|p| p.kind == PageKind::Index)
+        .expect("an index page");
+    assert_eq!(index.trajectory_ids.len(), trajectories.len());
+    for p in pages.iter().filter(|p| p.kind != PageKind::Index) {
+        assert!(
+            p.trajectory_ids.len() <= config.page_max,
+            "page {} has {} trajectories",
+            p.title,
+            p.trajectory_ids.len()
+        );
+        for section in [
+            "## Overview",
+            "## Key facts",
+            "## Items and counts",
+            "## Linked trajectories",
+            "## Conflicts and uncertainty",
+        ] {
+            assert!(p.body.contains(section), "page {} lacks {section}", p.title);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn built_memory_invariants(
+        picks in prop::collection::vec((0..3usize, 0..SENTENCES.len(), prop::bool::weighted(0.15)), 1..60),
+        max_len in 2..6usize,
+    ) {
+        let messages = conversation(&picks);
+        let config = MemoryConfig { max_trajectory_len: max_len, ..MemoryConfig::default() };
+        let (_dir, store) = built_store(&messages, &config);
+        let ns = messages[0].namespace.clone();
+        assert_invariants(&store, &ns, &config);
+        // Building again from the same sources gives a byte-identical export.
+        let (_dir2, again) = built_store(&messages, &config);
+        prop_assert_eq!(export(&store, &ns), export(&again, &ns));
+    }
+}
+
+#[test]
+fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
+    let messages = conversation(&[
+        (0, 2, false),
+        (1, 9, false),
+        (0, 3, true),
+        (1, 10, false),
+        (0, 11, true),
+        (1, 10, false),
+    ]);
+    // Continuation decided by the lexical gate alone, so that trajectories do grow here.
+    let config = MemoryConfig {
+        delta_deterministic: 0.0,
+        ..MemoryConfig::default()
+    };
+    let (_dir, mut store) = built_store(&messages, &config);
+    let ns = messages[0].namespace.clone();
+    let before = export(&store, &ns);
+    let stats = store.stats().unwrap();
+    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &config, false).unwrap();
+    assert_eq!(export(&store, &ns), before);
+    assert_eq!(store.stats().unwrap(), stats);
+    // Another configuration conflicts unless rebuilding.
+    assert!(store
+        .trajectories(&ns)
+        .unwrap()
+        .iter()
+        .any(|t| t.snapshot_ids.len() > 1));
+    let other = MemoryConfig {
+        max_trajectory_len: 1,
+        ..config.clone()
+    };
+    match build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &other, false) {
+        Err(err) => assert!(err.to_string().contains("--rebuild"), "{err}"),
+        Ok(_) => panic!("a differently configured build must not silently mix with the stored one"),
+    }
+    assert_eq!(
+        export(&store, &ns),
+        before,
+        "a refused build changes nothing"
+    );
+    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &other, true).unwrap();
+    assert_invariants(&store, &ns, &other);
+    assert!(store
+        .trajectories(&ns)
+        .unwrap()
+        .iter()
+        .all(|t| t.snapshot_ids.len() == 1));
+}
+
+#[test]
+fn plan_then_fact_is_a_revise_and_history_shows_both() {
+    // Maya plans a camping trip, then reports it done: one REVISE linking both versions.
+    let messages = conversation(&[(0, 2, false), (1, 9, false), (0, 3, true), (1, 10, false)]);
+    let config = MemoryConfig {
+        delta_deterministic: 0.0,
+        ..MemoryConfig::default()
+    };
+    let (dir, store) = built_store(&messages, &config);
+    let ns = messages[0].namespace.clone();
+    let ops = store.claim_ops(&ns).unwrap();
+    let revise = ops
+        .iter()
+        .find(|o| o.op == trajwiki::core::OpKind::Revise)
+        .expect("a REVISE");
+    let new = store
+        .claim(revise.new_claim.as_ref().unwrap())
+        .unwrap()
+        .unwrap();
+    let old = store
+        .claim(revise.target.as_ref().unwrap())
+        .unwrap()
+        .unwrap();
+    assert!(
+        old.text.contains("thinking about going camping")
+            && new.text.contains("took the kids camping")
+    );
+    assert_eq!(new.revised_from.as_ref(), Some(&old.id));
+    assert_eq!(
+        store.claim_status(&old.id).unwrap(),
+        Some(trajwiki::core::ClaimStatus::Deprecated)
+    );
+    let out = common::ok(&[
+        "history",
+        "--store",
+        dir.path().to_str().unwrap(),
+        new.id.as_str(),
+    ]);
+    assert!(
+        out.contains("REVISE")
+            && out.contains("was [deprecated]")
+            && out.contains("D1:1")
+            && out.contains("D2:1"),
+        "{out}"
+    );
+    // As of before the second session, the plan stands.
+    let early = common::ok(&[
+        "history",
+        "--store",
+        dir.path().to_str().unwrap(),
+        new.id.as_str(),
+        "--as-of",
+        "2023-01-10",
+    ]);
+    assert!(
+        !early.contains("REVISE") && early.contains("[needs_confirmation]"),
+        "{early}"
+    );
+}
+
+#[test]
+fn locomo7_builds_with_every_invariant() {
+    let Some(locomo) = common::shared_data("locomo/locomo7.json") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().to_str().unwrap();
+    common::ok(&[
+        "ingest",
+        "--quiet",
+        "--store",
+        store_path,
+        locomo.to_str().unwrap(),
+    ]);
+    common::ok(&[
+        "build", "--quiet", "--store", store_path, "--model", "hashing",
+    ]);
+    let store = Store::open_existing(dir.path()).unwrap();
+    let config = MemoryConfig::default();
+    let mut revises = 0;
+    for ns in store.namespaces().unwrap() {
+        assert_invariants(&store, &ns, &config);
+        revises += store
+            .claim_ops(&ns)
+            .unwrap()
+            .iter()
+            .filter(|o| o.op == trajwiki::core::OpKind::Revise)
+            .count();
+    }
+    assert!(revises > 0, "claims evolve on real conversations");
+}
