@@ -3,3 +3,4 @@
 //! This facade re-exports the workspace crates; see `ARCHITECTURE.md` for the map.
 
 pub use trajwiki_core as core;
+pub use trajwiki_embed as embed;

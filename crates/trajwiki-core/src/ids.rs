@@ -15,7 +15,9 @@ use crate::hash::content_hash;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
     /// The string does not have the `<prefix>_<16 hex>` shape of any known id kind.
-    #[error("`{id}` is not a trajwiki id (expected <prefix>_<16 hex digits>, prefix one of {prefixes})")]
+    #[error(
+        "`{id}` is not a trajwiki id (expected <prefix>_<16 hex digits>, prefix one of {prefixes})"
+    )]
     Malformed {
         /// The rejected string.
         id: String,
@@ -118,7 +120,11 @@ impl IdKind {
             prefixes: Self::PREFIXES,
         };
         let (prefix, digits) = id.split_once('_').ok_or_else(malformed)?;
-        if digits.len() != 16 || !digits.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if digits.len() != 16
+            || !digits
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
             return Err(malformed());
         }
         Self::ALL
@@ -290,18 +296,34 @@ mod tests {
         assert_eq!(MessageId::parse(a.as_str()).unwrap(), a);
         assert!(matches!(
             RunId::parse(a.as_str()),
-            Err(IdError::WrongKind { found: IdKind::Message, .. })
+            Err(IdError::WrongKind {
+                found: IdKind::Message,
+                ..
+            })
         ));
         // Same key, other namespace or other kind: other id.
         let other = Namespace::new("conv-30").unwrap();
         assert_ne!(a, MessageId::derive(&other, "ref:D1:3"));
-        assert_ne!(a.as_str()[4..], RunId::derive(&ns, "ref:D1:3").as_str()[4..]);
+        assert_ne!(
+            a.as_str()[4..],
+            RunId::derive(&ns, "ref:D1:3").as_str()[4..]
+        );
     }
 
     #[test]
     fn malformed_ids_are_rejected() {
-        for bad in ["", "msg", "msg_", "msg_123", "xyz_0123456789abcdef", "msg_0123456789ABCDEF"] {
-            assert!(matches!(IdKind::of(bad), Err(IdError::Malformed { .. })), "{bad}");
+        for bad in [
+            "",
+            "msg",
+            "msg_",
+            "msg_123",
+            "xyz_0123456789abcdef",
+            "msg_0123456789ABCDEF",
+        ] {
+            assert!(
+                matches!(IdKind::of(bad), Err(IdError::Malformed { .. })),
+                "{bad}"
+            );
         }
     }
 

@@ -437,14 +437,13 @@ impl Run {
 
     /// Hash of everything but the id.
     pub fn content_hash(&self) -> String {
-        let body = serde_json::to_string(&(
-            &self.task,
-            &self.steps,
-            &self.outcome,
-            &self.metadata,
-        ))
-        .expect("run serializes");
-        content_hash([self.namespace.as_str(), self.external_ref.as_str(), body.as_str()])
+        let body = serde_json::to_string(&(&self.task, &self.steps, &self.outcome, &self.metadata))
+            .expect("run serializes");
+        content_hash([
+            self.namespace.as_str(),
+            self.external_ref.as_str(),
+            body.as_str(),
+        ])
     }
 }
 
