@@ -55,6 +55,8 @@ pub(crate) struct Qwen3Config {
     max_position_embeddings: usize,
     #[serde(default = "default_act")]
     hidden_act: String,
+    #[serde(default)]
+    use_sliding_window: bool,
 }
 
 fn default_eps() -> f64 {
@@ -142,6 +144,9 @@ impl Qwen3Embedder {
                 "inconsistent attention shape: {} heads, {} key/value heads, head_dim {head_dim}",
                 cfg.num_attention_heads, cfg.num_key_value_heads
             )));
+        }
+        if cfg.use_sliding_window {
+            return Err(invalid("sliding-window attention is not supported".into()));
         }
         if cfg.hidden_act != "silu" {
             return Err(invalid(format!(
