@@ -14,9 +14,13 @@
 //! ```
 
 pub use trajwiki_core as core;
+pub use trajwiki_embed as embed;
 pub use trajwiki_ingest as ingest;
 pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
 
+pub mod eval;
 pub mod export;
 pub mod pipeline;
+pub mod retrieval;
+pub use trajwiki_retrieve as retrieve;

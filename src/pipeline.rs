@@ -17,6 +17,9 @@ pub enum PipelineError {
     /// Construction failed.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The retrieval index could not be built.
+    #[error(transparent)]
+    Index(Box<trajwiki_retrieve::IndexError>),
     /// The namespace has no messages.
     #[error("namespace {0} has no messages to build from (ingest a conversation first)")]
     Empty(Namespace),

@@ -24,10 +24,13 @@ pub(crate) fn load_embedder(spec: &str) -> anyhow::Result<Box<dyn Embedder>> {
         };
         return Ok(Box::new(HashingEmbedder::new(dim)));
     }
-    Err(UsageError(format!(
-        "unknown model {spec}: this build knows `hashing[-DIM]`"
-    ))
-    .into())
+    let opts = trajwiki_embed::EmbedOptions::default();
+    trajwiki_embed::load_embedder(spec, &opts).map_err(|e| match e {
+        e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
+            anyhow::Error::from(UsageError(e.to_string()))
+        }
+        e => e.into(),
+    })
 }
 
 /// Reads `--config FILE`, or the defaults.
@@ -45,8 +48,9 @@ pub(crate) struct BuildArgs {
     /// Namespaces to build (default: every namespace with messages).
     #[arg(long)]
     namespace: Vec<String>,
-    /// Embedding model: a model folder, a name in the model cache, or `hashing[-DIM]`.
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = "hashing")]
+    /// Embedding model: a model folder, a name in the model cache (`minilm`), or
+    /// `hashing[-DIM]` (lexical, no model files; for tests).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
     model: String,
     /// Memory configuration (TOML); keys left out keep their defaults.
     #[arg(long)]

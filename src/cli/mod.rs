@@ -9,10 +9,13 @@ macro_rules! outln {
     }};
 }
 
+mod embed;
 mod export;
 mod ingest;
 mod inspect;
 mod memory;
+mod model;
+mod query;
 
 use std::path::PathBuf;
 
@@ -52,6 +55,15 @@ enum Command {
     Wiki(memory::WikiArgs),
     /// The claim timeline of a trajectory or a claim (op, claim, status, sources).
     History(memory::HistoryArgs),
+    /// Obtain and list embedding models.
+    Model(model::ModelArgs),
+    /// Embed texts, one per line, to JSON lines or .npy.
+    Embed(embed::EmbedArgs),
+    /// Retrieve the evidence for a question: context under a budget, and its retrieval path.
+    Query(query::QueryArgs),
+    /// Evaluate retrieval.
+    #[command(subcommand)]
+    Eval(query::EvalCommand),
 }
 
 /// The store a command works on.
@@ -130,6 +142,10 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Build(args) => memory::build(&args, global),
         Command::Wiki(args) => memory::wiki(&args),
         Command::History(args) => memory::history(&args),
+        Command::Model(args) => model::run(&args),
+        Command::Embed(args) => embed::run(&args),
+        Command::Query(args) => query::query(&args),
+        Command::Eval(cmd) => query::eval(&cmd, global),
     }
 }
 

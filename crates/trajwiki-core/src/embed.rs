@@ -101,6 +101,25 @@ pub enum EmbedError {
         /// Why.
         reason: String,
     },
+    /// A file that could not be read or written.
+    #[error("cannot access {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON file of a model (config, tokenizer index, pooling config) that does not parse into
+    /// what is expected.
+    #[error("invalid JSON in {path}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error (it names the line, column and field).
+        #[source]
+        source: serde_json::Error,
+    },
     /// A failure inside the backend (tokenizer, tensor library, driver).
     #[error("embedding backend failed during {stage}")]
     Backend {

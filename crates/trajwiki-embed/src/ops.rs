@@ -1,0 +1,453 @@
+//! CPU kernels on plain row-major `f32` slices: the linear layer (through the `gemm` crate), norms,
+//! activations and variable-length attention.
+//!
+//! Every forward pass in this crate works on *packed* token matrices: the tokens of all sequences
+//! of a batch are stacked row after row (`[total_tokens, hidden]`), with no padding rows at all.
+//! Linear layers do not care where one sequence ends; attention is computed per sequence from its
+//! offsets. This is the variable-length layout of FlashAttention's `varlen` API, and for the
+//! masked encoders and decoders here it computes exactly what a padded batch with an attention
+//! mask computes, without spending work on padding.
+//!
+//! Row-wise kernels run in parallel on the current rayon pool; callers install the embedder's own
+//! pool around a forward pass.
+
+use rayon::prelude::*;
+
+/// Rows handed to one rayon task by the row-wise kernels (keeps task overhead small).
+const ROWS_PER_TASK: usize = 8;
+
+/// A dense weight matrix in PyTorch `Linear` layout (`[out, in]`, row-major) with an optional bias.
+#[derive(Debug, Clone)]
+pub(crate) struct Linear {
+    /// `[out, in]` row-major.
+    pub(crate) weight: Vec<f32>,
+    pub(crate) bias: Option<Vec<f32>>,
+    pub(crate) in_dim: usize,
+    pub(crate) out_dim: usize,
+}
+
+impl Linear {
+    /// Stacks several linear layers with the same input size into one (`[sum out, in]`), so that
+    /// e.g. the query, key and value projections run as one matrix product.
+    pub(crate) fn concat(parts: Vec<Linear>) -> Linear {
+        let in_dim = parts[0].in_dim;
+        let out_dim = parts.iter().map(|p| p.out_dim).sum();
+        let has_bias = parts.iter().any(|p| p.bias.is_some());
+        let mut weight = Vec::with_capacity(out_dim * in_dim);
+        let mut bias = Vec::with_capacity(if has_bias { out_dim } else { 0 });
+        for p in parts {
+            debug_assert_eq!(p.in_dim, in_dim);
+            weight.extend_from_slice(&p.weight);
+            if has_bias {
+                match p.bias {
+                    Some(b) => bias.extend_from_slice(&b),
+                    None => bias.extend(std::iter::repeat_n(0.0, p.out_dim)),
+                }
+            }
+        }
+        Linear {
+            weight,
+            bias: has_bias.then_some(bias),
+            in_dim,
+            out_dim,
+        }
+    }
+
+    /// `x · Wᵀ + b` for `x` of `rows × in_dim`; returns `rows × out_dim`.
+    pub(crate) fn forward(&self, x: &[f32], rows: usize, threads: usize) -> Vec<f32> {
+        let mut out = vec![0.0f32; rows * self.out_dim];
+        if let Some(b) = &self.bias {
+            for row in out.chunks_exact_mut(self.out_dim) {
+                row.copy_from_slice(b);
+            }
+        }
+        matmul_wt(
+            x,
+            &self.weight,
+            &mut out,
+            rows,
+            self.in_dim,
+            self.out_dim,
+            self.bias.is_some(),
+            threads,
+        );
+        out
+    }
+}
+
+/// `dst (m×n) (+)= a (m×k) · bᵀ` where `b` is `n×k` row-major. When `accumulate` is set the product
+/// is added to what `dst` holds (the bias, or a residual), otherwise `dst` is overwritten.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_wt(
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+    threads: usize,
+) {
+    assert!(a.len() >= m * k, "lhs too small for {m}x{k}");
+    assert!(b.len() >= n * k, "rhs too small for {n}x{k}");
+    assert!(dst.len() >= m * n, "dst too small for {m}x{n}");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst[..m * n].fill(0.0);
+        }
+        return;
+    }
+    let parallelism = if threads > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    raw_gemm(a, b, dst, m, k, n, accumulate, parallelism);
+}
+
+/// The one unsafe call of the crate, wrapped so that the slice lengths checked by the caller
+/// bound every access.
+#[allow(unsafe_code, clippy::too_many_arguments)]
+fn raw_gemm(
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
+) {
+    // SAFETY: `matmul_wt` asserted that `a` holds m·k values (row stride k, column stride 1),
+    // `b` holds n·k values read as the k×n matrix bᵀ (row stride 1, column stride k) and `dst`
+    // holds m·n values (row stride n, column stride 1); `dst` is uniquely borrowed and does not
+    // alias `a` or `b`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            k as isize,
+            1,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
+/// In-place LayerNorm over rows of `dim` values.
+pub(crate) fn layer_norm(x: &mut [f32], dim: usize, weight: &[f32], bias: &[f32], eps: f32) {
+    x.par_chunks_mut(dim * ROWS_PER_TASK).for_each(|rows| {
+        for row in rows.chunks_exact_mut(dim) {
+            let n = dim as f32;
+            let mean = row.iter().sum::<f32>() / n;
+            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let inv = 1.0 / (var + eps).sqrt();
+            for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
+                *v = (*v - mean) * inv * w + b;
+            }
+        }
+    });
+}
+
+/// `x += y` then LayerNorm, in place on `x`.
+pub(crate) fn add_layer_norm(
+    x: &mut [f32],
+    y: &[f32],
+    dim: usize,
+    weight: &[f32],
+    bias: &[f32],
+    eps: f32,
+) {
+    x.par_chunks_mut(dim * ROWS_PER_TASK)
+        .zip(y.par_chunks(dim * ROWS_PER_TASK))
+        .for_each(|(xs, ys)| {
+            for (row, yrow) in xs.chunks_exact_mut(dim).zip(ys.chunks_exact(dim)) {
+                for (v, y) in row.iter_mut().zip(yrow) {
+                    *v += y;
+                }
+                let n = dim as f32;
+                let mean = row.iter().sum::<f32>() / n;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                let inv = 1.0 / (var + eps).sqrt();
+                for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
+                    *v = (*v - mean) * inv * w + b;
+                }
+            }
+        });
+}
+
+/// RMSNorm of one row into `out`.
+#[inline]
+pub(crate) fn rms_norm_row(row: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let ms = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    let inv = 1.0 / (ms + eps).sqrt();
+    for ((o, v), w) in out.iter_mut().zip(row).zip(weight) {
+        *o = v * inv * w;
+    }
+}
+
+/// RMSNorm of every `dim`-row of `x`, written to a new buffer.
+pub(crate) fn rms_norm(x: &[f32], dim: usize, weight: &[f32], eps: f32) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    out.par_chunks_mut(dim * ROWS_PER_TASK)
+        .zip(x.par_chunks(dim * ROWS_PER_TASK))
+        .for_each(|(os, xs)| {
+            for (o, row) in os.chunks_exact_mut(dim).zip(xs.chunks_exact(dim)) {
+                rms_norm_row(row, weight, eps, o);
+            }
+        });
+    out
+}
+
+/// Exact (erf) GELU in place, as BERT uses it.
+pub(crate) fn gelu_erf(x: &mut [f32]) {
+    x.par_chunks_mut(4096).for_each(|xs| {
+        for v in xs {
+            let z = *v as f64;
+            *v = (0.5 * z * (1.0 + erf(z * std::f64::consts::FRAC_1_SQRT_2))) as f32;
+        }
+    });
+}
+
+/// `silu(gate) * up` for rows laid out as `[gate (inter) | up (inter)]`; returns `rows × inter`.
+pub(crate) fn swiglu(gate_up: &[f32], inter: usize) -> Vec<f32> {
+    let rows = gate_up.len() / (2 * inter);
+    let mut out = vec![0.0f32; rows * inter];
+    out.par_chunks_mut(inter)
+        .zip(gate_up.par_chunks(2 * inter))
+        .for_each(|(o, gu)| {
+            let (g, u) = gu.split_at(inter);
+            for ((o, g), u) in o.iter_mut().zip(g).zip(u) {
+                *o = g / (1.0 + (-g).exp()) * u;
+            }
+        });
+    out
+}
+
+/// The error function, with absolute error below 1.2e-7 (Numerical Recipes' `erfc` by Chebyshev
+/// fitting), ample for activations computed in f32.
+pub(crate) fn erf(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    if x >= 0.0 {
+        1.0 - r
+    } else {
+        r - 1.0
+    }
+}
+
+/// Dot product written so that the compiler vectorises it (eight independent accumulators).
+#[inline]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s = acc.iter().sum::<f32>();
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// `out += w * v`, vectorisable.
+#[inline]
+fn axpy(out: &mut [f32], w: f32, v: &[f32]) {
+    for (o, x) in out.iter_mut().zip(v) {
+        *o += w * x;
+    }
+}
+
+/// Shape of a packed attention problem.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AttnShape {
+    /// Query heads.
+    pub(crate) heads: usize,
+    /// Key/value heads (`heads` must be a multiple of it: grouped-query attention).
+    pub(crate) kv_heads: usize,
+    /// Size of one head.
+    pub(crate) head_dim: usize,
+    /// Whether a token attends only to itself and earlier tokens.
+    pub(crate) causal: bool,
+}
+
+/// Attention over a packed batch. `qkv` holds, per token row, the query heads, then the key heads,
+/// then the value heads (`(heads + 2·kv_heads) · head_dim` values); `seqs` are the `(offset, len)`
+/// row ranges of the sequences. Returns the context, `rows × heads·head_dim`.
+pub(crate) fn attention(qkv: &[f32], seqs: &[(usize, usize)], shape: AttnShape) -> Vec<f32> {
+    let AttnShape {
+        heads,
+        kv_heads,
+        head_dim: d,
+        causal,
+    } = shape;
+    let stride = (heads + 2 * kv_heads) * d;
+    let hidden = heads * d;
+    let group = heads / kv_heads;
+    let rows: usize = seqs.iter().map(|s| s.1).sum();
+    let mut ctx = vec![0.0f32; rows * hidden];
+    let scale = 1.0 / (d as f32).sqrt();
+
+    // One mutable block of context rows per sequence, computed in parallel.
+    let mut blocks: Vec<(&mut [f32], usize, usize)> = Vec::with_capacity(seqs.len());
+    let mut rest = ctx.as_mut_slice();
+    for &(off, len) in seqs {
+        let (head, tail) = rest.split_at_mut(len * hidden);
+        blocks.push((head, off, len));
+        rest = tail;
+    }
+    blocks.into_par_iter().for_each(|(out, off, len)| {
+        let mut scores = vec![0.0f32; len];
+        let tokens = &qkv[off * stride..(off + len) * stride];
+        for h in 0..heads {
+            let kvh = h / group;
+            let k_col = hidden + kvh * d;
+            let v_col = hidden + kv_heads * d + kvh * d;
+            for i in 0..len {
+                let q = &tokens[i * stride + h * d..i * stride + (h + 1) * d];
+                let n_keys = if causal { i + 1 } else { len };
+                let mut max = f32::NEG_INFINITY;
+                for (j, s) in scores[..n_keys].iter_mut().enumerate() {
+                    let k = &tokens[j * stride + k_col..j * stride + k_col + d];
+                    *s = dot(q, k) * scale;
+                    max = max.max(*s);
+                }
+                let mut sum = 0.0f32;
+                for s in &mut scores[..n_keys] {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                let inv = 1.0 / sum;
+                let o = &mut out[i * hidden + h * d..i * hidden + (h + 1) * d];
+                for (j, s) in scores[..n_keys].iter().enumerate() {
+                    let v = &tokens[j * stride + v_col..j * stride + v_col + d];
+                    axpy(o, s * inv, v);
+                }
+            }
+        }
+    });
+    ctx
+}
+
+/// L2-normalises `v` in place (a zero vector stays zero).
+pub(crate) fn l2_normalize(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        for x in v {
+            *x /= n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive_matmul_wt(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                out[i * n + j] = (0..k).map(|t| a[i * k + t] * b[j * k + t]).sum();
+            }
+        }
+        out
+    }
+
+    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn linear_matches_naive() {
+        for &(m, k, n) in &[(1, 3, 2), (7, 33, 19), (65, 128, 70)] {
+            let a = pseudo(m * k, 1);
+            let w = pseudo(n * k, 2);
+            let bias = pseudo(n, 3);
+            let lin = Linear {
+                weight: w.clone(),
+                bias: Some(bias.clone()),
+                in_dim: k,
+                out_dim: n,
+            };
+            for threads in [1, 2] {
+                let got = lin.forward(&a, m, threads);
+                let want = naive_matmul_wt(&a, &w, m, k, n);
+                for i in 0..m {
+                    for j in 0..n {
+                        let e = want[i * n + j] + bias[j];
+                        assert!((got[i * n + j] - e).abs() < 1e-4, "{m}x{k}x{n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn erf_is_accurate() {
+        // Reference values of erf.
+        for (x, e) in [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_8),
+            (1.0, 0.842_700_792_9),
+            (-2.0, -0.995_322_265_0),
+            (3.0, 0.999_977_909_5),
+        ] {
+            assert!((erf(x) - e).abs() < 2e-7, "erf({x})");
+        }
+    }
+
+    #[test]
+    fn attention_causal_first_token_is_its_value() {
+        // One sequence, one head: the first token can only see itself.
+        let d = 4;
+        let qkv = pseudo(3 * 3 * d, 5);
+        let shape = AttnShape {
+            heads: 1,
+            kv_heads: 1,
+            head_dim: d,
+            causal: true,
+        };
+        let ctx = attention(&qkv, &[(0, 3)], shape);
+        assert_eq!(&ctx[..d], &qkv[2 * d..3 * d]);
+    }
+}

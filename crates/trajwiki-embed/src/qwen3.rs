@@ -1,0 +1,351 @@
+//! Qwen3-Embedding (0.6B/4B/8B) on the CPU: a causal decoder (grouped-query attention, RMSNorm,
+//! q/k norms, rotary positions, SwiGLU) without a KV cache, pooled at the last token, which is the
+//! `<|endoftext|>` appended to every text. Queries are prefixed with
+//! `Instruct: {task}\nQuery:`; documents are embedded as they are. Output vectors may be truncated
+//! to a smaller dimension (Matryoshka/MRL) and are then renormalised.
+//!
+//! Sequences are packed without padding (see [`crate::ops`]); with causal attention and rotary
+//! positions this computes what the reference's left-padded, masked batch computes: a token only
+//! sees earlier tokens of its own text, and rotary attention depends on relative positions only.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use trajwiki_core::embed::{EmbedError, EmbedKind, Embedder, Embeddings};
+
+use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
+use crate::ops::{self, AttnShape, Linear};
+use crate::resolve::{fingerprint, read_json};
+use crate::tokenize::Tok;
+use crate::weights::Weights;
+
+/// The task of the query instruction when none is given (Qwen3-Embedding's own default).
+pub const DEFAULT_TASK: &str =
+    "Given a web search query, retrieve relevant passages that answer the query";
+
+/// The token appended to every text and pooled.
+pub const END_TOKEN: &str = "<|endoftext|>";
+
+/// Default token limit when the options give none (Qwen3's positions reach much further, but
+/// attention on the CPU grows with the square of the length).
+pub const DEFAULT_MAX_LEN: usize = 8192;
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct RopeParameters {
+    rope_theta: Option<f64>,
+    rope_type: Option<String>,
+}
+
+/// The fields of a Qwen3 `config.json` that the forward pass needs.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct Qwen3Config {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: usize,
+    head_dim: Option<usize>,
+    #[serde(default = "default_eps")]
+    rms_norm_eps: f64,
+    rope_theta: Option<f64>,
+    rope_parameters: Option<RopeParameters>,
+    #[serde(default)]
+    rope_scaling: Option<serde_json::Value>,
+    max_position_embeddings: usize,
+    #[serde(default = "default_act")]
+    hidden_act: String,
+    #[serde(default)]
+    use_sliding_window: bool,
+}
+
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_act() -> String {
+    "silu".into()
+}
+
+struct Layer {
+    input_norm: Vec<f32>,
+    qkv: Linear,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    o: Linear,
+    post_norm: Vec<f32>,
+    gate_up: Linear,
+    down: Linear,
+}
+
+/// A Qwen3-Embedding model on the CPU.
+pub struct Qwen3Embedder {
+    cfg: Qwen3Config,
+    head_dim: usize,
+    rope_theta: f64,
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    final_norm: Vec<f32>,
+    tok: Tok,
+    end_id: u32,
+    task: String,
+    dim: usize,
+    model_id: String,
+    rt: Runtime,
+}
+
+impl std::fmt::Debug for Qwen3Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qwen3Embedder")
+            .field("model_id", &self.model_id)
+            .field("layers", &self.layers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `x += input · Wᵀ (+ b)`.
+fn linear_add(x: &mut [f32], lin: &Linear, input: &[f32], rows: usize, threads: usize) {
+    ops::matmul_wt(
+        input,
+        &lin.weight,
+        x,
+        rows,
+        lin.in_dim,
+        lin.out_dim,
+        true,
+        threads,
+    );
+    if let Some(b) = &lin.bias {
+        for row in x.chunks_exact_mut(lin.out_dim) {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+    }
+}
+
+impl Qwen3Embedder {
+    /// Loads a Qwen3 model folder: `config.json`, `tokenizer.json` (which must know
+    /// `<|endoftext|>`) and safetensors weights, one file or sharded, with or without the `model.`
+    /// name prefix.
+    pub fn load(dir: &Path, opts: &EmbedOptions) -> Result<Qwen3Embedder, EmbedError> {
+        let config_path = dir.join("config.json");
+        let cfg: Qwen3Config = read_json(&config_path)?;
+        let invalid = |what: String| EmbedError::InvalidModel {
+            path: config_path.clone(),
+            what,
+        };
+        let head_dim = cfg
+            .head_dim
+            .unwrap_or(cfg.hidden_size / cfg.num_attention_heads.max(1));
+        if cfg.num_key_value_heads == 0
+            || cfg.num_attention_heads % cfg.num_key_value_heads != 0
+            || head_dim == 0
+            || head_dim % 2 != 0
+        {
+            return Err(invalid(format!(
+                "inconsistent attention shape: {} heads, {} key/value heads, head_dim {head_dim}",
+                cfg.num_attention_heads, cfg.num_key_value_heads
+            )));
+        }
+        if cfg.use_sliding_window {
+            return Err(invalid("sliding-window attention is not supported".into()));
+        }
+        if cfg.hidden_act != "silu" {
+            return Err(invalid(format!(
+                "unsupported hidden_act {}",
+                cfg.hidden_act
+            )));
+        }
+        if cfg.rope_scaling.as_ref().is_some_and(|v| {
+            !v.is_null() && v.get("rope_type").and_then(|t| t.as_str()) != Some("default")
+        }) {
+            return Err(invalid("rope_scaling is not supported".into()));
+        }
+        let rp = cfg.rope_parameters.as_ref();
+        if rp
+            .and_then(|r| r.rope_type.as_deref())
+            .is_some_and(|t| t != "default")
+        {
+            return Err(invalid("only the default rope_type is supported".into()));
+        }
+        let rope_theta = cfg
+            .rope_theta
+            .or_else(|| rp.and_then(|r| r.rope_theta))
+            .unwrap_or(1_000_000.0);
+
+        let max_len = opts
+            .max_len
+            .unwrap_or(DEFAULT_MAX_LEN)
+            .min(cfg.max_position_embeddings)
+            .max(2);
+        let tok = Tok::open(dir, max_len)?;
+        let end_id = tok
+            .token_id(END_TOKEN)
+            .ok_or_else(|| EmbedError::InvalidModel {
+                path: dir.join("tokenizer.json"),
+                what: format!("the vocabulary has no {END_TOKEN}"),
+            })?;
+        let dim = out_dim(opts.dim, cfg.hidden_size)?;
+
+        let w = Weights::open(dir, "embed_tokens.weight", &["", "model."])?;
+        let h = cfg.hidden_size;
+        let (nh, nkv, d, inter) = (
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            head_dim,
+            cfg.intermediate_size,
+        );
+        let embed = w.get("embed_tokens.weight", &[cfg.vocab_size, h])?;
+        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+        for i in 0..cfg.num_hidden_layers {
+            let p = format!("layers.{i}");
+            layers.push(Layer {
+                input_norm: w.get(&format!("{p}.input_layernorm.weight"), &[h])?,
+                qkv: Linear::concat(vec![
+                    w.linear(&format!("{p}.self_attn.q_proj"), h, nh * d)?,
+                    w.linear(&format!("{p}.self_attn.k_proj"), h, nkv * d)?,
+                    w.linear(&format!("{p}.self_attn.v_proj"), h, nkv * d)?,
+                ]),
+                q_norm: w.get(&format!("{p}.self_attn.q_norm.weight"), &[d])?,
+                k_norm: w.get(&format!("{p}.self_attn.k_norm.weight"), &[d])?,
+                o: w.linear(&format!("{p}.self_attn.o_proj"), nh * d, h)?,
+                post_norm: w.get(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
+                gate_up: Linear::concat(vec![
+                    w.linear(&format!("{p}.mlp.gate_proj"), h, inter)?,
+                    w.linear(&format!("{p}.mlp.up_proj"), h, inter)?,
+                ]),
+                down: w.linear(&format!("{p}.mlp.down_proj"), inter, h)?,
+            });
+        }
+        let final_norm = w.get("norm.weight", &[h])?;
+        let model_id = format!("qwen3-last-d{dim}-{}", fingerprint(dir)?);
+        Ok(Qwen3Embedder {
+            cfg,
+            head_dim,
+            rope_theta,
+            embed,
+            layers,
+            final_norm,
+            tok,
+            end_id,
+            task: opts
+                .task
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TASK.to_string()),
+            dim,
+            model_id,
+            rt: Runtime::new(opts)?,
+        })
+    }
+
+    /// The text the model sees for `text` embedded as `kind`.
+    pub fn format_input(&self, text: &str, kind: EmbedKind) -> String {
+        match kind {
+            EmbedKind::Query => format!("Instruct: {}\nQuery:{text}", self.task),
+            EmbedKind::Document => text.to_string(),
+        }
+    }
+
+    /// Pooled (final-normed, not L2-normalised) last-token states of a packed batch.
+    fn forward(&self, batch: &[&[u32]]) -> Vec<f32> {
+        let cfg = &self.cfg;
+        let (h, d) = (cfg.hidden_size, self.head_dim);
+        let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
+        let eps = cfg.rms_norm_eps as f32;
+        let threads = self.rt.threads;
+        let seqs = offsets(batch);
+        let rows: usize = seqs.iter().map(|s| s.1).sum();
+        let positions: Vec<usize> = seqs.iter().flat_map(|&(_, len)| 0..len).collect();
+
+        // Rotary table: cos and sin of position · θ^(-2i/d), i < d/2.
+        let half = d / 2;
+        let max_pos = seqs.iter().map(|s| s.1).max().unwrap_or(0);
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| (1.0 / self.rope_theta.powf((2 * i) as f64 / d as f64)) as f32)
+            .collect();
+        let mut cos = vec![0.0f32; max_pos * half];
+        let mut sin = vec![0.0f32; max_pos * half];
+        for p in 0..max_pos {
+            for (i, f) in inv_freq.iter().enumerate() {
+                let a = p as f32 * f;
+                cos[p * half + i] = a.cos();
+                sin[p * half + i] = a.sin();
+            }
+        }
+
+        let mut x = vec![0.0f32; rows * h];
+        for (dst, &id) in x
+            .chunks_exact_mut(h)
+            .zip(batch.iter().flat_map(|s| s.iter()))
+        {
+            let id = (id as usize).min(cfg.vocab_size - 1);
+            dst.copy_from_slice(&self.embed[id * h..(id + 1) * h]);
+        }
+
+        let stride = (nh + 2 * nkv) * d;
+        let shape = AttnShape {
+            heads: nh,
+            kv_heads: nkv,
+            head_dim: d,
+            causal: true,
+        };
+        for layer in &self.layers {
+            let hn = ops::rms_norm(&x, h, &layer.input_norm, eps);
+            let mut qkv = layer.qkv.forward(&hn, rows, threads);
+            qkv.par_chunks_mut(stride)
+                .zip(positions.par_iter())
+                .for_each(|(row, &p)| {
+                    let (c, s) = (
+                        &cos[p * half..(p + 1) * half],
+                        &sin[p * half..(p + 1) * half],
+                    );
+                    let mut tmp = vec![0.0f32; d];
+                    for (hi, head) in row[..(nh + nkv) * d].chunks_exact_mut(d).enumerate() {
+                        let norm = if hi < nh {
+                            &layer.q_norm
+                        } else {
+                            &layer.k_norm
+                        };
+                        ops::rms_norm_row(head, norm, eps, &mut tmp);
+                        for i in 0..half {
+                            let (a, b) = (tmp[i], tmp[i + half]);
+                            head[i] = a * c[i] - b * s[i];
+                            head[i + half] = b * c[i] + a * s[i];
+                        }
+                    }
+                });
+            let ctx = ops::attention(&qkv, &seqs, shape);
+            linear_add(&mut x, &layer.o, &ctx, rows, threads);
+            let hn = ops::rms_norm(&x, h, &layer.post_norm, eps);
+            let gu = layer.gate_up.forward(&hn, rows, threads);
+            let act = ops::swiglu(&gu, cfg.intermediate_size);
+            linear_add(&mut x, &layer.down, &act, rows, threads);
+        }
+
+        let mut pooled = vec![0.0f32; batch.len() * h];
+        for (dst, &(off, len)) in pooled.chunks_exact_mut(h).zip(&seqs) {
+            let last = off + len - 1;
+            ops::rms_norm_row(&x[last * h..(last + 1) * h], &self.final_norm, eps, dst);
+        }
+        pooled
+    }
+}
+
+impl Embedder for Qwen3Embedder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError> {
+        let inputs: Vec<String> = texts.iter().map(|t| self.format_input(t, kind)).collect();
+        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        let seqs = self
+            .rt
+            .pool
+            .install(|| self.tok.encode(&refs, Some(self.end_id)))?;
+        self.rt
+            .run_batched(&seqs, self.cfg.hidden_size, self.dim, |b| self.forward(b))
+    }
+}

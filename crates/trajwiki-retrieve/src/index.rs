@@ -1,0 +1,398 @@
+//! The per-namespace retrieval index: records, their embeddings, sparse term ids and BM25
+//! indices, and the maps between levels (page → trajectories → snapshots → messages).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError};
+use trajwiki_core::{
+    Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId, SourceMessage,
+    Trajectory, TrajectoryId, WikiPage,
+};
+use trajwiki_memory::extract::{entity_key, Lexicon};
+use trajwiki_memory::text::keywords;
+use trajwiki_memory::MemoryConfig;
+
+/// The records of one namespace, as read from the store.
+#[derive(Debug, Clone, Default)]
+pub struct NamespaceRecords {
+    /// Messages in session, seq order.
+    pub messages: Vec<SourceMessage>,
+    /// Snapshots.
+    pub snapshots: Vec<Snapshot>,
+    /// Trajectories.
+    pub trajectories: Vec<Trajectory>,
+    /// Current wiki pages (the index page included).
+    pub pages: Vec<WikiPage>,
+    /// Claims with their current status.
+    pub claims: Vec<(Claim, ClaimStatus)>,
+}
+
+/// The texts each level is embedded from, in record order (the caller embeds them, through its
+/// cache, and hands the vectors to [`Index::new`]).
+pub struct EmbeddingTexts {
+    /// One per message.
+    pub messages: Vec<String>,
+    /// One per snapshot.
+    pub snapshots: Vec<String>,
+    /// One per trajectory.
+    pub trajectories: Vec<String>,
+    /// One per non-index page.
+    pub pages: Vec<String>,
+}
+
+/// Row-major vectors for each level, aligned with [`EmbeddingTexts`].
+pub struct LevelVectors {
+    /// Dimension.
+    pub dim: usize,
+    /// Messages.
+    pub messages: Vec<f32>,
+    /// Snapshots.
+    pub snapshots: Vec<f32>,
+    /// Trajectories.
+    pub trajectories: Vec<f32>,
+    /// Non-index pages.
+    pub pages: Vec<f32>,
+}
+
+/// Index build failures.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The vectors do not match the records.
+    #[error("{level}: {got} values for {rows} rows of dimension {dim}")]
+    Shape {
+        /// Which level.
+        level: &'static str,
+        /// Values given.
+        got: usize,
+        /// Rows expected.
+        rows: usize,
+        /// Dimension.
+        dim: usize,
+    },
+    /// A record refers to one that is not in the namespace.
+    #[error("{what} refers to {missing}, which is not in the namespace")]
+    Dangling {
+        /// The referring record.
+        what: String,
+        /// The missing id.
+        missing: String,
+    },
+    /// The scoring core refused its input.
+    #[error(transparent)]
+    Compute(#[from] ComputeError),
+}
+
+/// A superseded statement in a message: the deprecated claim and where it was revised.
+#[derive(Debug, Clone)]
+pub struct Superseded {
+    /// The ref of the message that revised it, if a revision did.
+    pub by: Option<String>,
+}
+
+/// The retrieval index of one namespace.
+pub struct Index {
+    /// The records.
+    pub records: NamespaceRecords,
+    /// Embedding dimension.
+    pub dim: usize,
+    pub(crate) vectors: LevelVectors,
+    /// Non-index pages (indices into `records.pages`).
+    pub(crate) pages: Vec<usize>,
+    pub(crate) page_trajs: Vec<Vec<usize>>,
+    pub(crate) traj_snaps: Vec<Vec<usize>>,
+    pub(crate) snap_traj: Vec<usize>,
+    pub(crate) snap_msgs: Vec<Vec<usize>>,
+    pub(crate) traj_entities: Vec<BTreeSet<String>>,
+    pub(crate) vocab: HashMap<String, u32>,
+    pub(crate) msg_terms: Vec<Vec<u32>>,
+    pub(crate) msg_bm25: Bm25Index,
+    pub(crate) snap_bm25: Bm25Index,
+    pub(crate) traj_bm25: Bm25Index,
+    pub(crate) page_bm25: Bm25Index,
+    pub(crate) lexicon: Lexicon,
+    /// Snapshots linked by claim revisions (both ways).
+    pub(crate) update_links: Vec<Vec<usize>>,
+    /// Per message: superseded statements in it.
+    pub(crate) superseded: Vec<Vec<Superseded>>,
+    /// Sessions in order, with their first message index.
+    pub(crate) session_of: Vec<u32>,
+}
+
+/// The text a message is embedded and matched from: speaker, text and image captions.
+pub fn message_text(m: &SourceMessage) -> String {
+    let mut t = format!("{}: {}", m.speaker, m.text);
+    for a in &m.attachments {
+        if let Some(c) = &a.caption {
+            t.push_str(&format!(" [image: {c}]"));
+        }
+    }
+    t
+}
+
+fn terms(vocab: &mut HashMap<String, u32>, text: &str) -> Vec<u32> {
+    let mut ids: Vec<u32> = keywords(text)
+        .into_iter()
+        .map(|k| {
+            let n = vocab.len() as u32;
+            *vocab.entry(k).or_insert(n)
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+impl Index {
+    /// The texts to embed for `records`.
+    pub fn embedding_texts(records: &NamespaceRecords) -> EmbeddingTexts {
+        let claim_text: HashMap<&ClaimId, &str> = records
+            .claims
+            .iter()
+            .map(|(c, _)| (&c.id, c.text.as_str()))
+            .collect();
+        EmbeddingTexts {
+            messages: records.messages.iter().map(message_text).collect(),
+            snapshots: records
+                .snapshots
+                .iter()
+                .map(|s| {
+                    let mut t = s.summary.clone();
+                    for c in &s.claim_ids {
+                        if let Some(x) = claim_text.get(c) {
+                            t.push('\n');
+                            t.push_str(x);
+                        }
+                    }
+                    t
+                })
+                .collect(),
+            trajectories: records
+                .trajectories
+                .iter()
+                .map(|t| t.summary.clone())
+                .collect(),
+            pages: records
+                .pages
+                .iter()
+                .filter(|p| p.kind != PageKind::Index)
+                .map(|p| p.routing_text.clone())
+                .collect(),
+        }
+    }
+
+    /// Builds the index.
+    pub fn new(
+        records: NamespaceRecords,
+        vectors: LevelVectors,
+        texts: &EmbeddingTexts,
+    ) -> Result<Index, IndexError> {
+        let dim = vectors.dim;
+        for (level, values, rows) in [
+            ("messages", vectors.messages.len(), records.messages.len()),
+            (
+                "snapshots",
+                vectors.snapshots.len(),
+                records.snapshots.len(),
+            ),
+            (
+                "trajectories",
+                vectors.trajectories.len(),
+                records.trajectories.len(),
+            ),
+            ("pages", vectors.pages.len(), texts.pages.len()),
+        ] {
+            if values != rows * dim {
+                return Err(IndexError::Shape {
+                    level,
+                    got: values,
+                    rows,
+                    dim,
+                });
+            }
+        }
+        let msg_idx: HashMap<&MessageId, usize> = records
+            .messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (&m.id, i))
+            .collect();
+        let snap_idx: HashMap<&SnapshotId, usize> = records
+            .snapshots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (&s.id, i))
+            .collect();
+        let traj_idx: HashMap<&TrajectoryId, usize> = records
+            .trajectories
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (&t.id, i))
+            .collect();
+        let dangling = |what: String, missing: String| IndexError::Dangling { what, missing };
+
+        let mut snap_msgs = Vec::with_capacity(records.snapshots.len());
+        let mut snap_traj = Vec::with_capacity(records.snapshots.len());
+        for s in &records.snapshots {
+            let mut ms = Vec::new();
+            for m in &s.source_message_ids {
+                let &mi = msg_idx
+                    .get(m)
+                    .ok_or_else(|| dangling(s.id.to_string(), m.to_string()))?;
+                ms.push(mi);
+            }
+            snap_msgs.push(ms);
+            snap_traj.push(
+                *traj_idx
+                    .get(&s.trajectory)
+                    .ok_or_else(|| dangling(s.id.to_string(), s.trajectory.to_string()))?,
+            );
+        }
+        let mut traj_snaps = Vec::with_capacity(records.trajectories.len());
+        for t in &records.trajectories {
+            let mut ss = Vec::new();
+            for s in &t.snapshot_ids {
+                ss.push(
+                    *snap_idx
+                        .get(s)
+                        .ok_or_else(|| dangling(t.id.to_string(), s.to_string()))?,
+                );
+            }
+            traj_snaps.push(ss);
+        }
+        let pages: Vec<usize> = records
+            .pages
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.kind != PageKind::Index)
+            .map(|(i, _)| i)
+            .collect();
+        let page_trajs: Vec<Vec<usize>> = pages
+            .iter()
+            .map(|&pi| {
+                records.pages[pi]
+                    .trajectory_ids
+                    .iter()
+                    .filter_map(|t| traj_idx.get(t).copied())
+                    .collect()
+            })
+            .collect();
+        let traj_entities = records
+            .trajectories
+            .iter()
+            .map(|t| t.signals.entities.iter().cloned().collect())
+            .collect();
+
+        // Sparse terms and BM25 per level.
+        let mut vocab = HashMap::new();
+        let msg_terms: Vec<Vec<u32>> = texts
+            .messages
+            .iter()
+            .map(|t| terms(&mut vocab, t))
+            .collect();
+        let snap_terms: Vec<Vec<u32>> = texts
+            .snapshots
+            .iter()
+            .map(|t| terms(&mut vocab, t))
+            .collect();
+        let traj_terms: Vec<Vec<u32>> = texts
+            .trajectories
+            .iter()
+            .map(|t| terms(&mut vocab, t))
+            .collect();
+        let page_terms: Vec<Vec<u32>> = texts.pages.iter().map(|t| terms(&mut vocab, t)).collect();
+        let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
+            let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+            Bm25Index::build(&refs, Bm25Params::default())
+        };
+        let msg_bm25 = bm25(&msg_terms)?;
+        let snap_bm25 = bm25(&snap_terms)?;
+        let traj_bm25 = bm25(&traj_terms)?;
+        let page_bm25 = bm25(&page_terms)?;
+
+        // Claim revisions link snapshots; deprecated claims flag their messages.
+        let claim_snap: HashMap<&ClaimId, usize> = records
+            .claims
+            .iter()
+            .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
+            .collect();
+        let mut update_links = vec![Vec::new(); records.snapshots.len()];
+        let mut revised_by: BTreeMap<&ClaimId, &Claim> = BTreeMap::new();
+        for (c, _) in &records.claims {
+            if let Some(from) = &c.revised_from {
+                revised_by.insert(from, c);
+                if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
+                    if a != b {
+                        update_links[a].push(b);
+                        update_links[b].push(a);
+                    }
+                }
+            }
+        }
+        let mut superseded = vec![Vec::new(); records.messages.len()];
+        for (c, status) in &records.claims {
+            if *status != ClaimStatus::Deprecated {
+                continue;
+            }
+            let by = revised_by
+                .get(&c.id)
+                .and_then(|r| r.source_message_ids.first())
+                .and_then(|m| msg_idx.get(m))
+                .map(|&mi| {
+                    let m = &records.messages[mi];
+                    m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
+                });
+            for m in &c.source_message_ids {
+                if let Some(&mi) = msg_idx.get(m) {
+                    superseded[mi].push(Superseded { by: by.clone() });
+                }
+            }
+        }
+        let session_of = records.messages.iter().map(|m| m.session).collect();
+        let lexicon = Lexicon::build(&records.messages, &MemoryConfig::default());
+        Ok(Index {
+            dim,
+            vectors,
+            pages,
+            page_trajs,
+            traj_snaps,
+            snap_traj,
+            snap_msgs,
+            traj_entities,
+            vocab,
+            msg_terms,
+            msg_bm25,
+            snap_bm25,
+            traj_bm25,
+            page_bm25,
+            lexicon,
+            update_links,
+            superseded,
+            session_of,
+            records,
+        })
+    }
+
+    /// Term ids of a query (words unknown to the namespace are dropped).
+    pub(crate) fn query_terms(&self, query: &str) -> Vec<u32> {
+        let mut ids: Vec<u32> = keywords(query)
+            .into_iter()
+            .filter_map(|k| self.vocab.get(&k).copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Entity keys of the namespace named in a query (speakers included).
+    pub(crate) fn query_entities(&self, query: &str) -> BTreeSet<String> {
+        let mut out = self.lexicon.mentions(query);
+        // Lower-case mentions of known entities too ("caroline's").
+        for (_, w) in trajwiki_memory::text::words(query) {
+            let key = entity_key(w.trim_end_matches("'s"));
+            if self.lexicon.entities.contains_key(&key) {
+                out.insert(key);
+            }
+        }
+        out
+    }
+}

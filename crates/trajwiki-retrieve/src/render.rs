@@ -1,0 +1,139 @@
+//! The context: evidence packed by value under a budget of whitespace tokens, rendered for a
+//! model in conversation order, each source message once with its ref.
+//!
+//! ```text
+//! Pages: Caroline — activity location; Topic: adoption
+//! ## Session 3 — 8 May 2023
+//! D3:12 Melanie: I went to the museum yesterday. ["yesterday" = 7 May 2023]
+//! D3:13 Caroline: Nice! [image: a photo of a painting] (superseded by D5:2)
+//! ```
+//! Every message line starts with its ref; sessions carry their date once, in their heading.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use trajwiki_memory::temporal::{fmt_day, resolve};
+
+use crate::index::Index;
+use crate::retrieve::Ranking;
+
+/// A rendered context.
+#[derive(Debug, Clone, Serialize)]
+pub struct Context {
+    /// The text given to a model.
+    pub text: String,
+    /// The refs of the messages in it, in order of appearance.
+    pub source_refs: Vec<String>,
+    /// Whitespace tokens of `text` (never above the budget).
+    pub tokens: usize,
+}
+
+fn tokens(s: &str) -> usize {
+    s.split_whitespace().count()
+}
+
+impl Index {
+    /// The ref of message `i` (its external ref, else its id).
+    pub fn message_ref(&self, i: usize) -> String {
+        let m = &self.records.messages[i];
+        m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
+    }
+
+    fn message_line(&self, i: usize) -> String {
+        let m = &self.records.messages[i];
+        let mut line = format!(
+            "{} {}: {}",
+            self.message_ref(i),
+            m.speaker,
+            m.text.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        for a in &m.attachments {
+            if let Some(c) = &a.caption {
+                line.push_str(&format!(" [image: {c}]"));
+            }
+        }
+        for anchor in resolve(&m.text, m.timestamp.date()) {
+            line.push_str(&format!(" [\"{}\" = {}]", anchor.phrase, anchor.resolved));
+        }
+        for s in &self.superseded[i] {
+            match &s.by {
+                Some(by) => line.push_str(&format!(" (superseded by {by})")),
+                None => line.push_str(" (withdrawn later)"),
+            }
+        }
+        line
+    }
+
+    fn session_heading(&self, i: usize) -> String {
+        let m = &self.records.messages[i];
+        format!("## Session {} — {}", m.session, fmt_day(m.timestamp.date()))
+    }
+
+    /// Packs the ranked messages, most valuable first, into at most `budget` whitespace tokens,
+    /// and renders them in conversation order. `header` (e.g. the routed pages) is included when
+    /// it fits and leaves room for evidence.
+    pub fn render(&self, ranking: &Ranking, budget: usize) -> Context {
+        let header = if ranking.pages.is_empty() {
+            String::new()
+        } else {
+            let titles: Vec<&str> = ranking
+                .pages
+                .iter()
+                .take(3)
+                .map(|p| p.label.as_str())
+                .collect();
+            format!("Pages: {}", titles.join("; "))
+        };
+        let mut used = if !header.is_empty() && tokens(&header) * 10 <= budget {
+            tokens(&header)
+        } else {
+            0
+        };
+        let with_header = used > 0;
+        let mut chosen: BTreeSet<usize> = BTreeSet::new();
+        let mut sessions: BTreeSet<u32> = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        for &i in &ranking.messages {
+            if !seen.insert(i) {
+                continue;
+            }
+            let session = self.records.messages[i].session;
+            let cost = tokens(&self.message_line(i))
+                + if sessions.contains(&session) {
+                    0
+                } else {
+                    tokens(&self.session_heading(i))
+                };
+            if used + cost > budget {
+                continue;
+            }
+            used += cost;
+            chosen.insert(i);
+            sessions.insert(session);
+        }
+        // Conversation order: messages are stored by session and position.
+        let mut text = if with_header { header } else { String::new() };
+        let mut source_refs = Vec::new();
+        let mut current = None;
+        for &i in &chosen {
+            let session = self.records.messages[i].session;
+            if current != Some(session) {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&self.session_heading(i));
+                current = Some(session);
+            }
+            text.push('\n');
+            text.push_str(&self.message_line(i));
+            source_refs.push(self.message_ref(i));
+        }
+        let tokens = tokens(&text);
+        debug_assert!(tokens <= budget, "packing keeps within the budget");
+        Context {
+            text,
+            source_refs,
+            tokens,
+        }
+    }
+}

@@ -1,0 +1,647 @@
+//! Retrieval (SPEC §3.1–3.5): route to pages, score trajectories, select with coverage, expand to
+//! snapshots and source messages, and pack the evidence under a token budget.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use trajwiki_compute::{
+    rrf, Candidate, CoverageWeights, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
+    SetWords, NO_CLUSTER,
+};
+
+use crate::index::{Index, IndexError};
+use crate::shape::{analyse, Shape};
+
+/// Retrieval strategies: the full design, the paper's ablations, and plain baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Pages → trajectories → snapshots → messages, with the direct paths as safety nets.
+    Full,
+    /// Direct trajectory retrieval, no wiki routing.
+    NoWiki,
+    /// Only what the routed wiki pages link to.
+    WikiOnly,
+    /// Raw messages, lexical (keyword Jaccard).
+    Flat,
+    /// Only the latest snapshot of each selected trajectory.
+    LatestSnapshot,
+    /// Baseline: BM25 over raw turns.
+    TurnBm25,
+    /// Baseline: dense over raw turns.
+    TurnDense,
+    /// Baseline: RRF of BM25 and dense over raw turns.
+    TurnHybrid,
+    /// Baseline: dense over whole sessions.
+    SessionDense,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 9] = [
+        Mode::Full,
+        Mode::NoWiki,
+        Mode::WikiOnly,
+        Mode::Flat,
+        Mode::LatestSnapshot,
+        Mode::TurnBm25,
+        Mode::TurnDense,
+        Mode::TurnHybrid,
+        Mode::SessionDense,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::NoWiki => "no-wiki",
+            Mode::WikiOnly => "wiki-only",
+            Mode::Flat => "flat",
+            Mode::LatestSnapshot => "latest-snapshot",
+            Mode::TurnBm25 => "turn-bm25",
+            Mode::TurnDense => "turn-dense",
+            Mode::TurnHybrid => "turn-hybrid",
+            Mode::SessionDense => "session-dense",
+        }
+    }
+
+    /// Parses a name.
+    pub fn parse(s: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// Retrieval constants (SPEC §3 defaults).
+#[derive(Debug, Clone)]
+pub struct RetrievalConfig {
+    /// Pages kept after routing (t).
+    pub pages: usize,
+    /// Trajectories selected (k).
+    pub trajectories: usize,
+    /// RRF constant.
+    pub rrf_k: f32,
+    /// Neighbour radius within a trajectory.
+    pub neighbour_radius: usize,
+    /// Messages ranked by each direct route.
+    pub direct_depth: usize,
+    /// Coverage selection weights.
+    pub coverage: CoverageWeights,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        RetrievalConfig {
+            pages: 15,
+            trajectories: 15,
+            rrf_k: 60.0,
+            neighbour_radius: 1,
+            direct_depth: 200,
+            coverage: CoverageWeights::default(),
+        }
+    }
+}
+
+/// One scored item on the retrieval path.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathItem {
+    /// Its id.
+    pub id: String,
+    /// A label (title, summary, ref).
+    pub label: String,
+    /// Its fused score.
+    pub score: f32,
+}
+
+/// The result of ranking: messages in order of value, and how they were reached.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ranking {
+    /// The mode.
+    pub mode: Mode,
+    /// Query shape.
+    pub shape: Shape,
+    /// Message indices, most valuable first.
+    pub messages: Vec<usize>,
+    /// Routed pages.
+    pub pages: Vec<PathItem>,
+    /// Selected trajectories.
+    pub trajectories: Vec<PathItem>,
+    /// Expanded snapshots.
+    pub snapshots: Vec<PathItem>,
+    /// Size of the candidate universe (trajectories reachable from routed pages, or considered).
+    pub candidate_universe: usize,
+    /// Milliseconds per stage.
+    pub timings: BTreeMap<String, f64>,
+}
+
+fn ranks(hits: &[(u32, f32)]) -> Vec<u32> {
+    hits.iter().map(|h| h.0).collect()
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn words_for(n: usize) -> usize {
+    n.div_ceil(64).max(1)
+}
+
+fn bits(ids: impl IntoIterator<Item = usize>, words: usize) -> Vec<u64> {
+    let mut out = vec![0u64; words];
+    for i in ids {
+        if i / 64 < words {
+            out[i / 64] |= 1 << (i % 64);
+        }
+    }
+    out
+}
+
+impl Index {
+    fn dense(
+        &self,
+        level: &[f32],
+        q: &[f32],
+        k: usize,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Vec<(u32, f32)>, IndexError> {
+        if level.is_empty() {
+            return Ok(Vec::new());
+        }
+        let m = MatrixView::f32(level, self.dim)?;
+        Ok(backend
+            .cosine_topk(&m, q, k)?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// Ranks the namespace's messages for a question, in the given mode.
+    pub fn rank(
+        &self,
+        question: &str,
+        qvec: &[f32],
+        mode: Mode,
+        config: &RetrievalConfig,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Ranking, IndexError> {
+        let mut timings = BTreeMap::new();
+        let t0 = Instant::now();
+        let q_terms = self.query_terms(question);
+        let q_entities = self.query_entities(question);
+        let shape = analyse(question, &q_entities);
+        timings.insert("analyse".into(), ms(t0));
+        let n_msgs = self.records.messages.len();
+        let mut ranking = Ranking {
+            mode,
+            shape: shape.clone(),
+            messages: vec![],
+            pages: vec![],
+            trajectories: vec![],
+            snapshots: vec![],
+            candidate_universe: 0,
+            timings: BTreeMap::new(),
+        };
+        let depth = config.direct_depth.min(n_msgs);
+        let t0 = Instant::now();
+        let msg_dense = || self.dense(&self.vectors.messages, qvec, depth, backend);
+        let msg_sparse = || self.msg_bm25.topk(&q_terms, depth);
+        match mode {
+            Mode::TurnBm25 => {
+                ranking.messages = ranks(&msg_sparse())
+                    .into_iter()
+                    .map(|i| i as usize)
+                    .collect()
+            }
+            Mode::TurnDense => {
+                ranking.messages = ranks(&msg_dense()?)
+                    .into_iter()
+                    .map(|i| i as usize)
+                    .collect()
+            }
+            Mode::TurnHybrid => {
+                let (d, s) = (ranks(&msg_dense()?), ranks(&msg_sparse()));
+                ranking.messages = rrf(&[&d, &s], config.rrf_k)?
+                    .into_iter()
+                    .map(|h| h.0 as usize)
+                    .collect();
+            }
+            Mode::Flat => {
+                let mut scored: Vec<(usize, f32)> = self
+                    .msg_terms
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (i, trajwiki_compute::jaccard(&q_terms, t).unwrap_or(0.0)))
+                    .filter(|(_, s)| *s > 0.0)
+                    .collect();
+                scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                ranking.messages = scored.into_iter().map(|(i, _)| i).collect();
+            }
+            Mode::SessionDense => {
+                // A session's vector is the mean of its messages'.
+                let mut sessions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+                for (i, s) in self.session_of.iter().enumerate() {
+                    sessions.entry(*s).or_default().push(i);
+                }
+                let mut scored: Vec<(u32, f32)> = sessions
+                    .iter()
+                    .map(|(s, members)| {
+                        let mut mean = vec![0f32; self.dim];
+                        for &m in members {
+                            for (a, b) in mean
+                                .iter_mut()
+                                .zip(&self.vectors.messages[m * self.dim..(m + 1) * self.dim])
+                            {
+                                *a += b;
+                            }
+                        }
+                        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+                        let score = mean.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>() / norm;
+                        (*s, score)
+                    })
+                    .collect();
+                scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                ranking.messages = scored
+                    .iter()
+                    .flat_map(|(s, _)| sessions[s].iter().copied())
+                    .collect();
+            }
+            Mode::Full | Mode::NoWiki | Mode::WikiOnly | Mode::LatestSnapshot => {
+                self.rank_structured(
+                    &mut ranking,
+                    question,
+                    qvec,
+                    &q_terms,
+                    &q_entities,
+                    config,
+                    backend,
+                    &mut timings,
+                )?;
+            }
+        }
+        timings.insert("rank".into(), ms(t0));
+        ranking.timings = timings;
+        Ok(ranking)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rank_structured(
+        &self,
+        ranking: &mut Ranking,
+        question: &str,
+        qvec: &[f32],
+        q_terms: &[u32],
+        q_entities: &BTreeSet<String>,
+        config: &RetrievalConfig,
+        backend: &dyn ScoringBackend,
+        timings: &mut BTreeMap<String, f64>,
+    ) -> Result<(), IndexError> {
+        let mode = ranking.mode;
+        let n_traj = self.records.trajectories.len();
+        let use_wiki = matches!(mode, Mode::Full | Mode::WikiOnly | Mode::LatestSnapshot);
+        let direct = matches!(mode, Mode::Full | Mode::NoWiki | Mode::LatestSnapshot);
+
+        // 1. Page routing: dense + sparse, RRF, top t; the index page is never routed to.
+        let t0 = Instant::now();
+        let mut universe: BTreeMap<usize, usize> = BTreeMap::new(); // trajectory → best page rank
+        if use_wiki && !self.pages.is_empty() {
+            let all = self.pages.len();
+            let d = ranks(&self.dense(&self.vectors.pages, qvec, all, backend)?);
+            let s = ranks(&self.page_bm25.topk(q_terms, all));
+            let fused = rrf(&[&d, &s], config.rrf_k)?;
+            for (rank, (p, score)) in fused.iter().take(config.pages).enumerate() {
+                let page = &self.records.pages[self.pages[*p as usize]];
+                ranking.pages.push(crate::retrieve::PathItem {
+                    id: page.id.to_string(),
+                    label: page.title.clone(),
+                    score: *score,
+                });
+                for &t in &self.page_trajs[*p as usize] {
+                    universe.entry(t).or_insert(rank);
+                }
+            }
+        }
+        ranking.candidate_universe = if direct { n_traj } else { universe.len() };
+        timings.insert("route".into(), ms(t0));
+
+        // 2. Trajectory scoring: dense = 0.75 cos(q, summary) + 0.15 cos(q, latest snapshot)
+        //    + 0.10 entity bonus; sparse = BM25; fused by RRF with the page route.
+        let t0 = Instant::now();
+        let tv = &self.vectors.trajectories;
+        let sv = &self.vectors.snapshots;
+        let dim = self.dim;
+        let cos = |v: &[f32]| v.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>();
+        let pool: Vec<usize> = if direct {
+            (0..n_traj).collect()
+        } else {
+            universe.keys().copied().collect()
+        };
+        let specific_entities: BTreeSet<&String> = q_entities
+            .iter()
+            .filter(|e| !self.lexicon.speakers.contains(*e))
+            .collect();
+        let mut dense: Vec<(u32, f32)> = pool
+            .iter()
+            .map(|&t| {
+                let latest = *self.traj_snaps[t]
+                    .last()
+                    .expect("a trajectory has a snapshot");
+                let bonus = if self.traj_entities[t]
+                    .iter()
+                    .any(|e| specific_entities.contains(e))
+                {
+                    1.0
+                } else {
+                    0.0
+                };
+                let s = 0.75 * cos(&tv[t * dim..(t + 1) * dim])
+                    + 0.15 * cos(&sv[latest * dim..(latest + 1) * dim])
+                    + 0.10 * bonus;
+                (t as u32, s)
+            })
+            .collect();
+        dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let pool_set: BTreeSet<u32> = pool.iter().map(|&t| t as u32).collect();
+        let sparse: Vec<u32> = self
+            .traj_bm25
+            .topk(q_terms, n_traj)
+            .into_iter()
+            .map(|h| h.0)
+            .filter(|t| pool_set.contains(t))
+            .collect();
+        let mut routed: Vec<(usize, usize)> = universe.iter().map(|(t, r)| (*t, *r)).collect();
+        routed.sort_by_key(|(t, r)| (*r, *t));
+        let routed: Vec<u32> = routed.into_iter().map(|(t, _)| t as u32).collect();
+        let d = ranks(&dense);
+        let lists: Vec<&[u32]> = if use_wiki {
+            vec![&d, &sparse, &routed]
+        } else {
+            vec![&d, &sparse]
+        };
+        let fused = rrf(&lists, config.rrf_k)?;
+        timings.insert("score".into(), ms(t0));
+
+        // 3. Selection of k: coverage-aware for list/count/comparison/multi-entity queries.
+        let t0 = Instant::now();
+        let k = config.trajectories;
+        let selected: Vec<u32> = if ranking.shape.wants_coverage() && fused.len() > 1 {
+            self.coverage(&fused, q_entities, q_terms, &ranking.shape, config, backend)?
+        } else {
+            fused.iter().take(k).map(|h| h.0).collect()
+        };
+        let fused_score: BTreeMap<u32, f32> = fused.iter().copied().collect();
+        for &t in &selected {
+            let tr = &self.records.trajectories[t as usize];
+            ranking.trajectories.push(PathItem {
+                id: tr.id.to_string(),
+                label: tr.summary.lines().next().unwrap_or("").to_string(),
+                score: fused_score.get(&t).copied().unwrap_or(0.0),
+            });
+        }
+        timings.insert("select".into(), ms(t0));
+
+        // 4. Evidence: the best snapshot of each selected trajectory, then snapshots by global
+        //    similarity up to 2k, then neighbours and update-linked snapshots.
+        let t0 = Instant::now();
+        let n_snap = self.records.snapshots.len();
+        let snap_d = self.dense(sv, qvec, n_snap, backend)?;
+        let snap_s = self.snap_bm25.topk(q_terms, n_snap);
+        let snap_fused = rrf(&[&ranks(&snap_d), &ranks(&snap_s)], config.rrf_k)?;
+        let snap_rank: BTreeMap<u32, usize> = snap_fused
+            .iter()
+            .enumerate()
+            .map(|(r, h)| (h.0, r))
+            .collect();
+        let best_of = |t: usize| -> usize {
+            *self.traj_snaps[t]
+                .iter()
+                .min_by_key(|s| {
+                    (
+                        snap_rank.get(&(**s as u32)).copied().unwrap_or(usize::MAX),
+                        **s,
+                    )
+                })
+                .expect("a trajectory has a snapshot")
+        };
+        let mut seeds: Vec<usize> = Vec::new();
+        let push = |s: usize, seeds: &mut Vec<usize>| {
+            if !seeds.contains(&s) {
+                seeds.push(s);
+            }
+        };
+        if mode == Mode::LatestSnapshot {
+            for &t in &selected {
+                push(
+                    *self.traj_snaps[t as usize].last().expect("non-empty"),
+                    &mut seeds,
+                );
+            }
+        } else {
+            for &t in &selected {
+                push(best_of(t as usize), &mut seeds);
+            }
+            let selected_set: BTreeSet<usize> = selected.iter().map(|&t| t as usize).collect();
+            for h in &snap_fused {
+                if seeds.len() >= 2 * k {
+                    break;
+                }
+                let s = h.0 as usize;
+                if direct
+                    || selected_set.contains(&self.snap_traj[s])
+                    || universe.contains_key(&self.snap_traj[s])
+                {
+                    push(s, &mut seeds);
+                }
+            }
+            let core = seeds.clone();
+            for &s in &core {
+                let t = self.snap_traj[s];
+                let pos = self.traj_snaps[t]
+                    .iter()
+                    .position(|x| *x == s)
+                    .expect("member");
+                let lo = pos.saturating_sub(config.neighbour_radius);
+                let hi = (pos + config.neighbour_radius).min(self.traj_snaps[t].len() - 1);
+                for p in lo..=hi {
+                    push(self.traj_snaps[t][p], &mut seeds);
+                }
+                for &u in &self.update_links[s] {
+                    push(u, &mut seeds);
+                }
+            }
+        }
+        for &s in &seeds {
+            let snap = &self.records.snapshots[s];
+            ranking.snapshots.push(PathItem {
+                id: snap.id.to_string(),
+                label: snap.summary.clone(),
+                score: snap_fused
+                    .iter()
+                    .find(|h| h.0 as usize == s)
+                    .map_or(0.0, |h| h.1),
+            });
+        }
+        timings.insert("expand".into(), ms(t0));
+
+        // 5. Messages: the evidence route, fused with the direct message routes (dense and BM25
+        //    over raw turns) — the raw-message safety net.
+        let t0 = Instant::now();
+        let evidence: Vec<u32> = seeds
+            .iter()
+            .flat_map(|&s| self.snap_msgs[s].iter().map(|&m| m as u32))
+            .collect();
+        ranking.messages = if direct {
+            let depth = config.direct_depth.min(self.records.messages.len());
+            let md = ranks(&self.dense(&self.vectors.messages, qvec, depth, backend)?);
+            let msp = ranks(&self.msg_bm25.topk(q_terms, depth));
+            rrf(&[&evidence, &md, &msp], config.rrf_k)?
+                .into_iter()
+                .map(|h| h.0 as usize)
+                .collect()
+        } else {
+            evidence.into_iter().map(|m| m as usize).collect()
+        };
+        let _ = question;
+        timings.insert("messages".into(), ms(t0));
+        Ok(())
+    }
+
+    fn coverage(
+        &self,
+        fused: &[(u32, f32)],
+        q_entities: &BTreeSet<String>,
+        q_terms: &[u32],
+        shape: &Shape,
+        config: &RetrievalConfig,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Vec<u32>, IndexError> {
+        // Feature spaces local to this query: entities, facets, items, terms, each a bit index.
+        let cands: Vec<usize> = fused
+            .iter()
+            .take(config.trajectories * 4)
+            .map(|h| h.0 as usize)
+            .collect();
+        let mut ent: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut fac: BTreeMap<String, usize> = BTreeMap::new();
+        let mut itm: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut trm: BTreeMap<u32, usize> = BTreeMap::new();
+        let q_term_set: BTreeSet<u32> = q_terms.iter().copied().collect();
+        let mut feats = Vec::with_capacity(cands.len());
+        for &t in &cands {
+            let tr = &self.records.trajectories[t];
+            let e: Vec<usize> = tr
+                .signals
+                .entities
+                .iter()
+                .map(|x| {
+                    let l = ent.len();
+                    *ent.entry(x.as_str()).or_insert(l)
+                })
+                .collect();
+            let f: Vec<usize> = tr
+                .signals
+                .facets
+                .iter()
+                .map(|x| {
+                    let l = fac.len();
+                    *fac.entry(format!("{}={}", x.tag, x.value)).or_insert(l)
+                })
+                .collect();
+            let i: Vec<usize> = tr
+                .signals
+                .terms
+                .iter()
+                .map(|x| {
+                    let l = itm.len();
+                    *itm.entry(x.as_str()).or_insert(l)
+                })
+                .collect();
+            let terms: Vec<usize> = self
+                .query_terms(&tr.summary)
+                .into_iter()
+                .filter(|x| q_term_set.contains(x))
+                .map(|x| {
+                    let l = trm.len();
+                    *trm.entry(x).or_insert(l)
+                })
+                .collect();
+            feats.push((e, f, i, terms));
+        }
+        let q_ent: Vec<usize> = q_entities
+            .iter()
+            .filter_map(|e| ent.get(e.as_str()).copied())
+            .collect();
+        let q_trm: Vec<usize> = q_terms.iter().filter_map(|t| trm.get(t).copied()).collect();
+        let words = SetWords {
+            entities: words_for(ent.len()),
+            facets: words_for(fac.len()),
+            items: words_for(itm.len()),
+            terms: words_for(trm.len()),
+        };
+        let family = shape.family.as_deref();
+        let bitsets: Vec<[Vec<u64>; 4]> = feats
+            .iter()
+            .map(|(e, f, i, t)| {
+                [
+                    bits(e.iter().copied(), words.entities),
+                    bits(f.iter().copied(), words.facets),
+                    bits(i.iter().copied(), words.items),
+                    bits(t.iter().copied(), words.terms),
+                ]
+            })
+            .collect();
+        let candidates: Vec<Candidate<'_>> = cands
+            .iter()
+            .zip(&bitsets)
+            .map(|(&t, b)| {
+                let tr = &self.records.trajectories[t];
+                let fam_items = family.map_or(0, |f| {
+                    tr.signals
+                        .terms
+                        .iter()
+                        .filter(|x| trajwiki_memory::lexicon::item_family(x) == Some(f))
+                        .count()
+                });
+                Candidate {
+                    entities: &b[0],
+                    facets: &b[1],
+                    items: &b[2],
+                    terms: &b[3],
+                    cluster: NO_CLUSTER,
+                    inventory: tr.signals.terms.len() >= 3,
+                    has_counts: tr
+                        .signals
+                        .terms
+                        .iter()
+                        .any(|x| x.starts_with(|c: char| c.is_ascii_digit())),
+                    family_score: (fam_items as f32 / 3.0).min(1.0),
+                    family_mismatch: false,
+                }
+            })
+            .collect();
+        let q_bits = [
+            bits(q_ent, words.entities),
+            bits(std::iter::empty(), words.facets),
+            bits(q_trm, words.terms),
+        ];
+        let mut batch = SelectionBatch::new(words);
+        batch.push_query(
+            &QueryWants {
+                entities: &q_bits[0],
+                facets: &q_bits[1],
+                terms: &q_bits[2],
+                list: shape.list,
+                count: shape.count,
+                family: shape.family.is_some(),
+            },
+            &candidates,
+        )?;
+        let picks = backend.coverage_select(&batch, &config.coverage, config.trajectories)?;
+        Ok(picks
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| cands[i as usize] as u32)
+            .collect())
+    }
+}

@@ -1,0 +1,239 @@
+//! `trajwiki query` and `trajwiki eval locomo`.
+
+use std::path::PathBuf;
+
+use trajwiki::eval::{run_locomo, EvalOptions, DEFAULT_BUDGETS};
+use trajwiki::retrieval::{embed_query, load_index};
+use trajwiki_compute::CpuScoring;
+use trajwiki_core::Namespace;
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+
+use super::memory::{load_config, load_embedder};
+use super::{Global, StoreArg, UsageError};
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| {
+        format!(
+            "unknown mode {s}; one of {}",
+            Mode::ALL
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueryArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The namespace to search.
+    #[arg(long)]
+    namespace: String,
+    /// The question.
+    question: String,
+    /// Context budget in whitespace tokens.
+    #[arg(long, default_value_t = 2700)]
+    budget: usize,
+    /// Retrieval mode.
+    #[arg(long, default_value = "full", value_parser = parse_mode)]
+    mode: Mode,
+    /// Embedding model (the one the memory was built with).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// Print JSON: context, path and diagnostics.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let ns = Namespace::new(args.namespace.as_str())?;
+    if store.namespace_counts(&ns)?.0 == 0 {
+        return Err(UsageError(format!(
+            "namespace {ns} has no messages in {}",
+            store.dir().display()
+        ))
+        .into());
+    }
+    if store.pages(&ns)?.is_empty() {
+        return Err(UsageError(format!(
+            "namespace {ns} is not built; run `trajwiki build --namespace {ns}`"
+        ))
+        .into());
+    }
+    let embedder = load_embedder(&args.model)?;
+    let t0 = std::time::Instant::now();
+    let (index, embedded) = load_index(&mut store, &ns, embedder.as_ref())?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let (qvec, embed_ms) = embed_query(embedder.as_ref(), &args.question)?;
+    let ranking = index.rank(
+        &args.question,
+        &qvec,
+        args.mode,
+        &RetrievalConfig::default(),
+        &CpuScoring,
+    )?;
+    let t1 = std::time::Instant::now();
+    let ctx = index.render(&ranking, args.budget);
+    let render_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "question": args.question,
+                "mode": args.mode.name(),
+                "budget": args.budget,
+                "context": ctx.text,
+                "source_refs": ctx.source_refs,
+                "context_tokens": ctx.tokens,
+                "candidate_universe": ranking.candidate_universe,
+                "shape": ranking.shape,
+                "pages": ranking.pages,
+                "trajectories": ranking.trajectories,
+                "snapshots": ranking.snapshots,
+                "timings_ms": {"index_load": load_ms, "query_embedding": embed_ms, "stages": ranking.timings, "render": render_ms},
+                "embedded_on_load": embedded,
+            }))?
+        )?;
+        return Ok(());
+    }
+    outln!("{}", ctx.text)?;
+    outln!(
+        "\n--- retrieval path ({} mode, {} of {} tokens) ---",
+        args.mode.name(),
+        ctx.tokens,
+        args.budget
+    )?;
+    for p in &ranking.pages {
+        outln!("page {} {:.4} {}", p.id, p.score, p.label)?;
+    }
+    for t in &ranking.trajectories {
+        outln!("trajectory {} {:.4} {}", t.id, t.score, t.label)?;
+    }
+    outln!(
+        "snapshots: {}",
+        ranking
+            .snapshots
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    )?;
+    outln!("source refs: {}", ctx.source_refs.join(" "))?;
+    let stages: Vec<String> = ranking
+        .timings
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect();
+    outln!(
+        "candidate universe {} · query embedding {embed_ms:.1} ms · {} · render {render_ms:.2} ms · index load {load_ms:.0} ms",
+        ranking.candidate_universe,
+        stages.join(" · ")
+    )?;
+    Ok(())
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Gold source-reference coverage on a file in LoCoMo layout.
+    Locomo(EvalLocomoArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EvalLocomoArgs {
+    /// The LoCoMo-layout JSON file.
+    #[arg(long)]
+    data: PathBuf,
+    /// Output folder (retrieval.jsonl, summary.json, report.md).
+    #[arg(long)]
+    out: PathBuf,
+    /// Store to reuse (default: OUT/store).
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Context budgets (repeatable).
+    #[arg(long = "budget")]
+    budgets: Vec<usize>,
+    /// Modes (repeatable; default: all).
+    #[arg(long = "mode", value_parser = parse_mode)]
+    modes: Vec<Mode>,
+    /// Embedding model.
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// Memory configuration (TOML).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
+    let EvalCommand::Locomo(args) = cmd;
+    let embedder = load_embedder(&args.model)?;
+    let budgets = if args.budgets.is_empty() {
+        DEFAULT_BUDGETS.to_vec()
+    } else {
+        args.budgets.clone()
+    };
+    if budgets.contains(&0) {
+        return Err(UsageError("--budget must be positive".into()).into());
+    }
+    let modes = if args.modes.is_empty() {
+        Mode::ALL.to_vec()
+    } else {
+        args.modes.clone()
+    };
+    let bar = global.bar(0, "evaluating");
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let summary = run_locomo(&EvalOptions {
+        data: args.data.clone(),
+        out: args.out.clone(),
+        store: args.store.clone().unwrap_or_else(|| args.out.join("store")),
+        budgets: budgets.clone(),
+        modes: modes.clone(),
+        memory: load_config(args.config.as_ref())?,
+        retrieval: RetrievalConfig::default(),
+        embedder: embedder.as_ref(),
+        progress: &progress,
+    })?;
+    bar.finish_and_clear();
+    outln!(
+        "{:<16} {:>6} {:>8} {:>8} {:>8}",
+        "mode",
+        "budget",
+        "cat1",
+        "all",
+        "p50 ms"
+    )?;
+    for m in &modes {
+        for b in &budgets {
+            let cell = |c: &str| {
+                summary
+                    .cells
+                    .get(m.name())
+                    .and_then(|x| x.get(b))
+                    .and_then(|x| x.get(c))
+                    .cloned()
+            };
+            if let (Some(c1), Some(all)) = (cell("1"), cell("all")) {
+                outln!(
+                    "{:<16} {:>6} {:>8.3} {:>8.3} {:>8.1}",
+                    m.name(),
+                    b,
+                    c1.coverage,
+                    all.coverage,
+                    all.latency_p50_ms
+                )?;
+            }
+        }
+    }
+    global.say(format!(
+        "wrote {}/retrieval.jsonl, summary.json, report.md (build {:.1} s, retrieval {:.1} s)",
+        args.out.display(),
+        summary.build_seconds,
+        summary.eval_seconds
+    ));
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! all-MiniLM-L6-v2 against sentence-transformers (`tests/fixtures/minilm_reference.json`, made by
+//! `scripts/make_minilm_fixture.py`). Skipped when the model is not fetched.
+
+mod common;
+
+use trajwiki::embed::{BertEmbedder, EmbedKind, EmbedOptions, Embedder, Pooling};
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    sentences: Vec<String>,
+    token_counts: Vec<usize>,
+    embeddings: Vec<Vec<f32>>,
+}
+
+fn reference() -> Reference {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/minilm_reference.json"
+    );
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn load(threads: usize) -> Option<BertEmbedder> {
+    let dir = common::minilm_dir()?;
+    let opts = EmbedOptions {
+        threads: Some(threads),
+        ..Default::default()
+    };
+    Some(BertEmbedder::load(&dir, &opts).unwrap())
+}
+
+#[test]
+fn minilm_matches_sentence_transformers() {
+    let Some(model) = load(2) else { return };
+    let r = reference();
+    assert_eq!(model.pooling(), Pooling::Mean);
+    assert_eq!(model.dim(), 384);
+    let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+    let lens: Vec<usize> = model
+        .tokenize(&texts)
+        .unwrap()
+        .iter()
+        .map(Vec::len)
+        .collect();
+    assert_eq!(lens, r.token_counts, "token counts (truncation at 256)");
+    let got = model.embed(&texts, EmbedKind::Document).unwrap();
+    let mut worst = 1.0f64;
+    for (i, want) in r.embeddings.iter().enumerate() {
+        let c = common::cosine(got.row(i), want);
+        worst = worst.min(c);
+        assert!(c >= 0.9999, "sentence {i} {:?}: cosine {c}", r.sentences[i]);
+        let norm: f32 = got.row(i).iter().map(|v| v * v).sum();
+        assert!((norm - 1.0).abs() < 1e-5);
+    }
+    eprintln!(
+        "MiniLM parity: min cosine {worst:.7} over {} sentences",
+        texts.len()
+    );
+}
+
+#[test]
+fn minilm_batch_equals_single() {
+    let Some(model) = load(2) else { return };
+    let r = reference();
+    let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+    let batch = model.embed(&texts, EmbedKind::Query).unwrap();
+    let mut worst = 0.0f32;
+    for (i, t) in texts.iter().enumerate() {
+        let single = model.embed(&[t], EmbedKind::Query).unwrap();
+        for (a, b) in single.row(0).iter().zip(batch.row(i)) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    assert!(worst <= 1e-5, "batch vs single max abs diff {worst}");
+    // One thread gives the same vectors.
+    let one = load(1).unwrap().embed(&texts, EmbedKind::Query).unwrap();
+    for (a, b) in one.as_slice().iter().zip(batch.as_slice()) {
+        assert!((a - b).abs() <= 1e-5);
+    }
+}
+
+#[test]
+fn minilm_model_id_is_stable_and_dim_specific() {
+    let Some(dir) = common::minilm_dir() else {
+        return;
+    };
+    let a = BertEmbedder::load(&dir, &EmbedOptions::default()).unwrap();
+    let b = BertEmbedder::load(&dir, &EmbedOptions::default()).unwrap();
+    let c = BertEmbedder::load(
+        &dir,
+        &EmbedOptions {
+            dim: Some(128),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(a.model_id(), b.model_id());
+    assert_ne!(a.model_id(), c.model_id());
+    assert_eq!(c.embed(&["hi"], EmbedKind::Document).unwrap().dim(), 128);
+    assert!(a.embed(&[], EmbedKind::Document).unwrap().is_empty());
+}

@@ -1,0 +1,211 @@
+//! Retrieval and the evaluation on the demo conversation (hashing embedder: no model files),
+//! and on LoCoMo when the shared data is present.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use trajwiki::core::{HashingEmbedder, Namespace};
+use trajwiki::memory::MemoryConfig;
+use trajwiki::pipeline::build_namespace;
+use trajwiki::retrieval::{embed_query, load_index};
+use trajwiki::retrieve::{Mode, RetrievalConfig};
+use trajwiki::store::Store;
+use trajwiki_compute::CpuScoring;
+
+fn demo_index() -> (
+    tempfile::TempDir,
+    trajwiki::retrieve::Index,
+    HashingEmbedder,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let msgs = trajwiki::ingest::jsonl::read_messages(&common::demo()).unwrap();
+    store.ingest_messages("demo", &msgs).unwrap();
+    let ns = Namespace::new("demo").unwrap();
+    let e = HashingEmbedder::new(256);
+    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
+    let (index, _) = load_index(&mut store, &ns, &e).unwrap();
+    (dir, index, e)
+}
+
+#[test]
+fn every_mode_respects_the_budget_and_cites_what_it_shows() {
+    let (_dir, index, e) = demo_index();
+    let questions = [
+        "Which race is Tom running?",
+        "What pieces did Maya keep from the pottery workshop?",
+        "When did Maya make her first bowl?",
+    ];
+    for q in questions {
+        let (qvec, _) = embed_query(&e, q).unwrap();
+        for mode in Mode::ALL {
+            let ranking = index
+                .rank(q, &qvec, mode, &RetrievalConfig::default(), &CpuScoring)
+                .unwrap();
+            for budget in [5, 20, 60, 120, 400] {
+                let ctx = index.render(&ranking, budget);
+                assert!(
+                    ctx.tokens <= budget,
+                    "{mode:?} {budget}: {} tokens",
+                    ctx.tokens
+                );
+                assert_eq!(ctx.tokens, ctx.text.split_whitespace().count());
+                let unique: BTreeSet<&String> = ctx.source_refs.iter().collect();
+                assert_eq!(unique.len(), ctx.source_refs.len(), "each message once");
+                for r in &ctx.source_refs {
+                    assert!(
+                        ctx.text.lines().any(|l| l.starts_with(&format!("{r} "))),
+                        "{r} is in the context"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn full_mode_finds_the_revised_race_and_flags_the_old_plan() {
+    let (_dir, index, e) = demo_index();
+    let q = "Which half marathon is Tom running?";
+    let (qvec, _) = embed_query(&e, q).unwrap();
+    let ranking = index
+        .rank(
+            q,
+            &qvec,
+            Mode::Full,
+            &RetrievalConfig::default(),
+            &CpuScoring,
+        )
+        .unwrap();
+    let ctx = index.render(&ranking, 300);
+    assert!(
+        ctx.source_refs.contains(&"S2:1".to_string()),
+        "{}",
+        ctx.text
+    );
+    assert!(!ranking.pages.is_empty() && !ranking.trajectories.is_empty());
+    // Temporal anchors are resolved inline.
+    let q = "When did Maya make her first bowl?";
+    let (qvec, _) = embed_query(&e, q).unwrap();
+    let ranking = index
+        .rank(
+            q,
+            &qvec,
+            Mode::Full,
+            &RetrievalConfig::default(),
+            &CpuScoring,
+        )
+        .unwrap();
+    let ctx = index.render(&ranking, 300);
+    assert!(
+        ctx.text.contains("[\"yesterday\" = 1 March 2024]"),
+        "{}",
+        ctx.text
+    );
+}
+
+#[test]
+fn query_cli_and_eval_on_a_locomo_layout_file() {
+    // A tiny conversation in LoCoMo layout, written here: the evaluation works on any such file.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("mini.json");
+    std::fs::write(
+        &data,
+        r#"[{"sample_id": "mini", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+        "session_1_date_time": "1:00 pm on 3 March, 2024",
+        "session_1": [
+          {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Pixel yesterday."},
+          {"speaker": "Bo", "dia_id": "D1:2", "text": "Cute! I started learning the violin last week."}],
+        "session_2_date_time": "9:30 am on 20 April, 2024",
+        "session_2": [
+          {"speaker": "Ann", "dia_id": "D2:1", "text": "Pixel knocked over my plants again."},
+          {"speaker": "Bo", "dia_id": "D2:2", "text": "My violin teacher says I'm improving fast."}]},
+        "qa": [
+          {"question": "What is the name of Ann's cat?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
+          {"question": "What instrument is Bo learning?", "answer": "violin", "evidence": ["D1:2", "D2:2"], "category": 1},
+          {"question": "Adversarial?", "adversarial_answer": "x", "evidence": [], "category": 5}]}]"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let stdout = common::ok(&[
+        "eval",
+        "locomo",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--model",
+        "hashing",
+        "--budget",
+        "40",
+        "--budget",
+        "400",
+        "--mode",
+        "full",
+        "--mode",
+        "turn-bm25",
+    ]);
+    assert!(
+        stdout.contains("full") && stdout.contains("turn-bm25"),
+        "{stdout}"
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(out.join("retrieval.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        2 * 2 * 2,
+        "questions × modes × budgets, category 5 excluded"
+    );
+    for l in &lines {
+        let ctx = l["context"].as_str().unwrap();
+        assert!(l["context_tokens"].as_u64().unwrap() as usize == ctx.split_whitespace().count());
+        assert!(l["context_tokens"].as_u64().unwrap() <= l["budget"].as_u64().unwrap());
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let full = &summary["cells"]["full"]["400"]["all"];
+    assert_eq!(full["questions"], 2);
+    assert_eq!(
+        full["coverage"], 1.0,
+        "the whole conversation fits in 400 tokens"
+    );
+    assert!(std::fs::read_to_string(out.join("report.md"))
+        .unwrap()
+        .contains("| full |"));
+    // The query command prints the context and its path.
+    let store = out.join("store");
+    let q = common::ok(&[
+        "query",
+        "--store",
+        store.to_str().unwrap(),
+        "--namespace",
+        "mini",
+        "--model",
+        "hashing",
+        "What is the cat called?",
+    ]);
+    assert!(
+        q.contains("D1:1 Ann: I adopted a cat named Pixel yesterday.")
+            && q.contains("retrieval path"),
+        "{q}"
+    );
+    // Re-running reuses the store.
+    common::ok(&[
+        "eval",
+        "locomo",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--model",
+        "hashing",
+        "--budget",
+        "40",
+        "--mode",
+        "full",
+    ]);
+}
