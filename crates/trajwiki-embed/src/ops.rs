@@ -448,27 +448,42 @@ multiversion! {
         let group = heads / kv_heads;
         let scale = 1.0 / (d as f32).sqrt();
         let mut scores = vec![0.0f32; len];
-        for h in 0..heads {
-            let kvh = h / group;
+        // Per head: the keys transposed (`d × len`, so that the scores of one query over all
+        // keys are `d` vectorised axpys, no horizontal sums) and the values contiguous.
+        let mut kt = vec![0.0f32; d * len];
+        let mut vs = vec![0.0f32; len * d];
+        for kvh in 0..kv_heads {
             let k_col = hidden + kvh * d;
             let v_col = hidden + kv_heads * d + kvh * d;
-            for i in 0..len {
-                let q = &tokens[i * stride + h * d..i * stride + (h + 1) * d];
-                let n_keys = if causal { i + 1 } else { len };
-                let mut max = f32::NEG_INFINITY;
-                for (j, s) in scores[..n_keys].iter_mut().enumerate() {
-                    let k = &tokens[j * stride + k_col..j * stride + k_col + d];
-                    *s = dot(q, k) * scale;
-                    max = max.max(*s);
+            for j in 0..len {
+                let k = &tokens[j * stride + k_col..j * stride + k_col + d];
+                for (t, kv) in k.iter().enumerate() {
+                    kt[t * len + j] = *kv;
                 }
-                for s in &mut scores[..n_keys] {
-                    *s = exp_f32(*s - max);
-                }
-                let inv = 1.0 / sum8(&scores[..n_keys]);
-                let o = &mut out[i * hidden + h * d..i * hidden + (h + 1) * d];
-                for (j, s) in scores[..n_keys].iter().enumerate() {
-                    let v = &tokens[j * stride + v_col..j * stride + v_col + d];
-                    axpy(o, s * inv, v);
+                vs[j * d..(j + 1) * d]
+                    .copy_from_slice(&tokens[j * stride + v_col..j * stride + v_col + d]);
+            }
+            for h in kvh * group..(kvh + 1) * group {
+                for i in 0..len {
+                    let q = &tokens[i * stride + h * d..i * stride + (h + 1) * d];
+                    let n_keys = if causal { i + 1 } else { len };
+                    let sc = &mut scores[..n_keys];
+                    sc.fill(0.0);
+                    for (t, qv) in q.iter().enumerate() {
+                        axpy(sc, qv * scale, &kt[t * len..t * len + n_keys]);
+                    }
+                    let mut max = f32::NEG_INFINITY;
+                    for s in sc.iter() {
+                        max = max.max(*s);
+                    }
+                    for s in sc.iter_mut() {
+                        *s = exp_f32(*s - max);
+                    }
+                    let inv = 1.0 / sum8(sc);
+                    let o = &mut out[i * hidden + h * d..i * hidden + (h + 1) * d];
+                    for (j, s) in sc.iter().enumerate() {
+                        axpy(o, s * inv, &vs[j * d..(j + 1) * d]);
+                    }
                 }
             }
         }
