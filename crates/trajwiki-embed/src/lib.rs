@@ -8,7 +8,7 @@
 //! sentence-transformers pooling config — and return L2-normalised rows in input order.
 //!
 //! Weights are read with candle and kept as `f32` matrices; the forward passes are written here on
-//! plain slices ([`ops`](crate)): one matrix product per projection (query, key and value fused;
+//! plain slices (module `ops`): one matrix product per projection (query, key and value fused;
 //! gate and up fused) through the `gemm` crate, and row-wise kernels and attention spread over a
 //! rayon pool that each embedder owns. Texts are tokenised, sorted by length and cut into batches;
 //! each batch is *packed* — the tokens of all its texts stacked without padding — so no work is
