@@ -1,0 +1,135 @@
+//! Borrowed row-major matrices in f32, f16 or bf16.
+
+use half::{bf16, f16};
+
+use crate::ComputeError;
+
+/// The element type of a [`MatrixView`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    /// 32-bit IEEE float.
+    F32,
+    /// 16-bit IEEE float.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+        }
+    }
+}
+
+/// The element storage of a [`MatrixView`].
+#[derive(Debug, Clone, Copy)]
+pub enum MatrixData<'a> {
+    /// f32 elements.
+    F32(&'a [f32]),
+    /// f16 elements.
+    F16(&'a [f16]),
+    /// bf16 elements.
+    Bf16(&'a [bf16]),
+}
+
+/// A borrowed row-major `rows × dim` matrix of embeddings. Rows are assumed L2-normalised, so a
+/// dot product is a cosine similarity.
+#[derive(Debug, Clone, Copy)]
+pub struct MatrixView<'a> {
+    data: MatrixData<'a>,
+    rows: usize,
+    dim: usize,
+}
+
+impl<'a> MatrixView<'a> {
+    fn new(data: MatrixData<'a>, len: usize, dim: usize) -> Result<Self, ComputeError> {
+        if dim == 0 {
+            return Err(ComputeError::ZeroDimension);
+        }
+        if len % dim != 0 {
+            return Err(ComputeError::WrongDimension {
+                what: "matrix buffer (a multiple of dim)",
+                expected: (len / dim + 1) * dim,
+                got: len,
+            });
+        }
+        if len / dim > u32::MAX as usize {
+            return Err(ComputeError::IndexOutOfRange {
+                what: "row count (indices are u32)",
+                index: (len / dim) as u64,
+                len: u32::MAX as usize,
+            });
+        }
+        Ok(MatrixView {
+            data,
+            rows: len / dim,
+            dim,
+        })
+    }
+
+    /// Views an f32 buffer of `data.len() / dim` rows.
+    pub fn f32(data: &'a [f32], dim: usize) -> Result<Self, ComputeError> {
+        Self::new(MatrixData::F32(data), data.len(), dim)
+    }
+
+    /// Views an f16 buffer of `data.len() / dim` rows.
+    pub fn f16(data: &'a [f16], dim: usize) -> Result<Self, ComputeError> {
+        Self::new(MatrixData::F16(data), data.len(), dim)
+    }
+
+    /// Views a bf16 buffer of `data.len() / dim` rows.
+    pub fn bf16(data: &'a [bf16], dim: usize) -> Result<Self, ComputeError> {
+        Self::new(MatrixData::Bf16(data), data.len(), dim)
+    }
+
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Dimension of each row.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> Dtype {
+        match self.data {
+            MatrixData::F32(_) => Dtype::F32,
+            MatrixData::F16(_) => Dtype::F16,
+            MatrixData::Bf16(_) => Dtype::Bf16,
+        }
+    }
+
+    /// The element storage.
+    pub fn data(&self) -> MatrixData<'a> {
+        self.data
+    }
+
+    /// Size of the matrix in bytes.
+    pub fn bytes(&self) -> usize {
+        self.rows * self.dim * self.dtype().size()
+    }
+
+    /// Writes row `i` as f32 into `out` (`out.len() == dim`). `i` must be in range.
+    pub(crate) fn row_f32(&self, i: usize, out: &mut [f32]) {
+        let r = i * self.dim..(i + 1) * self.dim;
+        match self.data {
+            MatrixData::F32(d) => out.copy_from_slice(&d[r]),
+            MatrixData::F16(d) => {
+                for (o, x) in out.iter_mut().zip(&d[r]) {
+                    *o = x.to_f32();
+                }
+            }
+            MatrixData::Bf16(d) => {
+                for (o, x) in out.iter_mut().zip(&d[r]) {
+                    *o = x.to_f32();
+                }
+            }
+        }
+    }
+}

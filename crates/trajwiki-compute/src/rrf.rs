@@ -1,0 +1,47 @@
+//! Reciprocal rank fusion.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::topk::{sort_hits, Hit};
+use crate::ComputeError;
+
+/// The RRF constant of SPEC §3 (`1/(60 + r)`).
+pub const RRF_K: f32 = 60.0;
+
+/// The contribution of rank `rank` (1-based) — the one expression every backend uses.
+#[inline]
+pub fn rrf_term(k_const: f32, rank: u32) -> f32 {
+    1.0 / (k_const + rank as f32)
+}
+
+pub(crate) fn check_k_const(k_const: f32) -> Result<(), ComputeError> {
+    if !k_const.is_finite() || k_const < 0.0 {
+        return Err(ComputeError::InvalidParameter {
+            name: "k_const",
+            value: k_const as f64,
+            expected: "a finite number ≥ 0",
+        });
+    }
+    Ok(())
+}
+
+/// Fuses rankings (each a list of ids, best first) by reciprocal rank fusion:
+/// `score(id) = Σ_r 1 / (k_const + rank_r(id))`, ranks 1-based, rankings that miss an id add
+/// nothing, and an id repeated within one ranking counts at its first position only. Terms are
+/// added in ranking order, so the scores are reproducible to the bit. Sorted by score, then id.
+pub fn rrf(rankings: &[&[u32]], k_const: f32) -> Result<Vec<Hit>, ComputeError> {
+    check_k_const(k_const)?;
+    let mut scores: HashMap<u32, f32> = HashMap::new();
+    let mut seen = HashSet::new();
+    for ranking in rankings {
+        seen.clear();
+        for (pos, &id) in ranking.iter().enumerate() {
+            if seen.insert(id) {
+                *scores.entry(id).or_insert(0.0) += rrf_term(k_const, pos as u32 + 1);
+            }
+        }
+    }
+    let mut out: Vec<Hit> = scores.into_iter().collect();
+    sort_hits(&mut out);
+    Ok(out)
+}

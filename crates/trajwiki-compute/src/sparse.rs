@@ -1,0 +1,219 @@
+//! Sparse scores over term ids: BM25 and Jaccard.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use crate::topk::{Hit, TopK};
+use crate::ComputeError;
+
+/// Checks that `set` is strictly increasing; `which` names it in the error.
+pub fn check_sorted_set(set: &[u32], which: usize) -> Result<(), ComputeError> {
+    match set.windows(2).position(|w| w[0] >= w[1]) {
+        Some(p) => Err(ComputeError::UnsortedSet {
+            which,
+            position: p + 1,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Jaccard similarity `|a ∩ b| / |a ∪ b|` of two strictly increasing term-id sets (0 when both
+/// are empty).
+pub fn jaccard(a: &[u32], b: &[u32]) -> Result<f32, ComputeError> {
+    check_sorted_set(a, 0)?;
+    check_sorted_set(b, 1)?;
+    Ok(jaccard_sorted(a, b))
+}
+
+/// [`jaccard`] without the input check (inputs must be strictly increasing).
+pub(crate) fn jaccard_sorted(a: &[u32], b: &[u32]) -> f32 {
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let union = a.len() + b.len() - inter;
+    if union == 0 {
+        0.0
+    } else {
+        inter as f32 / union as f32
+    }
+}
+
+/// Jaccard of one query set against many document sets, in parallel. Document `i`'s error names
+/// `which = i + 1` (the query is 0).
+pub fn jaccard_many(query: &[u32], docs: &[&[u32]]) -> Result<Vec<f32>, ComputeError> {
+    check_sorted_set(query, 0)?;
+    for (i, d) in docs.iter().enumerate() {
+        check_sorted_set(d, i + 1)?;
+    }
+    Ok(docs.par_iter().map(|d| jaccard_sorted(query, d)).collect())
+}
+
+/// BM25 parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation (1.2).
+    pub k1: f32,
+    /// Length normalisation (0.75).
+    pub b: f32,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params { k1: 1.2, b: 0.75 }
+    }
+}
+
+/// Inverse document frequency (the non-negative Lucene form).
+#[inline]
+pub fn bm25_idf(n_docs: usize, df: usize) -> f32 {
+    let (n, df) = (n_docs as f64, df as f64);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln() as f32
+}
+
+/// One term's BM25 contribution to one document — the expression every path uses.
+#[inline]
+pub fn bm25_term(idf: f32, tf: u32, doc_len: u32, avg_len: f32, p: Bm25Params) -> f32 {
+    let tf = tf as f32;
+    let norm = if avg_len > 0.0 {
+        1.0 - p.b + p.b * (doc_len as f32 / avg_len)
+    } else {
+        1.0
+    };
+    idf * (tf * (p.k1 + 1.0)) / (tf + p.k1 * norm)
+}
+
+/// The average document length as every path computes it.
+#[inline]
+pub fn bm25_avg_len(total_len: u64, n_docs: usize) -> f32 {
+    if n_docs == 0 {
+        0.0
+    } else {
+        (total_len as f64 / n_docs as f64) as f32
+    }
+}
+
+/// An inverted index over tokenised documents (term ids), built once, scored by BM25.
+#[derive(Debug, Clone)]
+pub struct Bm25Index {
+    params: Bm25Params,
+    doc_len: Vec<u32>,
+    avg_len: f32,
+    /// term → (idf, postings of (doc, tf) in doc order)
+    postings: HashMap<u32, (f32, Vec<(u32, u32)>)>,
+}
+
+impl Bm25Index {
+    /// Builds the index. Documents are bags of term ids (any order, repeats are frequencies).
+    pub fn build(docs: &[&[u32]], params: Bm25Params) -> Result<Self, ComputeError> {
+        if !params.k1.is_finite() || params.k1 < 0.0 {
+            return Err(ComputeError::InvalidParameter {
+                name: "k1",
+                value: params.k1 as f64,
+                expected: "a finite number ≥ 0",
+            });
+        }
+        if !(0.0..=1.0).contains(&params.b) {
+            return Err(ComputeError::InvalidParameter {
+                name: "b",
+                value: params.b as f64,
+                expected: "a number in [0, 1]",
+            });
+        }
+        if docs.len() > u32::MAX as usize {
+            return Err(ComputeError::IndexOutOfRange {
+                what: "document count (ids are u32)",
+                index: docs.len() as u64,
+                len: u32::MAX as usize,
+            });
+        }
+        let mut postings: HashMap<u32, (f32, Vec<(u32, u32)>)> = HashMap::new();
+        let mut doc_len = Vec::with_capacity(docs.len());
+        let mut total = 0u64;
+        let mut tf: HashMap<u32, u32> = HashMap::new();
+        for (d, terms) in docs.iter().enumerate() {
+            doc_len.push(terms.len() as u32);
+            total += terms.len() as u64;
+            tf.clear();
+            for &t in terms.iter() {
+                *tf.entry(t).or_insert(0) += 1;
+            }
+            for (&t, &f) in &tf {
+                postings.entry(t).or_default().1.push((d as u32, f));
+            }
+        }
+        let n = docs.len();
+        for (idf, list) in postings.values_mut() {
+            *idf = bm25_idf(n, list.len());
+        }
+        Ok(Bm25Index {
+            params,
+            avg_len: bm25_avg_len(total, n),
+            doc_len,
+            postings,
+        })
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.doc_len.len()
+    }
+
+    /// Whether the index has no documents.
+    pub fn is_empty(&self) -> bool {
+        self.doc_len.is_empty()
+    }
+
+    /// Scores of the documents that contain at least one query term, as `(doc, score)` in doc
+    /// order. Query terms count once each.
+    pub fn matches(&self, query: &[u32]) -> Vec<Hit> {
+        let mut q = query.to_vec();
+        q.sort_unstable();
+        q.dedup();
+        let mut acc: HashMap<u32, f32> = HashMap::new();
+        for t in q {
+            if let Some((idf, list)) = self.postings.get(&t) {
+                for &(d, f) in list {
+                    let w = bm25_term(*idf, f, self.doc_len[d as usize], self.avg_len, self.params);
+                    *acc.entry(d).or_insert(0.0) += w;
+                }
+            }
+        }
+        let mut v: Vec<Hit> = acc.into_iter().collect();
+        v.sort_unstable_by_key(|h| h.0);
+        v
+    }
+
+    /// The `k` best matching documents, by score then doc id.
+    pub fn topk(&self, query: &[u32], k: usize) -> Vec<Hit> {
+        let mut top = TopK::new(k);
+        for (d, s) in self.matches(query) {
+            top.push(d, s);
+        }
+        top.into_sorted()
+    }
+
+    /// [`topk`](Self::topk) for many queries in parallel.
+    pub fn topk_batch(&self, queries: &[&[u32]], k: usize) -> Vec<Vec<Hit>> {
+        queries.par_iter().map(|q| self.topk(q, k)).collect()
+    }
+
+    /// Per-document lengths (for the reference implementation and other backends).
+    pub fn doc_lengths(&self) -> &[u32] {
+        &self.doc_len
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> Bm25Params {
+        self.params
+    }
+}
