@@ -14,7 +14,8 @@ pub fn rrf_term(k_const: f32, rank: u32) -> f32 {
     1.0 / (k_const + rank as f32)
 }
 
-pub(crate) fn check_k_const(k_const: f32) -> Result<(), ComputeError> {
+/// Rejects a non-finite or negative RRF constant.
+pub fn check_k_const(k_const: f32) -> Result<(), ComputeError> {
     if !k_const.is_finite() || k_const < 0.0 {
         return Err(ComputeError::InvalidParameter {
             name: "k_const",
