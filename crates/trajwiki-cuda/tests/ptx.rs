@@ -37,5 +37,5 @@ fn every_kernel_compiles_to_ptx_for_sm80_and_sm90() {
             }
         }
     }
-    eprintln!("compiled {compiled} kernel files to PTX");
+    eprintln!("compiled {compiled} (kernel, architecture) pairs to PTX");
 }
