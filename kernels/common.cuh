@@ -12,6 +12,15 @@ __device__ __forceinline__ float tw_to_f32(float x) { return x; }
 __device__ __forceinline__ float tw_to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float tw_to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// Two consecutive elements as f32 (the address must be aligned to two elements).
+__device__ __forceinline__ float2 tw_load2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
+__device__ __forceinline__ float2 tw_load2(const __half *p) {
+    return __half22float2(*reinterpret_cast<const __half2 *>(p));
+}
+__device__ __forceinline__ float2 tw_load2(const __nv_bfloat16 *p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
+}
+
 // NaN sorts as -inf, like `topk::sanitize` on the CPU.
 __device__ __forceinline__ float tw_sanitize(float x) { return isnan(x) ? TW_NEG_INF : x; }
 

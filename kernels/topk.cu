@@ -47,17 +47,33 @@ __device__ void topk_partial(const T *__restrict__ m, unsigned n, unsigned d,
             for (int t = 0; t < TOPK_QT; t++) acc[t] = 0.f;
             if (row < n) {
                 const T *x = m + row * d;
-                for (unsigned j = lane; j < d; j += 32) {
-                    float v = tw_to_f32(x[j]);
+                if ((d & 1u) == 0) {
+                    // Pairs: 4-byte (fp16/bf16) or 8-byte (f32) loads, float2 query reads.
+#pragma unroll 4
+                    for (unsigned j = 2 * lane; j < d; j += 64) {
+                        const float2 v = tw_load2(x + j);
 #pragma unroll
-                    for (int t = 0; t < TOPK_QT; t++)
-                        if (t < qn) acc[t] += v * qs[t * d + j];
+                        for (int t = 0; t < TOPK_QT; t++)
+                            if (t < qn) {
+                                const float2 qv = *reinterpret_cast<const float2 *>(qs + t * d + j);
+                                acc[t] += v.x * qv.x + v.y * qv.y;
+                            }
+                    }
+                } else {
+                    for (unsigned j = lane; j < d; j += 32) {
+                        const float v = tw_to_f32(x[j]);
+#pragma unroll
+                        for (int t = 0; t < TOPK_QT; t++)
+                            if (t < qn) acc[t] += v * qs[t * d + j];
+                    }
                 }
             }
 #pragma unroll
             for (int t = 0; t < TOPK_QT; t++) {
-                float s = tw_warp_sum(acc[t]);
-                if (lane == 0 && t < qn) sc[t * TOPK_CHUNK + r] = tw_sanitize(s);
+                if (t < qn) {  // qn is uniform: no divergence around the shuffles
+                    const float s = tw_warp_sum(acc[t]);
+                    if (lane == 0) sc[t * TOPK_CHUNK + r] = tw_sanitize(s);
+                }
             }
         }
         __syncthreads();

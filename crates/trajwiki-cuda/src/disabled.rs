@@ -68,6 +68,13 @@ impl CudaScoring {
     }
 }
 
+impl CudaScoring {
+    /// Measured device copy bandwidth in bytes/s.
+    pub fn copy_bandwidth(&self, _bytes: usize, _iters: usize) -> Result<f64, CudaError> {
+        match self._never {}
+    }
+}
+
 impl ScoringBackend for CudaScoring {
     fn name(&self) -> &'static str {
         "cuda"
