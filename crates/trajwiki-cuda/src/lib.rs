@@ -1,0 +1,52 @@
+//! The CUDA backend of trajwiki, and the only crate that touches `cudarc`.
+//!
+//! [`CudaScoring`] implements [`trajwiki_compute::ScoringBackend`] with kernels from the
+//! workspace's `kernels/*.cu`: a fused cosine + top-k that never writes the score matrix to
+//! device memory, batched reciprocal rank fusion, and batched greedy coverage selection (one
+//! block per query) that reproduces the CPU's picks exactly. The kernel sources are embedded
+//! with `include_str!` and compiled by NVRTC for the device's compute capability once per
+//! process ([`compile_kernel`] is the one compile path, used at run time and by the PTX test);
+//! compile errors carry the NVRTC log. All device work runs on one thread that owns the context
+//! and its stream and is fed by a channel, so callers (async servers, Python) never hold the
+//! context.
+//!
+//! Built without the `cuda` feature, the same API exists and every constructor returns
+//! [`CudaError::NotBuilt`]; callers select a backend with [`Device`] and [`scoring_backend`]
+//! and never write `#[cfg]` themselves. `Device::Auto` probes the driver without panicking
+//! (cudarc loads the libraries dynamically and panics when one is missing; the probe checks for
+//! them first and catches any panic) and falls back to the CPU.
+//!
+//! ```
+//! use trajwiki_compute::{MatrixView, ScoringBackend};
+//! use trajwiki_cuda::{scoring_backend, Device};
+//!
+//! let backend = scoring_backend("cpu".parse::<Device>().unwrap()).unwrap();
+//! let rows = [1.0, 0.0, 0.0, 1.0];
+//! let m = MatrixView::f32(&rows, 2).unwrap();
+//! assert_eq!(backend.cosine_topk(&m, &[0.0, 1.0], 1).unwrap()[0][0].0, 1);
+//! // `auto` gives the GPU when there is one and the CPU otherwise.
+//! let any = scoring_backend(Device::Auto).unwrap();
+//! assert!(["cpu", "cuda"].contains(&any.name()));
+//! ```
+
+mod device;
+mod error;
+pub mod kernels;
+
+#[cfg(feature = "cuda")]
+mod enabled;
+#[cfg(feature = "cuda")]
+use enabled as imp;
+
+#[cfg(not(feature = "cuda"))]
+mod disabled;
+#[cfg(not(feature = "cuda"))]
+use disabled as imp;
+
+pub use device::{scoring_backend, Device};
+pub use error::CudaError;
+pub use imp::{compile_kernel, probe, CudaScoring, DeviceMatrix};
+pub use kernels::{CompiledKernel, DeviceInfo, KERNELS, MAX_GPU_K};
+
+/// Whether this build contains the CUDA backend (the `cuda` feature).
+pub const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");

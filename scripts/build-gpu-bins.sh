@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the `--features cuda` test and bench binaries of trajwiki-cuda here (the GPU machine has
+# no Rust) and collects them in gpu-bin/ with stable names, plus the CUDA headers NVRTC needs at
+# run time (from scripts/fetch-nvrtc.sh) and the PyTorch baseline. Carry `gpu-bin` to the device
+# and run `scripts/gpu-check.sh` there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(scripts/fetch-nvrtc.sh)"
+rm -rf gpu-bin && mkdir -p gpu-bin
+collect() { # $1 = label, rest = cargo command; copies the built executables
+    local label=$1; shift
+    "$@" --message-format=json-render-diagnostics \
+        | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("ptx", "twins", "gpu_scoring"):
+        print(m["target"]["name"], m["executable"])' \
+        | while read -r name exe; do
+            cp "$exe" "gpu-bin/$name"
+            # Debug info would take the folder past the device tool's 64 MiB carry limit.
+            strip --strip-debug "gpu-bin/$name" 2>/dev/null || true
+            echo "gpu-bin/$name ($label)"
+        done
+}
+collect test cargo test -p trajwiki-cuda --features cuda --no-run
+collect bench cargo bench -p trajwiki-cuda --features cuda --no-run
+cp -r "$TRAJWIKI_CUDA_INCLUDE" gpu-bin/cuda-include
+cp scripts/torch_topk.py gpu-bin/
+du -sh gpu-bin
+echo "carry gpu-bin to the device and run: scripts/gpu-check.sh gpu-bin"
