@@ -201,7 +201,8 @@ impl Index {
             candidate_universe: 0,
             timings: BTreeMap::new(),
         };
-        let depth = config.direct_depth.min(n_msgs);
+        // Baselines rank every message, so that a large budget is never starved by the depth.
+        let depth = n_msgs;
         let t0 = Instant::now();
         let msg_dense = || self.dense(&self.vectors.messages, qvec, depth, backend);
         let msg_sparse = || self.msg_bm25.topk(&q_terms, depth);
