@@ -395,17 +395,14 @@ impl Store {
 
     /// A namespace's op log in seq order.
     pub fn claim_ops(&self, ns: &Namespace) -> Result<Vec<ClaimOp>> {
-        ids(
+        list(
             &self.conn,
             "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
-            ns.as_str(),
-        )?
-        .iter()
-        .map(|id| {
-            let id = parse_stored(OpId::parse(id), "claim_ops", "id", id)?;
-            read_op(&self.conn, &id).map(|op| op.expect("listed op exists"))
-        })
-        .collect()
+            ns,
+            "claim_ops",
+            OpId::parse,
+            read_op,
+        )
     }
 
     /// One trajectory, with its snapshot order.
@@ -415,47 +412,38 @@ impl Store {
 
     /// A namespace's trajectories, sorted by id.
     pub fn trajectories(&self, ns: &Namespace) -> Result<Vec<Trajectory>> {
-        ids(
+        list(
             &self.conn,
             "SELECT id FROM trajectories WHERE namespace = ?1 ORDER BY id",
-            ns.as_str(),
-        )?
-        .iter()
-        .map(|id| {
-            let id = parse_stored(TrajectoryId::parse(id), "trajectories", "id", id)?;
-            read_trajectory(&self.conn, &id).map(|t| t.expect("listed trajectory exists"))
-        })
-        .collect()
+            ns,
+            "trajectories",
+            TrajectoryId::parse,
+            read_trajectory,
+        )
     }
 
     /// A namespace's snapshots, by trajectory and version.
     pub fn snapshots(&self, ns: &Namespace) -> Result<Vec<Snapshot>> {
-        ids(
+        list(
             &self.conn,
             "SELECT id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version",
-            ns.as_str(),
-        )?
-        .iter()
-        .map(|id| {
-            let id = parse_stored(SnapshotId::parse(id), "snapshots", "id", id)?;
-            read_snapshot(&self.conn, &id).map(|s| s.expect("listed snapshot exists"))
-        })
-        .collect()
+            ns,
+            "snapshots",
+            SnapshotId::parse,
+            read_snapshot,
+        )
     }
 
     /// A namespace's claims, sorted by id.
     pub fn claims(&self, ns: &Namespace) -> Result<Vec<Claim>> {
-        ids(
+        list(
             &self.conn,
             "SELECT id FROM claims WHERE namespace = ?1 ORDER BY id",
-            ns.as_str(),
-        )?
-        .iter()
-        .map(|id| {
-            let id = parse_stored(ClaimId::parse(id), "claims", "id", id)?;
-            read_claim(&self.conn, &id).map(|c| c.expect("listed claim exists"))
-        })
-        .collect()
+            ns,
+            "claims",
+            ClaimId::parse,
+            read_claim,
+        )
     }
 
     /// The current revision of a page (`None` when unknown or retired).
@@ -482,17 +470,14 @@ impl Store {
 
     /// A namespace's current pages, sorted by kind then id.
     pub fn pages(&self, ns: &Namespace) -> Result<Vec<WikiPage>> {
-        ids(
+        list(
             &self.conn,
             "SELECT id FROM pages WHERE namespace = ?1 AND current_revision IS NOT NULL ORDER BY kind, id",
-            ns.as_str(),
-        )?
-        .iter()
-        .map(|id| {
-            let id = parse_stored(PageId::parse(id), "pages", "id", id)?;
-            self.page(&id).map(|p| p.expect("listed page exists"))
-        })
-        .collect()
+            ns,
+            "pages",
+            PageId::parse,
+            |_, id| self.page(id),
+        )
     }
 
     /// One compilation with its insights.
@@ -546,6 +531,24 @@ fn ids(conn: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
     Ok(rows)
 }
 
+/// Reads the records whose ids `sql` lists for a namespace; a record that vanished between the
+/// listing and the read (another process deleted its namespace) is left out.
+fn list<I, T>(
+    conn: &Connection,
+    sql: &str,
+    ns: &Namespace,
+    table: &'static str,
+    parse: impl Fn(&str) -> std::result::Result<I, trajwiki_core::IdError>,
+    read: impl Fn(&Connection, &I) -> Result<Option<T>>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for id in ids(conn, sql, ns.as_str())? {
+        let id = parse_stored(parse(&id), table, "id", &id)?;
+        out.extend(read(conn, &id)?);
+    }
+    Ok(out)
+}
+
 fn id_list<T>(
     conn: &Connection,
     sql: &str,
@@ -563,17 +566,14 @@ pub(crate) fn replayed_state(
     conn: &Connection,
     ns: &Namespace,
 ) -> Result<BTreeMap<ClaimId, ClaimStatus>> {
-    let ops: Vec<ClaimOp> = ids(
+    let ops: Vec<ClaimOp> = list(
         conn,
         "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
-        ns.as_str(),
-    )?
-    .iter()
-    .map(|id| {
-        let id = parse_stored(OpId::parse(id), "claim_ops", "id", id)?;
-        read_op(conn, &id).map(|op| op.expect("listed op exists"))
-    })
-    .collect::<Result<_>>()?;
+        ns,
+        "claim_ops",
+        OpId::parse,
+        read_op,
+    )?;
     let mut initial = BTreeMap::new();
     for op in &ops {
         if let Some(c) = &op.new_claim {
