@@ -85,6 +85,13 @@ pub struct RetrievalConfig {
     pub neighbour_radius: usize,
     /// Messages ranked by each direct route.
     pub direct_depth: usize,
+    /// Best direct hits whose neighbouring turns join the ranking.
+    pub neighbour_seeds: usize,
+    /// Weight of the structured evidence route (pages → trajectories → snapshots) when it is
+    /// fused with the direct dense and BM25 routes over raw turns (weight 1 each).
+    pub evidence_weight: f32,
+    /// Weight of the neighbouring-turns route in that fusion.
+    pub neighbour_weight: f32,
     /// Coverage selection weights.
     pub coverage: CoverageWeights,
 }
@@ -96,7 +103,10 @@ impl Default for RetrievalConfig {
             trajectories: 15,
             rrf_k: 60.0,
             neighbour_radius: 1,
-            direct_depth: 200,
+            direct_depth: usize::MAX,
+            neighbour_seeds: 40,
+            evidence_weight: 0.5,
+            neighbour_weight: 0.5,
             coverage: CoverageWeights::default(),
         }
     }
@@ -132,6 +142,22 @@ pub struct Ranking {
     pub candidate_universe: usize,
     /// Milliseconds per stage.
     pub timings: BTreeMap<String, f64>,
+}
+
+/// Weighted reciprocal rank fusion: Σ w / (k + rank), rank from 1; ties by lower index.
+fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<usize> {
+    let mut score: BTreeMap<u32, f32> = BTreeMap::new();
+    for (list, w) in lists {
+        let mut seen = BTreeSet::new();
+        for (r, &id) in list.iter().enumerate() {
+            if seen.insert(id) {
+                *score.entry(id).or_default() += w / (k + r as f32 + 1.0);
+            }
+        }
+    }
+    let mut out: Vec<(u32, f32)> = score.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.into_iter().map(|(i, _)| i as usize).collect()
 }
 
 fn ranks(hits: &[(u32, f32)]) -> Vec<u32> {
@@ -494,10 +520,28 @@ impl Index {
             let depth = config.direct_depth.min(self.records.messages.len());
             let md = ranks(&self.dense(&self.vectors.messages, qvec, depth, backend)?);
             let msp = ranks(&self.msg_bm25.topk(q_terms, depth));
-            rrf(&[&evidence, &md, &msp], config.rrf_k)?
-                .into_iter()
-                .map(|h| h.0 as usize)
-                .collect()
+            // The turns next to the best direct hits: an answer often sits beside the turn that
+            // matches the question's words (a question and its reply).
+            let direct_hits = rrf(&[&md, &msp], config.rrf_k)?;
+            let mut beside: Vec<u32> = Vec::new();
+            for h in direct_hits.iter().take(config.neighbour_seeds) {
+                let m = h.0 as usize;
+                for n in [m.wrapping_sub(1), m + 1] {
+                    if n < self.session_of.len()
+                        && self.session_of[n] == self.session_of[m]
+                        && !beside.contains(&(n as u32))
+                    {
+                        beside.push(n as u32);
+                    }
+                }
+            }
+            let lists: [(&[u32], f32); 4] = [
+                (&md, 1.0),
+                (&msp, 1.0),
+                (&evidence, config.evidence_weight),
+                (&beside, config.neighbour_weight),
+            ];
+            weighted_rrf(&lists, config.rrf_k)
         } else {
             evidence.into_iter().map(|m| m as usize).collect()
         };
