@@ -58,6 +58,9 @@ pub enum EvalError {
     /// Retrieval failed.
     #[error(transparent)]
     Retrieve(#[from] trajwiki_retrieve::IndexError),
+    /// The coverage chart could not be drawn.
+    #[error(transparent)]
+    Plot(#[from] crate::plot::PlotError),
     /// Writing the results failed.
     #[error("cannot write {path}")]
     Io {
@@ -284,6 +287,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
     .map_err(io(&path))?;
     let path = o.out.join("report.md");
     std::fs::write(&path, report(&summary, &o.modes, &o.budgets)).map_err(io(&path))?;
+    crate::plot::coverage_png(&summary, &o.out.join("coverage.png"))?;
     Ok(summary)
 }
 

@@ -22,5 +22,6 @@ pub use trajwiki_store as store;
 pub mod eval;
 pub mod export;
 pub mod pipeline;
+pub mod plot;
 pub mod retrieval;
 pub use trajwiki_retrieve as retrieve;

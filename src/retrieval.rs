@@ -32,7 +32,7 @@ pub fn load_index(
         pages: store.pages(ns)?,
         claims,
     };
-    let texts = Index::embedding_texts(&records);
+    let texts = Index::level_texts(&records);
     let mut computed = 0;
     let mut level = |t: &[String]| -> Result<Vec<f32>, PipelineError> {
         let refs: Vec<&str> = t.iter().map(String::as_str).collect();
@@ -43,8 +43,6 @@ pub fn load_index(
     let vectors = LevelVectors {
         dim: embedder.dim(),
         messages: level(&texts.messages)?,
-        snapshots: level(&texts.snapshots)?,
-        trajectories: level(&texts.trajectories)?,
         pages: level(&texts.pages)?,
     };
     let index =

@@ -25,7 +25,19 @@ fn demo_index() -> (
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
-    let (index, _) = load_index(&mut store, &ns, &e).unwrap();
+    let (index, computed) = load_index(&mut store, &ns, &e).unwrap();
+    // The build embedded every message; snapshots and trajectories take centroids of those
+    // vectors, so loading the index embeds at most the page routing texts.
+    let pages = index
+        .records
+        .pages
+        .iter()
+        .filter(|p| p.kind != trajwiki::core::PageKind::Index)
+        .count();
+    assert!(
+        computed <= pages,
+        "{computed} texts embedded on load, {pages} pages"
+    );
     (dir, index, e)
 }
 
@@ -176,6 +188,12 @@ fn query_cli_and_eval_on_a_locomo_layout_file() {
     assert!(std::fs::read_to_string(out.join("report.md"))
         .unwrap()
         .contains("| full |"));
+    let png = std::fs::read(out.join("coverage.png")).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "coverage.png is a drawn PNG ({} bytes)",
+        png.len()
+    );
     // The query command prints the context and its path.
     let store = out.join("store");
     let q = common::ok(&[

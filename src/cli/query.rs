@@ -146,7 +146,7 @@ pub(crate) struct EvalLocomoArgs {
     /// The LoCoMo-layout JSON file.
     #[arg(long)]
     data: PathBuf,
-    /// Output folder (retrieval.jsonl, summary.json, report.md).
+    /// Output folder (retrieval.jsonl, summary.json, report.md, coverage.png).
     #[arg(long)]
     out: PathBuf,
     /// Store to reuse (default: OUT/store).
@@ -230,7 +230,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         }
     }
     global.say(format!(
-        "wrote {}/retrieval.jsonl, summary.json, report.md (build {:.1} s, retrieval {:.1} s)",
+        "wrote {}/retrieval.jsonl, summary.json, report.md, coverage.png (build {:.1} s, retrieval {:.1} s)",
         args.out.display(),
         summary.build_seconds,
         summary.eval_seconds

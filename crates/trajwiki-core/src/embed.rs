@@ -68,6 +68,27 @@ impl Embeddings {
     }
 }
 
+/// The L2-normalised sum of `rows`, added in the given order: the vector of a record made of
+/// embedded parts (a snapshot of its messages, a trajectory of its snapshots). Construction and
+/// retrieval both derive vectors with it, in the same order, so they agree to the bit.
+/// All-zero when there are no rows (or they cancel out).
+///
+/// ```
+/// let c = trajwiki_core::centroid([[1.0, 0.0].as_slice(), [0.0, 1.0].as_slice()], 2);
+/// assert!((c[0] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-7 && c[0] == c[1]);
+/// ```
+pub fn centroid<'a>(rows: impl IntoIterator<Item = &'a [f32]>, dim: usize) -> Vec<f32> {
+    let mut sum = vec![0.0f32; dim];
+    for row in rows {
+        sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        sum.iter_mut().for_each(|x| *x /= norm);
+    }
+    sum
+}
+
 /// Errors of embedding backends.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {

@@ -23,7 +23,7 @@ pub mod hash;
 pub mod ids;
 pub mod records;
 
-pub use embed::{EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder};
+pub use embed::{centroid, EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder};
 pub use hash::{content_hash, text_hash};
 pub use ids::{
     ClaimId, CompilationId, IdError, IdKind, InsightId, MessageId, Namespace, OpId, PageId, RunId,

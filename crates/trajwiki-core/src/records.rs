@@ -61,6 +61,19 @@ pub struct SourceMessage {
 }
 
 impl SourceMessage {
+    /// The text the message is embedded and matched from: speaker, text and image captions.
+    /// Every derived level is embedded from these vectors (see [`crate::centroid`]), so each
+    /// message is embedded once per model, whatever uses it.
+    pub fn embedding_text(&self) -> String {
+        let mut t = format!("{}: {}", self.speaker, self.text);
+        for a in &self.attachments {
+            if let Some(c) = &a.caption {
+                t.push_str(&format!(" [image: {c}]"));
+            }
+        }
+        t
+    }
+
     /// Builds a message, deriving its id from the namespace and `external_ref` when present, else
     /// from the session and position.
     #[allow(clippy::too_many_arguments)]

@@ -8,8 +8,8 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::Serialize;
 use trajwiki_core::{
-    Claim, ClaimId, ClaimOp, ClaimStatus, EmbedError, Facet, Namespace, OpId, OpKind, Signals,
-    Snapshot, SnapshotId, SourceMessage, Trajectory, TrajectoryId, WikiPage,
+    centroid, Claim, ClaimId, ClaimOp, ClaimStatus, EmbedError, Facet, Namespace, OpId, OpKind,
+    Signals, Snapshot, SnapshotId, SourceMessage, Trajectory, TrajectoryId, WikiPage,
 };
 
 use crate::evolve::{ClaimJudge, EarlierClaim, Judgement};
@@ -88,7 +88,7 @@ pub struct BuildReport {
     pub continued_snapshots: usize,
     /// Pages by kind.
     pub pages: BTreeMap<String, usize>,
-    /// Texts embedded (snapshots and trajectory summaries).
+    /// Texts embedded (the messages; every other level is derived from their vectors).
     pub embedded_texts: usize,
     /// Milliseconds spent extracting.
     pub extract_ms: u128,
@@ -115,7 +115,8 @@ pub struct BuiltMemory {
     pub ops: Vec<ClaimOp>,
     /// Wiki pages, sorted by kind then id.
     pub pages: Vec<WikiPage>,
-    /// Trajectory summary embeddings, aligned with `trajectories`.
+    /// Trajectory vectors (e_sum, the centroid of their snapshots' vectors), aligned with
+    /// `trajectories`.
     pub trajectory_embeddings: Vec<Vec<f32>>,
     /// Counts and timings.
     pub report: BuildReport,
@@ -124,7 +125,6 @@ pub struct BuiltMemory {
 /// A trajectory during the build.
 pub(crate) struct TrajState {
     pub features: TrajectoryFeatures,
-    pub sum: Vec<f32>,
     pub snapshots: Vec<usize>,
     /// Claims (indices into the build's claim list) with their current status.
     pub claims: Vec<usize>,
@@ -144,13 +144,6 @@ fn check_rows(stage: &'static str, expected: usize, rows: &[Vec<f32>]) -> Result
         });
     }
     Ok(())
-}
-
-fn normalize(v: &mut [f32]) {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
 }
 
 /// Builds the memory of one namespace from its messages (in session, seq order).
@@ -196,15 +189,21 @@ pub fn build(
         .collect::<Result<_, _>>()?;
     report.extract_ms = t0.elapsed().as_millis();
 
-    // 2. Snapshot embeddings, one batch.
+    // 2. Embeddings, one batch: every message once; a snapshot's vector is the centroid of its
+    //    messages' vectors (retrieval derives the same vectors from the same cached rows).
     let t0 = Instant::now();
-    let texts: Vec<String> = drafts.iter().map(SnapshotDraft::embedding_text).collect();
+    let texts: Vec<String> = messages.iter().map(SourceMessage::embedding_text).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let snap_vecs = embed(&refs).map_err(|source| BuildError::Embed {
-        stage: "snapshots",
+    let message_vecs = embed(&refs).map_err(|source| BuildError::Embed {
+        stage: "messages",
         source,
     })?;
-    check_rows("snapshots", drafts.len(), &snap_vecs)?;
+    check_rows("messages", messages.len(), &message_vecs)?;
+    let dim = message_vecs.first().map_or(0, Vec::len);
+    let snap_vecs: Vec<Vec<f32>> = groups
+        .iter()
+        .map(|g| centroid(g.iter().map(|&i| message_vecs[i].as_slice()), dim))
+        .collect();
     report.embed_ms += t0.elapsed().as_millis();
     report.embedded_texts += texts.len();
 
@@ -260,7 +259,6 @@ pub fn build(
                 }
                 trajs.push(TrajState {
                     features: TrajectoryFeatures::default(),
-                    sum: vec![0.0; e.len()],
                     snapshots: vec![],
                     claims: vec![],
                     continues: full,
@@ -343,10 +341,8 @@ pub fn build(
                     .insert((claim.subject.clone(), fct.tag.clone()));
             }
         }
-        t.sum.iter_mut().zip(e).for_each(|(s, x)| *s += x);
-        let mut mean = t.sum.clone();
-        normalize(&mut mean);
-        t.features.summary_embedding = mean;
+        t.features.summary_embedding =
+            centroid(t.snapshots.iter().map(|&si| snap_vecs[si].as_slice()), dim);
         t.features.latest_embedding = e.clone();
         t.features.last_session = session;
     }
@@ -452,15 +448,11 @@ pub fn build(
             },
         })
         .collect();
-    let t0 = Instant::now();
-    let summaries: Vec<&str> = trajectories.iter().map(|t| t.summary.as_str()).collect();
-    let traj_vecs = embed(&summaries).map_err(|source| BuildError::Embed {
-        stage: "trajectory summaries",
-        source,
-    })?;
-    check_rows("trajectory summaries", trajectories.len(), &traj_vecs)?;
-    report.embed_ms += t0.elapsed().as_millis();
-    report.embedded_texts += summaries.len();
+    // A trajectory's vector is e_sum, the centroid of its snapshots' vectors in order.
+    let traj_vecs: Vec<Vec<f32>> = trajs
+        .iter()
+        .map(|t| centroid(t.snapshots.iter().map(|&si| snap_vecs[si].as_slice()), dim))
+        .collect();
 
     // 6. The Memory Wiki.
     let t0 = Instant::now();

@@ -2,14 +2,16 @@
 //! indices, and the maps between levels (page → trajectories → snapshots → messages).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::OnceLock;
 
 use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError};
 use trajwiki_core::{
-    Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId, SourceMessage,
-    Trajectory, TrajectoryId, WikiPage,
+    centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
+    SourceMessage, Trajectory, TrajectoryId, WikiPage,
 };
 use trajwiki_memory::extract::{entity_key, Lexicon};
-use trajwiki_memory::text::keywords;
+use trajwiki_memory::lexicon::ITEM_FAMILIES;
+use trajwiki_memory::text::{keywords, stem, words};
 use trajwiki_memory::MemoryConfig;
 
 /// The records of one namespace, as read from the store.
@@ -27,30 +29,36 @@ pub struct NamespaceRecords {
     pub claims: Vec<(Claim, ClaimStatus)>,
 }
 
-/// The texts each level is embedded from, in record order (the caller embeds them, through its
-/// cache, and hands the vectors to [`Index::new`]).
-pub struct EmbeddingTexts {
-    /// One per message.
+/// The texts of each level, in record order: every level is scored lexically on them; messages
+/// and pages are also embedded (the caller embeds them through its cache and hands the vectors
+/// to [`Index::new`]), while snapshots and trajectories take the centroids of their parts'
+/// vectors, exactly as construction does.
+pub struct LevelTexts {
+    /// One per message ([`SourceMessage::embedding_text`]).
     pub messages: Vec<String>,
-    /// One per snapshot.
+    /// One per snapshot: summary and claims.
     pub snapshots: Vec<String>,
-    /// One per trajectory.
+    /// One per trajectory: its summary.
     pub trajectories: Vec<String>,
-    /// One per non-index page.
+    /// One per non-index page: its routing text.
     pub pages: Vec<String>,
 }
 
-/// Row-major vectors for each level, aligned with [`EmbeddingTexts`].
+/// Row-major vectors of the embedded levels, aligned with [`LevelTexts`].
 pub struct LevelVectors {
     /// Dimension.
     pub dim: usize,
     /// Messages.
     pub messages: Vec<f32>,
-    /// Snapshots.
-    pub snapshots: Vec<f32>,
-    /// Trajectories.
-    pub trajectories: Vec<f32>,
     /// Non-index pages.
+    pub pages: Vec<f32>,
+}
+
+/// The vectors of every level: the embedded ones and the derived centroids.
+pub(crate) struct Vectors {
+    pub messages: Vec<f32>,
+    pub snapshots: Vec<f32>,
+    pub trajectories: Vec<f32>,
     pub pages: Vec<f32>,
 }
 
@@ -95,7 +103,7 @@ pub struct Index {
     pub records: NamespaceRecords,
     /// Embedding dimension.
     pub dim: usize,
-    pub(crate) vectors: LevelVectors,
+    pub(crate) vectors: Vectors,
     /// Non-index pages (indices into `records.pages`).
     pub(crate) pages: Vec<usize>,
     pub(crate) page_trajs: Vec<Vec<usize>>,
@@ -116,17 +124,37 @@ pub struct Index {
     pub(crate) superseded: Vec<Vec<Superseded>>,
     /// Sessions in order, with their first message index.
     pub(crate) session_of: Vec<u32>,
+    /// Per message: the normalised key of its speaker.
+    pub(crate) speaker_of: Vec<String>,
+    /// Per message: bit f set when it mentions an item of `ITEM_FAMILIES[f]`.
+    pub(crate) families_of: Vec<u64>,
+    /// Per message: its rendered context line and that line's whitespace tokens.
+    pub(crate) lines: Vec<(String, usize)>,
 }
 
-/// The text a message is embedded and matched from: speaker, text and image captions.
-pub fn message_text(m: &SourceMessage) -> String {
-    let mut t = format!("{}: {}", m.speaker, m.text);
-    for a in &m.attachments {
-        if let Some(c) = &a.caption {
-            t.push_str(&format!(" [image: {c}]"));
+/// The item families (`ITEM_FAMILIES`, by position) that `text` mentions an item of, compared
+/// on stems so that "painted" meets "painting".
+pub(crate) fn family_bits(text: &str) -> u64 {
+    static ITEMS: OnceLock<Vec<(Vec<String>, usize)>> = OnceLock::new();
+    let items = ITEMS.get_or_init(|| {
+        ITEM_FAMILIES
+            .iter()
+            .enumerate()
+            .flat_map(|(f, (_, items))| {
+                items
+                    .iter()
+                    .map(move |i| (i.split_whitespace().map(stem).collect(), f))
+            })
+            .collect()
+    });
+    let stems: Vec<String> = words(text).into_iter().map(|(_, w)| stem(w)).collect();
+    let mut bits = 0u64;
+    for (item, f) in items {
+        if stems.windows(item.len()).any(|w| w == item.as_slice()) {
+            bits |= 1 << f;
         }
     }
-    t
+    bits
 }
 
 fn terms(vocab: &mut HashMap<String, u32>, text: &str) -> Vec<u32> {
@@ -143,15 +171,19 @@ fn terms(vocab: &mut HashMap<String, u32>, text: &str) -> Vec<u32> {
 }
 
 impl Index {
-    /// The texts to embed for `records`.
-    pub fn embedding_texts(records: &NamespaceRecords) -> EmbeddingTexts {
+    /// The texts of each level of `records`.
+    pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
         let claim_text: HashMap<&ClaimId, &str> = records
             .claims
             .iter()
             .map(|(c, _)| (&c.id, c.text.as_str()))
             .collect();
-        EmbeddingTexts {
-            messages: records.messages.iter().map(message_text).collect(),
+        LevelTexts {
+            messages: records
+                .messages
+                .iter()
+                .map(SourceMessage::embedding_text)
+                .collect(),
             snapshots: records
                 .snapshots
                 .iter()
@@ -184,21 +216,11 @@ impl Index {
     pub fn new(
         records: NamespaceRecords,
         vectors: LevelVectors,
-        texts: &EmbeddingTexts,
+        texts: &LevelTexts,
     ) -> Result<Index, IndexError> {
         let dim = vectors.dim;
         for (level, values, rows) in [
             ("messages", vectors.messages.len(), records.messages.len()),
-            (
-                "snapshots",
-                vectors.snapshots.len(),
-                records.snapshots.len(),
-            ),
-            (
-                "trajectories",
-                vectors.trajectories.len(),
-                records.trajectories.len(),
-            ),
             ("pages", vectors.pages.len(), texts.pages.len()),
         ] {
             if values != rows * dim {
@@ -259,6 +281,25 @@ impl Index {
             }
             traj_snaps.push(ss);
         }
+        // Snapshot and trajectory vectors: centroids of their parts, in order, as construction
+        // computes them.
+        fn row(m: &[f32], dim: usize, i: usize) -> &[f32] {
+            &m[i * dim..(i + 1) * dim]
+        }
+        let snapshots: Vec<f32> = snap_msgs
+            .iter()
+            .flat_map(|ms| centroid(ms.iter().map(|&i| row(&vectors.messages, dim, i)), dim))
+            .collect();
+        let trajectories: Vec<f32> = traj_snaps
+            .iter()
+            .flat_map(|ss| centroid(ss.iter().map(|&i| row(&snapshots, dim, i)), dim))
+            .collect();
+        let vectors = Vectors {
+            messages: vectors.messages,
+            snapshots,
+            trajectories,
+            pages: vectors.pages,
+        };
         let pages: Vec<usize> = records
             .pages
             .iter()
@@ -348,8 +389,14 @@ impl Index {
             }
         }
         let session_of = records.messages.iter().map(|m| m.session).collect();
+        let families_of = texts.messages.iter().map(|t| family_bits(t)).collect();
+        let speaker_of = records
+            .messages
+            .iter()
+            .map(|m| entity_key(&m.speaker))
+            .collect();
         let lexicon = Lexicon::build(&records.messages, &MemoryConfig::default());
-        Ok(Index {
+        let mut index = Index {
             dim,
             vectors,
             pages,
@@ -368,8 +415,19 @@ impl Index {
             update_links,
             superseded,
             session_of,
+            speaker_of,
+            families_of,
             records,
-        })
+            lines: Vec::new(),
+        };
+        index.lines = (0..index.records.messages.len())
+            .map(|i| {
+                let line = index.message_line(i);
+                let tokens = line.split_whitespace().count();
+                (line, tokens)
+            })
+            .collect();
+        Ok(index)
     }
 
     /// Term ids of a query (words unknown to the namespace are dropped).
@@ -394,5 +452,22 @@ impl Index {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_families_match_on_stems_and_whole_phrases() {
+        let family =
+            |name: &str| 1u64 << ITEM_FAMILIES.iter().position(|(f, _)| *f == name).unwrap();
+        assert_eq!(family_bits("Mel: I painted all day"), family("activity"));
+        assert_ne!(family_bits("we played a board game") & family("game"), 0);
+        assert_ne!(family_bits("my dogs love the beach") & family("pet"), 0);
+        assert_ne!(family_bits("my dogs love the beach") & family("place"), 0);
+        // Whole words only: "cathedral" holds no cat.
+        assert_eq!(family_bits("the cathedral"), 0);
     }
 }

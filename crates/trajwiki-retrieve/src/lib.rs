@@ -27,6 +27,6 @@ pub mod render;
 pub mod retrieve;
 pub mod shape;
 
-pub use index::{message_text, EmbeddingTexts, Index, IndexError, LevelVectors, NamespaceRecords};
+pub use index::{Index, IndexError, LevelTexts, LevelVectors, NamespaceRecords};
 pub use render::Context;
 pub use retrieve::{Mode, PathItem, Ranking, RetrievalConfig};

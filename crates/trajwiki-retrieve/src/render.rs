@@ -39,7 +39,7 @@ impl Index {
         m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
     }
 
-    fn message_line(&self, i: usize) -> String {
+    pub(crate) fn message_line(&self, i: usize) -> String {
         let m = &self.records.messages[i];
         let mut line = format!(
             "{} {}: {}",
@@ -98,7 +98,7 @@ impl Index {
                 continue;
             }
             let session = self.records.messages[i].session;
-            let cost = tokens(&self.message_line(i))
+            let cost = self.lines[i].1
                 + if sessions.contains(&session) {
                     0
                 } else {
@@ -125,7 +125,7 @@ impl Index {
                 current = Some(session);
             }
             text.push('\n');
-            text.push_str(&self.message_line(i));
+            text.push_str(&self.lines[i].0);
             source_refs.push(self.message_ref(i));
         }
         let tokens = tokens(&text);

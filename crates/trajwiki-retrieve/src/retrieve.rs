@@ -12,6 +12,7 @@ use trajwiki_compute::{
 
 use crate::index::{Index, IndexError};
 use crate::shape::{analyse, Shape};
+use trajwiki_memory::lexicon::ITEM_FAMILIES;
 
 /// Retrieval strategies: the full design, the paper's ablations, and plain baselines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -92,6 +93,14 @@ pub struct RetrievalConfig {
     pub evidence_weight: f32,
     /// Weight of the neighbouring-turns route in that fusion.
     pub neighbour_weight: f32,
+    /// Weight of each of the two speaker routes (the direct dense and BM25 rankings restricted
+    /// to the turns of the speakers a question names): what a person did, said or owns is
+    /// mostly in their own turns.
+    pub speaker_weight: f32,
+    /// Weight of the item-family route: for list and count questions about a family of items
+    /// ("what activities", "how many pets"), the turns that mention an item of that family, in
+    /// dense order.
+    pub family_weight: f32,
     /// Coverage selection weights.
     pub coverage: CoverageWeights,
 }
@@ -105,8 +114,10 @@ impl Default for RetrievalConfig {
             neighbour_radius: 1,
             direct_depth: usize::MAX,
             neighbour_seeds: 40,
-            evidence_weight: 0.5,
-            neighbour_weight: 0.5,
+            evidence_weight: 1.0,
+            neighbour_weight: 1.0,
+            speaker_weight: 1.0,
+            family_weight: 1.0,
             coverage: CoverageWeights::default(),
         }
     }
@@ -535,11 +546,45 @@ impl Index {
                     }
                 }
             }
-            let lists: [(&[u32], f32); 4] = [
+            // The speakers the question names, when it names some but not all of them.
+            let named: BTreeSet<&String> = q_entities
+                .iter()
+                .filter(|e| self.lexicon.speakers.contains(*e))
+                .collect();
+            let own = |list: &[u32]| -> Vec<u32> {
+                if named.is_empty() || named.len() == self.lexicon.speakers.len() {
+                    return Vec::new();
+                }
+                list.iter()
+                    .copied()
+                    .filter(|&m| named.contains(&self.speaker_of[m as usize]))
+                    .collect()
+            };
+            let (md_own, msp_own) = (own(&md), own(&msp));
+            let family = ranking
+                .shape
+                .family
+                .as_deref()
+                .and_then(|f| ITEM_FAMILIES.iter().position(|(name, _)| *name == f))
+                .filter(|_| ranking.shape.list || ranking.shape.count);
+            let family_route: Vec<u32> = match family {
+                Some(f) => {
+                    let base = if md_own.is_empty() { &md } else { &md_own };
+                    base.iter()
+                        .copied()
+                        .filter(|&m| self.families_of[m as usize] & (1 << f) != 0)
+                        .collect()
+                }
+                None => Vec::new(),
+            };
+            let lists: [(&[u32], f32); 7] = [
                 (&md, 1.0),
                 (&msp, 1.0),
                 (&evidence, config.evidence_weight),
                 (&beside, config.neighbour_weight),
+                (&md_own, config.speaker_weight),
+                (&msp_own, config.speaker_weight),
+                (&family_route, config.family_weight),
             ];
             weighted_rrf(&lists, config.rrf_k)
         } else {
