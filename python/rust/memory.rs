@@ -226,12 +226,13 @@ impl Memory {
     }
 
     /// Any record by id (`msg_`, `run_`, `snp_`, `clm_`, `op_`, `trj_`, `pg_`, `cmp_`, `ins_`),
-    /// as a dict with its `kind`. A claim carries its `current_status`.
+    /// as a dict with its `kind` (`message`, `run`, `snapshot`, `claim`, `op`, `trajectory`,
+    /// `page`, `compilation`, `insight`). A claim carries its `current_status`.
     fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let id = string(id, "id")?;
         let record = py.detach(|| api::get(&self.store(), &id)).or_raise()?;
         let mut value = record.to_json();
-        value["kind"] = Value::from(record.kind().to_string());
+        value["kind"] = serde_json::to_value(record.kind()).expect("kinds serialize");
         to_python(py, &value)
     }
 
