@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -107,7 +108,7 @@ class Memory:
         config: str | os.PathLike[str] | None = None,
     ) -> Memory: ...
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     @property
     def model(self) -> str: ...
     @property
