@@ -1,14 +1,16 @@
 //! Conversions at the language boundary: records to Python objects, and the arguments that
 //! Python callers may pass in more than one shape.
 
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde::Serialize;
 use trajwiki_cuda::Device;
+use trajwiki_memory::MemoryConfig;
 
-use crate::errors::{raise, Kind};
+use crate::errors::{raise, Kind, OrRaise};
 
 /// A serializable value as plain Python data (dicts, lists, str, int, float, None), through
 /// its JSON form.
@@ -80,4 +82,12 @@ pub fn device(spec: &str) -> PyResult<Device> {
         ));
     }
     Ok(device)
+}
+
+/// The memory configuration in a TOML file, or the defaults.
+pub fn memory_config(path: Option<PathBuf>) -> PyResult<MemoryConfig> {
+    match path {
+        Some(p) => MemoryConfig::from_file(&p).or_raise(),
+        None => Ok(MemoryConfig::default()),
+    }
 }

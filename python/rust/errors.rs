@@ -13,7 +13,7 @@ use trajwiki::eval::EvalError;
 use trajwiki::pipeline::PipelineError;
 use trajwiki_core::{EmbedError, IdError};
 use trajwiki_ingest::IngestError;
-use trajwiki_memory::BuildError;
+use trajwiki_memory::{BuildError, ConfigError};
 use trajwiki_store::StoreError as RustStoreError;
 
 create_exception!(
@@ -120,6 +120,12 @@ impl Classify for EmbedError {
 }
 
 impl Classify for IngestError {
+    fn kind(&self) -> Kind {
+        Kind::Input
+    }
+}
+
+impl Classify for ConfigError {
     fn kind(&self) -> Kind {
         Kind::Input
     }

@@ -4,11 +4,10 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
-use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::RetrievalConfig;
 
-use crate::convert::{device, to_python};
-use crate::errors::{raise, Kind, OrRaise};
+use crate::convert::{device, memory_config, to_python};
+use crate::errors::OrRaise;
 use crate::memory::parse_mode;
 
 /// Runs `trajwiki eval locomo` with the same options: writes `retrieval.jsonl`, `summary.json`
@@ -35,10 +34,7 @@ pub fn eval_locomo(
         .map(|m| parse_mode(m))
         .collect::<PyResult<Vec<_>>>()?;
     let (budgets, modes) = grid(&budgets.unwrap_or_default(), &modes).or_raise()?;
-    let memory = match config {
-        Some(p) => MemoryConfig::from_file(&p).map_err(|e| raise(Kind::Input, e.to_string()))?,
-        None => MemoryConfig::default(),
-    };
+    let memory = memory_config(config)?;
     let summary = py.detach(|| -> PyResult<_> {
         let embedder = trajwiki::api::load_embedder(model).or_raise()?;
         run_locomo(&EvalOptions {

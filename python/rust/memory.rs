@@ -16,7 +16,7 @@ use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
-use crate::convert::{string, to_json_text, to_python};
+use crate::convert::{memory_config, string, to_json_text, to_python};
 use crate::errors::{raise, Kind, OrRaise};
 use crate::results::SearchResult;
 
@@ -71,12 +71,7 @@ impl Memory {
         config: Option<PathBuf>,
     ) -> PyResult<Self> {
         let device = crate::convert::device(device)?;
-        let config = match config {
-            Some(p) => {
-                MemoryConfig::from_file(&p).map_err(|e| raise(Kind::Input, e.to_string()))?
-            }
-            None => MemoryConfig::default(),
-        };
+        let config = memory_config(config)?;
         let store = py.detach(|| Store::open(&path)).or_raise()?;
         Ok(Memory {
             store: Mutex::new(store),

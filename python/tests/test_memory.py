@@ -139,6 +139,8 @@ def test_errors_map_to_the_hierarchy(memory: Memory, tmp_path: Path) -> None:
                               "timestamp": "2024-03-01T09:00:00"}], namespace="ann"),
          InputError, "conflicting message"),
         (lambda: Memory(tmp_path / "s2", device="tpu"), InputError, "unknown device"),
+        (lambda: Memory(tmp_path / "s2", config=tmp_path / "none.toml"), InputError,
+         "cannot read configuration .*none.toml: No such file"),
         (lambda: Memory(tmp_path / "s3", device="cuda"), ModelError, "cuda"),
         (lambda: Memory(tmp_path / "s4", model="no-such-model").build(), ModelError,
          "no-such-model"),
