@@ -9,7 +9,7 @@ use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages};
 use trajwiki::pipeline::build_namespace;
-use trajwiki_core::{Embedder, Namespace, SourceMessage, TIMESTAMP_FORMAT};
+use trajwiki_core::{EmbedError, Embedder, Namespace, SourceMessage, TIMESTAMP_FORMAT};
 use trajwiki_cuda::Device;
 use trajwiki_ingest::{jsonl, locomo};
 use trajwiki_memory::MemoryConfig;
@@ -27,6 +27,7 @@ const MESSAGES: &str = "<messages>";
 /// memory, search it with provenance, and read any record and its history.
 #[pyclass(module = "trajwiki._trajwiki", frozen)]
 pub struct Memory {
+    dir: PathBuf,
     store: Mutex<Store>,
     model: String,
     device: Device,
@@ -40,13 +41,14 @@ impl Memory {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The embedder, loaded on first use (reading or deleting records needs none).
-    fn embedder(&self) -> PyResult<Arc<dyn Embedder>> {
+    /// The embedder, loaded on first use (reading or deleting records needs none). Called
+    /// without the GIL: loading a model takes a while.
+    fn embedder(&self) -> Result<Arc<dyn Embedder>, EmbedError> {
         let mut slot = self.embedder.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(e) = slot.as_ref() {
             return Ok(Arc::clone(e));
         }
-        let loaded: Arc<dyn Embedder> = api::load_embedder(&self.model).or_raise()?.into();
+        let loaded: Arc<dyn Embedder> = api::load_embedder(&self.model)?.into();
         *slot = Some(Arc::clone(&loaded));
         Ok(loaded)
     }
@@ -74,6 +76,7 @@ impl Memory {
         let config = memory_config(config)?;
         let store = py.detach(|| Store::open(&path)).or_raise()?;
         Ok(Memory {
+            dir: store.dir().to_path_buf(),
             store: Mutex::new(store),
             model: model.to_string(),
             device,
@@ -85,7 +88,7 @@ impl Memory {
     /// The store directory.
     #[getter]
     fn path(&self) -> PathBuf {
-        self.store().dir().to_path_buf()
+        self.dir.clone()
     }
 
     /// The embedding model name.
@@ -149,8 +152,8 @@ impl Memory {
     #[pyo3(signature = (namespace = None, rebuild = false))]
     fn build(&self, py: Python<'_>, namespace: Option<&str>, rebuild: bool) -> PyResult<Py<PyAny>> {
         let chosen = namespace.map(self::namespace).transpose()?;
-        let embedder = self.embedder()?;
         let reports = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
             let mut store = self.store();
             let namespaces = match chosen {
                 Some(ns) => vec![ns],
@@ -203,20 +206,19 @@ impl Memory {
             }
             config.trajectories = k;
         }
-        let embedder = self.embedder()?;
-        let found = py
-            .detach(|| {
-                api::search(
-                    &mut self.store(),
-                    &ns,
-                    embedder.as_ref(),
-                    &question,
-                    mode,
-                    budget,
-                    &config,
-                )
-            })
-            .or_raise()?;
+        let found = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
+            api::search(
+                &mut self.store(),
+                &ns,
+                embedder.as_ref(),
+                &question,
+                mode,
+                budget,
+                &config,
+            )
+            .or_raise()
+        })?;
         SearchResult::from_search(py, found)
     }
 
@@ -296,7 +298,7 @@ impl Memory {
     fn __repr__(&self) -> String {
         format!(
             "Memory({:?}, model={:?}, device={:?})",
-            self.store().dir().display().to_string(),
+            self.dir.display().to_string(),
             self.model,
             self.device.to_string()
         )
