@@ -118,7 +118,9 @@ impl Memory {
     /// last stored message), `ref` and `attachments`; or a LoCoMo sample (a dict with
     /// `conversation`), or a list of them. `namespace` applies to every message (and renames a
     /// single LoCoMo sample); messages may instead name their own. Adding a message again is a
-    /// no-op; adding other content under a stored identity is an `InputError`.
+    /// no-op (without `seq` or `ref`, a message equal to a stored one of its session — speaker,
+    /// text and time — is that message); other content under a stored identity is an
+    /// `InputError`. Dates and other non-JSON values are read as their `str`.
     #[pyo3(signature = (messages, namespace = None, source = "python"))]
     fn add(
         &self,
