@@ -181,3 +181,22 @@ def test_concurrent_searches_agree(memory: Memory) -> None:
     for t in threads:
         t.join(timeout=60)
     assert len(results) == 4 and all(r == results[0] for r in results)
+
+
+def test_add_accepts_datetimes_and_locomo_lists(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    when = datetime.datetime(2024, 1, 1, 9, 30)
+    msg = {"speaker": "Ann", "text": "Hello.", "timestamp": when, "ref": "A:1"}
+    assert m.add([msg], namespace="ann")["added"] == 1
+    assert m.add([{**msg, "timestamp": "2024-01-01T09:30:00"}], namespace="ann")["added"] == 0
+    sample = {"sample_id": "s1", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob!"}],
+    }, "qa": []}
+    with pytest.raises(InputError, match="renames one LoCoMo sample"):
+        m.add([sample, {**sample, "sample_id": "s2"}], namespace="x")
+    report = m.add([sample, {**sample, "sample_id": "s2"}])
+    assert report["new_namespaces"] == ["s1", "s2"]
+    assert m.add(sample, namespace="renamed")["new_namespaces"] == ["renamed"]
+    assert m.namespaces() == ["ann", "renamed", "s1", "s2"]
