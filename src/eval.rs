@@ -61,6 +61,9 @@ pub enum EvalError {
     /// The coverage chart could not be drawn.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// A context budget of zero tokens.
+    #[error("a context budget must be a positive number of tokens")]
+    ZeroBudget,
     /// Writing the results failed.
     #[error("cannot write {path}")]
     Io {
@@ -135,6 +138,54 @@ pub struct Summary {
     pub build_seconds: f64,
     /// Seconds spent retrieving.
     pub eval_seconds: f64,
+}
+
+/// The budgets and modes to evaluate: those given, else [`DEFAULT_BUDGETS`] and every mode.
+pub fn grid(budgets: &[usize], modes: &[Mode]) -> Result<(Vec<usize>, Vec<Mode>), EvalError> {
+    if budgets.contains(&0) {
+        return Err(EvalError::ZeroBudget);
+    }
+    let budgets = if budgets.is_empty() {
+        DEFAULT_BUDGETS.to_vec()
+    } else {
+        budgets.to_vec()
+    };
+    let modes = if modes.is_empty() {
+        Mode::ALL.to_vec()
+    } else {
+        modes.to_vec()
+    };
+    Ok((budgets, modes))
+}
+
+/// The summary as the command line prints it: per mode and budget, coverage on category 1 and
+/// on 1–4, and the median latency. One line per row, each ending in a newline.
+pub fn summary_table(s: &Summary, modes: &[Mode], budgets: &[usize]) -> String {
+    let mut out = format!(
+        "{:<16} {:>6} {:>8} {:>8} {:>8}\n",
+        "mode", "budget", "cat1", "all", "p50 ms"
+    );
+    for m in modes {
+        for b in budgets {
+            let cell = |c: &str| {
+                s.cells
+                    .get(m.name())
+                    .and_then(|x| x.get(b))
+                    .and_then(|x| x.get(c))
+            };
+            if let (Some(c1), Some(all)) = (cell("1"), cell("all")) {
+                out.push_str(&format!(
+                    "{:<16} {:>6} {:>8.3} {:>8.3} {:>8.1}\n",
+                    m.name(),
+                    b,
+                    c1.coverage,
+                    all.coverage,
+                    all.latency_p50_ms
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Runs the evaluation and writes `retrieval.jsonl`, `summary.json` and `report.md` to `out`.

@@ -19,6 +19,7 @@ pub use trajwiki_ingest as ingest;
 pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
 
+pub mod api;
 pub mod eval;
 pub mod export;
 pub mod pipeline;

@@ -227,3 +227,64 @@ fn query_cli_and_eval_on_a_locomo_layout_file() {
         "full",
     ]);
 }
+
+#[test]
+fn search_gives_every_context_line_its_provenance() {
+    use trajwiki::api::{get, history, search, ApiError, Record};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let msgs = trajwiki::ingest::jsonl::read_messages(&common::demo()).unwrap();
+    store.ingest_messages("demo", &msgs).unwrap();
+    let ns = Namespace::new("demo").unwrap();
+    let e = HashingEmbedder::new(256);
+    let q = "What pieces did Maya keep from the pottery workshop?";
+    let not_built = search(&mut store, &ns, &e, q, Mode::Full, 300, &Default::default());
+    assert!(matches!(not_built, Err(ApiError::NotBuilt(_))));
+    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
+    let found = search(&mut store, &ns, &e, q, Mode::Full, 300, &Default::default()).unwrap();
+    let refs: Vec<&str> = found
+        .evidence
+        .iter()
+        .map(|ev| ev.source_ref.as_str())
+        .collect();
+    assert!(!refs.is_empty());
+    assert_eq!(refs, found.context.source_refs);
+    for ev in &found.evidence {
+        let Record::Snapshot(s) = get(&store, ev.snapshot.as_ref().unwrap().as_str()).unwrap()
+        else {
+            panic!("a snapshot id names a snapshot")
+        };
+        assert!(s.source_message_ids.contains(&ev.message.id));
+        assert_eq!(Some(&s.trajectory), ev.trajectory.as_ref());
+        for c in &ev.claims {
+            let Record::Claim { claim, status } = get(&store, c.id.as_str()).unwrap() else {
+                panic!("a claim id names a claim")
+            };
+            assert!(claim.source_message_ids.contains(&ev.message.id));
+            assert_eq!(status, c.status);
+        }
+    }
+    let trajectory = found.evidence[0].trajectory.clone().unwrap();
+    let h = history(&store, trajectory.as_str(), None).unwrap();
+    assert_eq!(h.namespace, ns);
+    assert!(!h.entries.is_empty());
+    assert!(h.entries.windows(2).all(|w| w[0].seq < w[1].seq));
+    let early = history(&store, trajectory.as_str(), Some(msgs[0].timestamp)).unwrap();
+    assert!(early.entries.len() <= h.entries.len());
+    let other = Namespace::new("nobody").unwrap();
+    let unknown = search(
+        &mut store,
+        &other,
+        &e,
+        q,
+        Mode::Full,
+        300,
+        &Default::default(),
+    );
+    assert!(matches!(unknown, Err(ApiError::UnknownNamespace { .. })));
+    assert!(matches!(
+        history(&store, found.evidence[0].message.id.as_str(), None),
+        Err(ApiError::NoHistory(_))
+    ));
+}

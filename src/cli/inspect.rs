@@ -1,9 +1,7 @@
 //! `trajwiki stats`, `show` and `check`.
 
-use trajwiki_core::{
-    ClaimId, CompilationId, IdKind, InsightId, MessageId, Namespace, OpId, PageId, RunId,
-    SnapshotId, SourceMessage, TrajectoryId, TIMESTAMP_FORMAT,
-};
+use trajwiki::api::{get, Record};
+use trajwiki_core::{IdKind, Namespace, SourceMessage, TIMESTAMP_FORMAT};
 use trajwiki_store::Store;
 
 use super::{Global, StoreArg, UsageError};
@@ -80,15 +78,11 @@ pub(crate) struct ShowArgs {
     json: bool,
 }
 
-fn not_found(id: &str, kind: IdKind) -> anyhow::Error {
-    UsageError(format!("no {kind} with id {id} in this store")).into()
-}
-
 pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let id = args.id.as_str();
-    let kind = match (IdKind::of(id), &args.namespace) {
-        (Ok(kind), _) => kind,
+    match (IdKind::of(id), &args.namespace) {
+        (Ok(_), _) => {}
         (Err(_), Some(ns)) => {
             let ns = Namespace::new(ns.as_str())?;
             let msg = store
@@ -97,25 +91,21 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             return print_message(&store, &msg, args.json);
         }
         (Err(e), None) => return Err(e.into()),
-    };
+    }
     let json = |v: serde_json::Value| -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&v)?)?;
         Ok(())
     };
-    match kind {
-        IdKind::Message => {
-            let msg = store
-                .message(&MessageId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            print_message(&store, &msg, args.json)
+    let record = get(&store, id)?;
+    if args.json {
+        if let Record::Message(m) = &record {
+            return print_message(&store, m, true);
         }
-        IdKind::Run => {
-            let run = store
-                .run(&RunId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::to_value(&run)?);
-            }
+        return json(record.to_json());
+    }
+    match record {
+        Record::Message(msg) => print_message(&store, &msg, false),
+        Record::Run(run) => {
             outln!("run {} [{}] in {}", run.id, run.external_ref, run.namespace)?;
             outln!("task: {}", run.task)?;
             let outcome = match (run.outcome.success, run.outcome.reward) {
@@ -141,13 +131,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        IdKind::Snapshot => {
-            let s = store
-                .snapshot(&SnapshotId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::to_value(&s)?);
-            }
+        Record::Snapshot(s) => {
             outln!(
                 "snapshot {} (v{} of {}) at {}",
                 s.id,
@@ -174,15 +158,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        IdKind::Claim => {
-            let cid = ClaimId::parse(id)?;
-            let c = store.claim(&cid)?.ok_or_else(|| not_found(id, kind))?;
-            let status = store.claim_status(&cid)?.unwrap_or(c.status);
-            if args.json {
-                let mut v = serde_json::to_value(&c)?;
-                v["current_status"] = serde_json::json!(status);
-                return json(v);
-            }
+        Record::Claim { claim: c, status } => {
             outln!(
                 "claim {} [{}] in snapshot {}",
                 c.id,
@@ -200,19 +176,8 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        IdKind::Op => {
-            let op = store
-                .claim_op(&OpId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            json(serde_json::to_value(&op)?)
-        }
-        IdKind::Trajectory => {
-            let t = store
-                .trajectory(&TrajectoryId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::to_value(&t)?);
-            }
+        Record::Op(op) => json(serde_json::to_value(&op)?),
+        Record::Trajectory(t) => {
             outln!(
                 "trajectory {} in {} ({} snapshots)",
                 t.id,
@@ -235,13 +200,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        IdKind::Page => {
-            let p = store
-                .page(&PageId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::to_value(&p)?);
-            }
+        Record::Page(p) => {
             outln!(
                 "# {} ({} page {}, revision {})\n",
                 p.title,
@@ -252,13 +211,10 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             outln!("{}", p.body)?;
             Ok(())
         }
-        IdKind::Compilation => {
-            let (c, insights) = store
-                .compilation(&CompilationId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::json!({"compilation": c, "insights": insights}));
-            }
+        Record::Compilation {
+            compilation: c,
+            insights,
+        } => {
             outln!(
                 "compilation {} of run {} ({})\n{}",
                 c.id,
@@ -276,13 +232,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        IdKind::Insight => {
-            let i = store
-                .insight(&InsightId::parse(id)?)?
-                .ok_or_else(|| not_found(id, kind))?;
-            if args.json {
-                return json(serde_json::to_value(&i)?);
-            }
+        Record::Insight(i) => {
             outln!(
                 "insight {}\n{}\napplies when: {}\ncompilation: {}\nrun: {}",
                 i.id,

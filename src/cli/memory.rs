@@ -1,31 +1,17 @@
 //! `trajwiki build`, `wiki` and `history`.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use trajwiki_core::{
-    replay_ops, ClaimId, ClaimOp, ClaimStatus, Embedder, HashingEmbedder, IdKind, Namespace,
-    PageId, Timestamp, TrajectoryId, TIMESTAMP_FORMAT,
-};
+use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
 use trajwiki_memory::MemoryConfig;
 
 use super::{Global, StoreArg, UsageError};
 use trajwiki::pipeline::build_namespace;
 
-/// Loads the embedding model named on the command line.
+/// Loads the embedding model named on the command line; a model that is not there is a usage
+/// error.
 pub(crate) fn load_embedder(spec: &str) -> anyhow::Result<Box<dyn Embedder>> {
-    if let Some(rest) = spec.strip_prefix("hashing") {
-        let dim = match rest.strip_prefix('-') {
-            Some(d) => d
-                .parse()
-                .map_err(|_| UsageError(format!("--model {spec}: expected hashing-<dimension>")))?,
-            None if rest.is_empty() => 384,
-            None => return Err(UsageError(format!("unknown model {spec}")).into()),
-        };
-        return Ok(Box::new(HashingEmbedder::new(dim)));
-    }
-    let opts = trajwiki_embed::EmbedOptions::default();
-    trajwiki_embed::load_embedder(spec, &opts).map_err(|e| match e {
+    trajwiki::api::load_embedder(spec).map_err(|e| match e {
         e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
             anyhow::Error::from(UsageError(e.to_string()))
         }
@@ -68,13 +54,7 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
     let config = load_config(args.config.as_ref())?;
     let embedder = load_embedder(&args.model)?;
     let namespaces: Vec<Namespace> = if args.namespace.is_empty() {
-        let mut with_messages = Vec::new();
-        for ns in store.namespaces()? {
-            if store.namespace_counts(&ns)?.0 > 0 {
-                with_messages.push(ns);
-            }
-        }
-        with_messages
+        trajwiki::api::namespaces_with_messages(&store)?
     } else {
         args.namespace
             .iter()
@@ -246,158 +226,41 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<()> {
         })?),
         None => None,
     };
-    // The claims whose history is shown, and their namespace.
-    let (ns, claims): (Namespace, BTreeSet<ClaimId>) = match IdKind::of(&args.id)? {
-        IdKind::Trajectory => {
-            let t = store
-                .trajectory(&TrajectoryId::parse(&args.id)?)?
-                .ok_or_else(|| UsageError(format!("no trajectory {} in this store", args.id)))?;
-            let mut ids = BTreeSet::new();
-            for s in &t.snapshot_ids {
-                if let Some(s) = store.snapshot(s)? {
-                    ids.extend(s.claim_ids);
-                }
-            }
-            (t.namespace, ids)
-        }
-        IdKind::Claim => {
-            let id = ClaimId::parse(&args.id)?;
-            let c = store
-                .claim(&id)?
-                .ok_or_else(|| UsageError(format!("no claim {id} in this store")))?;
-            // Its revision chain, both ways.
-            let all = store.claims(&c.namespace)?;
-            let mut chain: BTreeSet<ClaimId> = [id.clone()].into();
-            loop {
-                let before = chain.len();
-                for other in &all {
-                    if let Some(from) = &other.revised_from {
-                        if chain.contains(from) || chain.contains(&other.id) {
-                            chain.insert(from.clone());
-                            chain.insert(other.id.clone());
-                        }
-                    }
-                }
-                if chain.len() == before {
-                    break;
-                }
-            }
-            (c.namespace, chain)
-        }
-        other => {
-            return Err(UsageError(format!(
-                "history takes a trajectory or a claim id, not a {other}"
-            ))
-            .into())
-        }
-    };
-    let mut ops: Vec<ClaimOp> = store
-        .claim_ops(&ns)?
-        .into_iter()
-        .filter(|op| {
-            op.target
-                .iter()
-                .chain(&op.new_claim)
-                .any(|c| claims.contains(c))
-        })
-        .collect();
-    // When each op happened: its snapshot's time.
-    let mut when = Vec::with_capacity(ops.len());
-    for op in &ops {
-        when.push(store.snapshot(&op.snapshot)?.map(|s| s.timestamp));
-    }
-    if let Some(t) = as_of {
-        let keep: Vec<bool> = when.iter().map(|w| w.is_some_and(|w| w <= t)).collect();
-        let mut k = keep.iter();
-        ops.retain(|_| *k.next().expect("aligned"));
-        when.retain(|w| w.is_some_and(|w| w <= t));
-    }
-    // State at the end of the shown ops (the whole namespace log replayed up to the cut, then
-    // restricted to these claims, so statuses are exact).
-    let mut initial = std::collections::BTreeMap::new();
-    for op in &ops {
-        for c in op.target.iter().chain(&op.new_claim) {
-            if let Some(claim) = store.claim(c)? {
-                initial.insert(c.clone(), claim.status);
-            }
-        }
-    }
-    let state = replay_ops(
-        ops.iter()
-            .filter(|op| op.target.as_ref().is_none_or(|t| initial.contains_key(t))),
-        |c| initial.get(c).copied(),
-    )?;
-    let mut rows = Vec::new();
-    for (op, at) in ops.iter().zip(&when) {
-        let claim_id = op
-            .new_claim
-            .as_ref()
-            .or(op.target.as_ref())
-            .expect("an op names a claim");
-        let claim = store.claim(claim_id)?;
-        let mut sources = Vec::new();
-        for m in &op.source_message_ids {
-            if let Some(m) = store.message(m)? {
-                sources.push(serde_json::json!({
-                    "ref": m.external_ref.clone().unwrap_or_else(|| m.id.to_string()),
-                    "timestamp": m.timestamp.format(TIMESTAMP_FORMAT).to_string(),
-                    "speaker": m.speaker,
-                    "text": m.text,
-                }));
-            }
-        }
-        let target_text = match &op.target {
-            Some(t) => store.claim(t)?.map(|c| c.text),
-            None => None,
-        };
-        rows.push(serde_json::json!({
-            "seq": op.seq,
-            "op": op.op.as_str(),
-            "at": at.map(|t| t.format(TIMESTAMP_FORMAT).to_string()),
-            "claim": claim_id,
-            "text": claim.as_ref().map(|c| c.text.clone()),
-            "status": state.get(claim_id).map(|s| s.as_str()),
-            "target": op.target,
-            "target_text": target_text,
-            "target_status": op.target.as_ref().and_then(|t| state.get(t)).map(|s: &ClaimStatus| s.as_str()),
-            "rationale": op.rationale,
-            "sources": sources,
-        }));
-    }
+    let history = trajwiki::api::history(&store, &args.id, as_of)?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        outln!("{}", serde_json::to_string_pretty(&history.entries)?)?;
         return Ok(());
     }
     outln!(
         "history of {} in {} ({} ops{})",
         args.id,
-        ns,
-        rows.len(),
+        history.namespace,
+        history.entries.len(),
         as_of
             .map(|t| format!(", as of {}", t.format(TIMESTAMP_FORMAT)))
             .unwrap_or_default()
     )?;
-    for r in &rows {
-        let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+    let status = |s: Option<ClaimStatus>| s.map_or("", ClaimStatus::as_str);
+    for e in &history.entries {
         outln!(
             "#{} {} {} [{}] {}",
-            r["seq"],
-            s("at"),
-            s("op"),
-            s("status"),
-            s("text")
+            e.seq,
+            e.at.as_deref().unwrap_or(""),
+            e.op,
+            status(e.status),
+            e.text.as_deref().unwrap_or("")
         )?;
-        if let Some(t) = r["target_text"].as_str() {
-            outln!("     was [{}] {}", s("target_status"), t)?;
+        if let Some(t) = &e.target_text {
+            outln!("     was [{}] {}", status(e.target_status), t)?;
         }
-        outln!("     why: {}", s("rationale"))?;
-        for src in r["sources"].as_array().into_iter().flatten() {
+        outln!("     why: {}", e.rationale)?;
+        for src in &e.sources {
             outln!(
                 "     source {} | {} | {}: {}",
-                src["ref"].as_str().unwrap_or(""),
-                src["timestamp"].as_str().unwrap_or(""),
-                src["speaker"].as_str().unwrap_or(""),
-                src["text"].as_str().unwrap_or("")
+                src.source_ref,
+                src.timestamp,
+                src.speaker,
+                src.text
             )?;
         }
     }

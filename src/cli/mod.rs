@@ -164,6 +164,13 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         cause.is::<UsageError>()
             || cause.is::<IngestError>()
             || cause.is::<IdError>()
+            || cause
+                .downcast_ref::<trajwiki::api::ApiError>()
+                .is_some_and(trajwiki::api::ApiError::is_input)
+            || matches!(
+                cause.downcast_ref::<trajwiki::eval::EvalError>(),
+                Some(trajwiki::eval::EvalError::ZeroBudget)
+            )
             || matches!(
                 cause.downcast_ref::<StoreError>(),
                 Some(

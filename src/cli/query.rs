@@ -2,14 +2,13 @@
 
 use std::path::PathBuf;
 
-use trajwiki::eval::{run_locomo, EvalOptions, DEFAULT_BUDGETS};
-use trajwiki::retrieval::{embed_query, load_index};
-use trajwiki_compute::CpuScoring;
+use trajwiki::api::search;
+use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::memory::{load_config, load_embedder};
-use super::{Global, StoreArg, UsageError};
+use super::{Global, StoreArg};
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| {
@@ -50,34 +49,17 @@ pub(crate) struct QueryArgs {
 pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
-    if store.namespace_counts(&ns)?.0 == 0 {
-        return Err(UsageError(format!(
-            "namespace {ns} has no messages in {}",
-            store.dir().display()
-        ))
-        .into());
-    }
-    if store.pages(&ns)?.is_empty() {
-        return Err(UsageError(format!(
-            "namespace {ns} is not built; run `trajwiki build --namespace {ns}`"
-        ))
-        .into());
-    }
     let embedder = load_embedder(&args.model)?;
-    let t0 = std::time::Instant::now();
-    let (index, embedded) = load_index(&mut store, &ns, embedder.as_ref())?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let (qvec, embed_ms) = embed_query(embedder.as_ref(), &args.question)?;
-    let ranking = index.rank(
+    let found = search(
+        &mut store,
+        &ns,
+        embedder.as_ref(),
         &args.question,
-        &qvec,
         args.mode,
+        args.budget,
         &RetrievalConfig::default(),
-        &CpuScoring,
     )?;
-    let t1 = std::time::Instant::now();
-    let ctx = index.render(&ranking, args.budget);
-    let render_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);
     if args.json {
         outln!(
             "{}",
@@ -88,13 +70,14 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
                 "context": ctx.text,
                 "source_refs": ctx.source_refs,
                 "context_tokens": ctx.tokens,
+                "evidence": found.evidence,
                 "candidate_universe": ranking.candidate_universe,
                 "shape": ranking.shape,
                 "pages": ranking.pages,
                 "trajectories": ranking.trajectories,
                 "snapshots": ranking.snapshots,
-                "timings_ms": {"index_load": load_ms, "query_embedding": embed_ms, "stages": ranking.timings, "render": render_ms},
-                "embedded_on_load": embedded,
+                "timings_ms": timings,
+                "embedded_on_load": found.embedded_on_load,
             }))?
         )?;
         return Ok(());
@@ -122,15 +105,18 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
             .join(" ")
     )?;
     outln!("source refs: {}", ctx.source_refs.join(" "))?;
-    let stages: Vec<String> = ranking
-        .timings
+    let stages: Vec<String> = timings
+        .stages
         .iter()
         .map(|(k, v)| format!("{k} {v:.2}"))
         .collect();
     outln!(
-        "candidate universe {} · query embedding {embed_ms:.1} ms · {} · render {render_ms:.2} ms · index load {load_ms:.0} ms",
+        "candidate universe {} · query embedding {:.1} ms · {} · render {:.2} ms · index load {:.0} ms",
         ranking.candidate_universe,
-        stages.join(" · ")
+        timings.query_embedding,
+        stages.join(" · "),
+        timings.render,
+        timings.index_load
     )?;
     Ok(())
 }
@@ -169,19 +155,7 @@ pub(crate) struct EvalLocomoArgs {
 pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
     let EvalCommand::Locomo(args) = cmd;
     let embedder = load_embedder(&args.model)?;
-    let budgets = if args.budgets.is_empty() {
-        DEFAULT_BUDGETS.to_vec()
-    } else {
-        args.budgets.clone()
-    };
-    if budgets.contains(&0) {
-        return Err(UsageError("--budget must be positive".into()).into());
-    }
-    let modes = if args.modes.is_empty() {
-        Mode::ALL.to_vec()
-    } else {
-        args.modes.clone()
-    };
+    let (budgets, modes) = grid(&args.budgets, &args.modes)?;
     let bar = global.bar(0, "evaluating");
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
@@ -199,36 +173,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         progress: &progress,
     })?;
     bar.finish_and_clear();
-    outln!(
-        "{:<16} {:>6} {:>8} {:>8} {:>8}",
-        "mode",
-        "budget",
-        "cat1",
-        "all",
-        "p50 ms"
-    )?;
-    for m in &modes {
-        for b in &budgets {
-            let cell = |c: &str| {
-                summary
-                    .cells
-                    .get(m.name())
-                    .and_then(|x| x.get(b))
-                    .and_then(|x| x.get(c))
-                    .cloned()
-            };
-            if let (Some(c1), Some(all)) = (cell("1"), cell("all")) {
-                outln!(
-                    "{:<16} {:>6} {:>8.3} {:>8.3} {:>8.1}",
-                    m.name(),
-                    b,
-                    c1.coverage,
-                    all.coverage,
-                    all.latency_p50_ms
-                )?;
-            }
-        }
-    }
+    outln!("{}", summary_table(&summary, &modes, &budgets).trim_end())?;
     global.say(format!(
         "wrote {}/retrieval.jsonl, summary.json, report.md, coverage.png (build {:.1} s, retrieval {:.1} s)",
         args.out.display(),

@@ -1,0 +1,491 @@
+//! `Memory`: one store, its embedding model, and the operations of the command line.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use serde_json::Value;
+use trajwiki::api::{self, namespaces_with_messages};
+use trajwiki::pipeline::build_namespace;
+use trajwiki_core::{EmbedError, Embedder, Namespace, SourceMessage, TIMESTAMP_FORMAT};
+use trajwiki_cuda::Device;
+use trajwiki_ingest::{jsonl, locomo};
+use trajwiki_memory::MemoryConfig;
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_store::Store;
+
+use crate::convert::{memory_config, string, to_json_text, to_python};
+use crate::errors::{raise, Kind, OrRaise};
+use crate::results::SearchResult;
+
+/// The name inputs from Python carry in error messages, in place of a file.
+const MESSAGES: &str = "<messages>";
+
+/// A long-term memory in a store directory (created when absent): add conversations, build the
+/// memory, search it with provenance, and read any record and its history.
+#[pyclass(module = "trajwiki._trajwiki", frozen)]
+pub struct Memory {
+    dir: PathBuf,
+    store: Mutex<Store>,
+    model: String,
+    device: Device,
+    config: MemoryConfig,
+    embedder: Mutex<Option<Arc<dyn Embedder>>>,
+}
+
+impl Memory {
+    fn store(&self) -> MutexGuard<'_, Store> {
+        // A panic while the lock was held rolled its transaction back; the store is consistent.
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The embedder, loaded on first use (reading or deleting records needs none). Called
+    /// without the GIL: loading a model takes a while.
+    fn embedder(&self) -> Result<Arc<dyn Embedder>, EmbedError> {
+        let mut slot = self.embedder.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(e) = slot.as_ref() {
+            return Ok(Arc::clone(e));
+        }
+        let loaded: Arc<dyn Embedder> = api::load_embedder(&self.model)?.into();
+        *slot = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+}
+
+fn namespace(name: &str) -> PyResult<Namespace> {
+    Namespace::new(name).or_raise()
+}
+
+#[pymethods]
+impl Memory {
+    /// Opens (or creates) the store at `path`. `model` names the embedding model (a model
+    /// folder, a name in the model cache such as `minilm`, or `hashing[-DIM]`); it is loaded when
+    /// first needed. `config` is a memory configuration file (TOML).
+    #[new]
+    #[pyo3(signature = (path, model = "minilm", device = "auto", config = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        model: &str,
+        device: &str,
+        config: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let device = crate::convert::device(device)?;
+        let config = memory_config(config)?;
+        let store = py.detach(|| Store::open(&path)).or_raise()?;
+        Ok(Memory {
+            dir: store.dir().to_path_buf(),
+            store: Mutex::new(store),
+            model: model.to_string(),
+            device,
+            config,
+            embedder: Mutex::new(None),
+        })
+    }
+
+    /// The store directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    /// The embedding model name.
+    #[getter]
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The device (`cpu` or `auto`).
+    #[getter]
+    fn device(&self) -> String {
+        self.device.to_string()
+    }
+
+    /// The namespaces that hold messages.
+    fn namespaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let names = py
+            .detach(|| namespaces_with_messages(&self.store()))
+            .or_raise()?;
+        Ok(names.into_iter().map(|n| n.to_string()).collect())
+    }
+
+    /// Adds messages in one transaction and returns `{"added", "unchanged", "new_namespaces"}`.
+    ///
+    /// `messages` is a list of dicts with `speaker` (or `role`), `text` (or `content`) and
+    /// `timestamp`, and optionally `session` (default 1), `seq` (default: after the session's
+    /// last stored message), `ref` and `attachments`; or a LoCoMo sample (a dict with
+    /// `conversation`), or a list of them. `namespace` applies to every message (and renames a
+    /// single LoCoMo sample); messages may instead name their own. Adding a message again is a
+    /// no-op (without `seq` or `ref`, a message equal to a stored one of its session — speaker,
+    /// text and time — is that message); other content under a stored identity is an
+    /// `InputError`. Dates and other non-JSON values are read as their `str`.
+    #[pyo3(signature = (messages, namespace = None, source = "python"))]
+    fn add(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+        namespace: Option<&str>,
+        source: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let text = to_json_text(messages, "messages")?;
+        let ns = namespace.map(self::namespace).transpose()?;
+        let report = py.detach(|| -> PyResult<_> {
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| raise(Kind::Input, format!("messages: {e}")))?;
+            let mut store = self.store();
+            let parsed = parse_messages(&store, value, ns.as_ref())?;
+            store.ingest_messages(source, &parsed).or_raise()
+        })?;
+        to_python(
+            py,
+            &serde_json::json!({
+                "added": report.added,
+                "unchanged": report.unchanged,
+                "new_namespaces": report.new_namespaces,
+            }),
+        )
+    }
+
+    /// Builds the memory (snapshots, claims, trajectories, wiki) of `namespace`, or of every
+    /// namespace with messages, and returns one build report per namespace. A namespace built
+    /// before from other messages or another configuration needs `rebuild=True`.
+    #[pyo3(signature = (namespace = None, rebuild = false))]
+    fn build(&self, py: Python<'_>, namespace: Option<&str>, rebuild: bool) -> PyResult<Py<PyAny>> {
+        let chosen = namespace.map(self::namespace).transpose()?;
+        let reports = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
+            let mut store = self.store();
+            let namespaces = match chosen {
+                Some(ns) => vec![ns],
+                None => namespaces_with_messages(&store).or_raise()?,
+            };
+            if namespaces.is_empty() {
+                return Err(raise(
+                    Kind::NotFound,
+                    "no namespace with messages to build; add a conversation first",
+                ));
+            }
+            let mut reports = Vec::with_capacity(namespaces.len());
+            for ns in &namespaces {
+                let (_, report) =
+                    build_namespace(&mut store, ns, embedder.as_ref(), &self.config, rebuild)
+                        .or_raise()?;
+                reports.push(report);
+            }
+            Ok(reports)
+        })?;
+        to_python(py, &reports)
+    }
+
+    /// Searches a built namespace: a context of at most `budget` whitespace tokens, its
+    /// evidence with provenance, the retrieval path and diagnostics. `k` is the number of
+    /// trajectories selected (default 15); `mode` one of the retrieval modes (default `full`).
+    #[pyo3(signature = (query, namespace, k = None, budget = 2700, mode = "full"))]
+    fn search(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        namespace: &str,
+        k: Option<usize>,
+        budget: usize,
+        mode: &str,
+    ) -> PyResult<SearchResult> {
+        let question = string(query, "query")?;
+        let ns = self::namespace(namespace)?;
+        let mode = parse_mode(mode)?;
+        if budget == 0 {
+            return Err(raise(
+                Kind::Input,
+                "budget must be a positive number of tokens",
+            ));
+        }
+        let mut config = RetrievalConfig::default();
+        if let Some(k) = k {
+            if k == 0 {
+                return Err(raise(Kind::Input, "k must be at least 1"));
+            }
+            config.trajectories = k;
+        }
+        let found = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
+            api::search(
+                &mut self.store(),
+                &ns,
+                embedder.as_ref(),
+                &question,
+                mode,
+                budget,
+                &config,
+            )
+            .or_raise()
+        })?;
+        SearchResult::from_search(py, found)
+    }
+
+    /// Any record by id (`msg_`, `run_`, `snp_`, `clm_`, `op_`, `trj_`, `pg_`, `cmp_`, `ins_`),
+    /// as a dict with its `kind` (`message`, `run`, `snapshot`, `claim`, `op`, `trajectory`,
+    /// `page`, `compilation`, `insight`). A claim carries its `current_status`.
+    fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let id = string(id, "id")?;
+        let record = py.detach(|| api::get(&self.store(), &id)).or_raise()?;
+        let mut value = record.to_json();
+        value["kind"] = serde_json::to_value(record.kind()).expect("kinds serialize");
+        to_python(py, &value)
+    }
+
+    /// The claim timeline of a trajectory (`trj_…`) or a claim (`clm_…`, with its revision
+    /// chain): one dict per op with the claim, its status, the target it changes, the rationale
+    /// and the source messages. `as_of` (a `datetime`, a `date` or a string such as
+    /// `2023-05-08T13:56:00`) keeps the ops up to that time.
+    #[pyo3(signature = (id, as_of = None))]
+    fn history(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        as_of: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let id = string(id, "id")?;
+        let as_of = match as_of {
+            None => None,
+            Some(t) => {
+                let text = if t.is_instance_of::<PyString>() {
+                    t.extract::<String>()?
+                } else if t.hasattr("isoformat")? {
+                    t.call_method0("isoformat")?.extract::<String>()?
+                } else {
+                    return Err(raise(
+                        Kind::Input,
+                        "as_of must be a datetime, a date or a str",
+                    ));
+                };
+                Some(jsonl::parse_timestamp(&text).ok_or_else(|| {
+                    raise(
+                        Kind::Input,
+                        format!(
+                            "as_of {text:?}: expected a time like 2023-05-08T13:56:00 or a date"
+                        ),
+                    )
+                })?)
+            }
+        };
+        let history = py
+            .detach(|| api::history(&self.store(), &id, as_of))
+            .or_raise()?;
+        to_python(py, &history.entries)
+    }
+
+    /// The wiki of a built namespace: its pages (current revisions) as dicts.
+    fn wiki(&self, py: Python<'_>, namespace: &str) -> PyResult<Py<PyAny>> {
+        let ns = self::namespace(namespace)?;
+        let pages = py.detach(|| self.store().pages(&ns)).or_raise()?;
+        if pages.is_empty() {
+            return Err(raise(
+                Kind::NotFound,
+                format!("namespace {ns} has no wiki; build it first"),
+            ));
+        }
+        to_python(py, &pages)
+    }
+
+    /// Removes a namespace and everything in it (messages, runs, memory, wiki and their history)
+    /// from every table, in one transaction. Returns whether it existed. Cached embeddings are
+    /// shared between namespaces and stay.
+    fn delete(&self, py: Python<'_>, namespace: &str) -> PyResult<bool> {
+        let ns = self::namespace(namespace)?;
+        py.detach(|| self.store().delete_namespace(&ns)).or_raise()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Memory({:?}, model={:?}, device={:?})",
+            self.dir.display().to_string(),
+            self.model,
+            self.device.to_string()
+        )
+    }
+}
+
+/// A retrieval mode by name.
+pub fn parse_mode(name: &str) -> PyResult<Mode> {
+    Mode::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = Mode::ALL.iter().map(|m| m.name()).collect();
+        raise(
+            Kind::Input,
+            format!("unknown mode {name:?}; one of {}", names.join(", ")),
+        )
+    })
+}
+
+/// Messages from Python data: LoCoMo samples, or message dicts normalised to the JSONL message
+/// format (the namespace filled in, `role`/`content` accepted, `session` defaulting to 1, `seq`
+/// continuing after what the store holds) and read by the same parser as `trajwiki ingest`.
+fn parse_messages(
+    store: &Store,
+    value: Value,
+    namespace: Option<&Namespace>,
+) -> PyResult<Vec<SourceMessage>> {
+    let is_sample = |v: &Value| v.get("conversation").is_some();
+    let samples = match value {
+        Value::Object(_) if is_sample(&value) => vec![value],
+        Value::Array(items) if items.first().is_some_and(is_sample) => items,
+        Value::Array(items) => return normalise_messages(store, items, namespace),
+        _ => {
+            return Err(raise(
+                Kind::Input,
+                "messages must be a list of message dicts or a LoCoMo sample",
+            ))
+        }
+    };
+    let mut samples = samples;
+    if let Some(ns) = namespace {
+        if samples.len() != 1 {
+            return Err(raise(
+                Kind::Input,
+                "namespace= renames one LoCoMo sample; several samples keep their sample_id",
+            ));
+        }
+        if let Some(obj) = samples[0].as_object_mut() {
+            obj.insert("sample_id".into(), Value::from(ns.as_str()));
+        }
+    }
+    let text = Value::Array(samples).to_string();
+    Ok(locomo::parse_locomo(Path::new(MESSAGES), &text)
+        .or_raise()?
+        .into_iter()
+        .flat_map(|s| s.messages)
+        .collect())
+}
+
+/// Where messages without a `seq` go: after the last stored (or added) message of their session,
+/// or, for a message equal to a stored one not matched yet, at its position, so that adding the
+/// same messages again is a no-op (and two equal messages stay two).
+#[derive(Default)]
+struct Positions {
+    loaded: Vec<String>,
+    last: HashMap<(String, u64), u64>,
+    stored: HashMap<(String, u64, Content), VecDeque<u64>>,
+}
+
+/// Speaker, text and normalised time.
+type Content = (String, String, String);
+
+impl Positions {
+    fn record(&mut self, ns: &str, session: u64, seq: u64) {
+        let slot = self.last.entry((ns.to_string(), session)).or_insert(0);
+        *slot = (*slot).max(seq);
+    }
+
+    fn load(&mut self, store: &Store, ns: &str) -> PyResult<()> {
+        if self.loaded.iter().any(|n| n == ns) {
+            return Ok(());
+        }
+        self.loaded.push(ns.to_string());
+        let Ok(name) = Namespace::new(ns) else {
+            return Ok(()); // The parser reports the bad name with its position.
+        };
+        for m in store.messages(&name).or_raise()? {
+            let (session, seq) = (u64::from(m.session), u64::from(m.seq));
+            self.record(ns, session, seq);
+            let time = m.timestamp.format(TIMESTAMP_FORMAT).to_string();
+            self.stored
+                .entry((ns.to_string(), session, (m.speaker, m.text, time)))
+                .or_default()
+                .push_back(seq);
+        }
+        Ok(())
+    }
+
+    /// The position of a message without one.
+    fn place(&mut self, ns: &str, session: u64, content: Option<Content>) -> u64 {
+        let known = content.and_then(|c| {
+            self.stored
+                .get_mut(&(ns.to_string(), session, c))
+                .and_then(VecDeque::pop_front)
+        });
+        known.unwrap_or_else(|| {
+            self.last
+                .get(&(ns.to_string(), session))
+                .copied()
+                .unwrap_or(0)
+                + 1
+        })
+    }
+}
+
+/// The (speaker, text, normalised time) of a message dict, when all three are readable.
+fn content(obj: &serde_json::Map<String, Value>) -> Option<Content> {
+    let field = |k: &str| obj.get(k).and_then(Value::as_str);
+    let time = jsonl::parse_timestamp(field("timestamp")?)?;
+    Some((
+        field("speaker")?.to_string(),
+        field("text")?.to_string(),
+        time.format(TIMESTAMP_FORMAT).to_string(),
+    ))
+}
+
+fn normalise_messages(
+    store: &Store,
+    items: Vec<Value>,
+    namespace: Option<&Namespace>,
+) -> PyResult<Vec<SourceMessage>> {
+    let mut positions = Positions::default();
+    let mut lines = String::new();
+    for (i, mut item) in items.into_iter().enumerate() {
+        let Some(obj) = item.as_object_mut() else {
+            return Err(raise(
+                Kind::Input,
+                format!("messages[{i}] must be a dict, got {item}"),
+            ));
+        };
+        for (alias, field) in [("role", "speaker"), ("content", "text")] {
+            if !obj.contains_key(field) {
+                if let Some(v) = obj.remove(alias) {
+                    obj.insert(field.into(), v);
+                }
+            }
+        }
+        if let Some(ns) = namespace {
+            match obj.get("namespace") {
+                None => {
+                    obj.insert("namespace".into(), Value::from(ns.as_str()));
+                }
+                Some(Value::String(s)) if s == ns.as_str() => {}
+                Some(other) => {
+                    return Err(raise(
+                        Kind::Input,
+                        format!(
+                            "messages[{i}] names namespace {other}, but namespace={:?} was given",
+                            ns.as_str()
+                        ),
+                    ))
+                }
+            }
+        }
+        obj.entry("session").or_insert(Value::from(1));
+        let ns = obj
+            .get("namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let session = obj.get("session").and_then(Value::as_u64);
+        // Malformed fields are left for the parser, which names them.
+        if let (Some(ns), Some(session)) = (ns, session) {
+            positions.load(store, &ns)?;
+            let seq = match obj.get("seq") {
+                Some(seq) => seq.as_u64(),
+                None => {
+                    let seq = positions.place(&ns, session, content(obj));
+                    obj.insert("seq".into(), Value::from(seq));
+                    Some(seq)
+                }
+            };
+            if let Some(seq) = seq {
+                positions.record(&ns, session, seq);
+            }
+        }
+        lines.push_str(&item.to_string());
+        lines.push('\n');
+    }
+    jsonl::parse_messages(Path::new(MESSAGES), &lines).or_raise()
+}

@@ -1,0 +1,202 @@
+"""Memory end to end with the lexical `hashing` model: add, build, search with provenance, get,
+history, wiki, delete, and the exceptions bad input raises."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from pathlib import Path
+
+import pytest
+
+import trajwiki
+from trajwiki import InputError, Memory, ModelError, NotFoundError, TrajwikiError
+
+from conftest import conversation
+
+
+@pytest.fixture()
+def memory(tmp_path: Path) -> Memory:
+    m = Memory(tmp_path / "store", model="hashing")
+    assert m.add(conversation(), namespace="ann")["added"] == 5
+    m.build()
+    return m
+
+
+def test_add_is_idempotent_and_continues_sessions(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    first = m.add(conversation()[:3], namespace="ann")
+    assert first == {"added": 3, "unchanged": 0, "new_namespaces": ["ann"]}
+    assert m.add(conversation()[:3], namespace="ann") == {
+        "added": 0,
+        "unchanged": 3,
+        "new_namespaces": [],
+    }
+    # mem0-style role/content; session 1 continues after its third message.
+    later = {"role": "Ann", "content": "Bergen again.", "timestamp": "2024-03-02T10:00:00"}
+    assert m.add([later], namespace="ann")["added"] == 1
+    assert m.add([later], namespace="ann")["added"] == 0
+    assert m.namespaces() == ["ann"]
+
+
+def test_equal_messages_stay_two(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    lol = {"speaker": "Bob", "text": "lol", "timestamp": "2024-03-01T09:00:00"}
+    assert m.add([lol, lol], namespace="b")["added"] == 2
+    assert m.add([lol, lol], namespace="b")["added"] == 0
+    assert m.add([lol, lol, lol], namespace="b")["added"] == 1
+
+
+def test_search_returns_context_with_provenance(memory: Memory) -> None:
+    hit = memory.search("Where does Ann live now?", namespace="ann", budget=200)
+    assert isinstance(hit, trajwiki.SearchResult)
+    assert hit.mode == "full" and hit.budget == 200
+    assert 0 < hit.context_tokens <= 200
+    assert [e.ref for e in hit.evidence] == hit.source_refs
+    assert any("Oslo" in e.text for e in hit.evidence)
+    for e in hit.evidence:
+        assert e.ref in hit.context
+        message = memory.get(e.message_id)
+        assert message["kind"] == "message" and message["text"] == e.text
+        assert e.timestamp.startswith("2024-")
+        assert e.snapshot is not None and e.trajectory is not None
+        snapshot = memory.get(e.snapshot)
+        assert e.message_id in snapshot["source_message_ids"]
+        assert snapshot["trajectory"] == e.trajectory
+        for c in e.claims:
+            claim = memory.get(c.id)
+            assert e.message_id in claim["source_message_ids"]
+            assert claim["current_status"] == c.status
+    assert hit.trajectories and all(t.id.startswith("trj_") for t in hit.trajectories)
+    assert all(p.id.startswith("pg_") for p in hit.pages)
+    d = hit.diagnostics
+    assert d["candidate_universe"] >= len(hit.trajectories)
+    assert set(d["timings_ms"]) >= {"index_load", "query_embedding", "render", "stages"}
+
+
+def test_search_options(memory: Memory) -> None:
+    one = memory.search("hiking", namespace="ann", k=1, mode="no-wiki", budget=50)
+    assert len(one.trajectories) <= 1 and one.mode == "no-wiki"
+    assert one.context_tokens <= 50
+    for mode in trajwiki.MODES:
+        assert memory.search("hiking", namespace="ann", mode=mode).mode == mode
+
+
+def test_history_wiki_and_get(memory: Memory) -> None:
+    hit = memory.search("Oslo", namespace="ann")
+    trajectory = hit.evidence[0].trajectory
+    assert trajectory is not None
+    rows = memory.history(trajectory)
+    assert rows and all(r["op"] in ("ADD", "REVISE", "DEPRECATE") for r in rows)
+    assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows)
+    assert all(s["ref"] for r in rows for s in r["sources"])
+    early = memory.history(trajectory, as_of=datetime.date(2024, 3, 2))
+    assert all(r["at"] < "2024-03-02" for r in early)
+    assert memory.history(trajectory, as_of="2024-03-02") == early
+    assert len(early) < len(rows) or all(r["at"] < "2024-03-02" for r in rows)
+    claim = rows[0]["claim"]
+    assert memory.history(claim)[0]["claim"] == claim
+    pages = memory.wiki("ann")
+    assert pages and all(p["namespace"] == "ann" for p in pages)
+    assert memory.get(pages[0]["id"])["kind"] == "page"
+    assert memory.get(trajectory)["kind"] == "trajectory"
+
+
+def test_delete_removes_the_namespace(memory: Memory) -> None:
+    hit = memory.search("Oslo", namespace="ann")
+    assert memory.delete("ann") is True
+    assert memory.delete("ann") is False
+    assert memory.namespaces() == []
+    with pytest.raises(NotFoundError):
+        memory.get(hit.evidence[0].message_id)
+    with pytest.raises(NotFoundError):
+        memory.search("Oslo", namespace="ann")
+    with pytest.raises(NotFoundError):
+        memory.wiki("ann")
+
+
+def test_errors_map_to_the_hierarchy(memory: Memory, tmp_path: Path) -> None:
+    cases = [
+        (lambda: memory.get("nonsense"), InputError, "not a trajwiki id"),
+        (lambda: memory.get("trj_0123456789abcdef"), NotFoundError, "no trajectory"),
+        (lambda: memory.get(42), InputError, "id must be a str"),
+        (lambda: memory.search("x", namespace="nobody"), NotFoundError, "no messages"),
+        (lambda: memory.search("x", namespace="ann", mode="magic"), InputError, "unknown mode"),
+        (lambda: memory.search("x", namespace="ann", budget=0), InputError, "budget"),
+        (lambda: memory.search(["x"], namespace="ann"), InputError, "query must be a str"),
+        (lambda: memory.history(memory.wiki("ann")[0]["id"]), InputError, "not a wiki page"),
+        (lambda: memory.history("trj_0123456789abcdef", as_of="soon"), InputError, "as_of"),
+        (lambda: memory.add("hello"), InputError, "list of message dicts"),
+        (lambda: memory.add([{"speaker": "A", "text": "x"}], namespace="ann"), InputError,
+         "timestamp"),
+        (lambda: memory.add([{"speaker": "A", "text": "x", "timestamp": "2024-01-01"}]),
+         InputError, "namespace"),
+        (lambda: memory.add([{"namespace": "other", "speaker": "A", "text": "x",
+                              "timestamp": "2024-01-01"}], namespace="ann"),
+         InputError, "namespace"),
+        # Other content under a stored identity (session 1, position 1).
+        (lambda: memory.add([{"speaker": "Ann", "text": "changed", "seq": 1,
+                              "timestamp": "2024-03-01T09:00:00"}], namespace="ann"),
+         InputError, "conflicting message"),
+        (lambda: Memory(tmp_path / "s2", device="tpu"), InputError, "unknown device"),
+        (lambda: Memory(tmp_path / "s2", config=tmp_path / "none.toml"), InputError,
+         "cannot read configuration .*none.toml: No such file"),
+        (lambda: Memory(tmp_path / "s3", device="cuda"), ModelError, "cuda"),
+        (lambda: Memory(tmp_path / "s4", model="no-such-model").build(), ModelError,
+         "no-such-model"),
+        (lambda: Memory(tmp_path / "s5", model="hashing").build(), NotFoundError,
+         "no namespace"),
+    ]
+    for call, kind, text in cases:
+        with pytest.raises(kind, match=text) as info:
+            call()
+        assert isinstance(info.value, TrajwikiError)
+
+
+def test_build_again_after_new_messages(memory: Memory) -> None:
+    more = [{"speaker": "Ann", "text": "Oslo has great museums.", "session": 3,
+             "timestamp": "2024-07-01T12:00:00"}]
+    assert memory.add(more, namespace="ann")["added"] == 1
+    (report,) = memory.build("ann")
+    assert report["messages"] == 6
+    hit = memory.search("museums", namespace="ann", mode="turn-bm25", budget=30)
+    assert any("museums" in e.text for e in hit.evidence)
+    (again,) = memory.build("ann", rebuild=True)
+    assert again["snapshots"] == report["snapshots"]
+    assert memory.search("museums", namespace="ann").source_refs == memory.search(
+        "museums", namespace="ann"
+    ).source_refs
+
+
+def test_concurrent_searches_agree(memory: Memory) -> None:
+    """Searches on several threads of one Memory all finish with the same answer."""
+    results: list[list[str]] = []
+
+    def run() -> None:
+        results.append(memory.search("Where does Ann live?", namespace="ann").source_refs)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 4 and all(r == results[0] for r in results)
+
+
+def test_add_accepts_datetimes_and_locomo_lists(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    when = datetime.datetime(2024, 1, 1, 9, 30)
+    msg = {"speaker": "Ann", "text": "Hello.", "timestamp": when, "ref": "A:1"}
+    assert m.add([msg], namespace="ann")["added"] == 1
+    assert m.add([{**msg, "timestamp": "2024-01-01T09:30:00"}], namespace="ann")["added"] == 0
+    sample = {"sample_id": "s1", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob!"}],
+    }, "qa": []}
+    with pytest.raises(InputError, match="renames one LoCoMo sample"):
+        m.add([sample, {**sample, "sample_id": "s2"}], namespace="x")
+    report = m.add([sample, {**sample, "sample_id": "s2"}])
+    assert report["new_namespaces"] == ["s1", "s2"]
+    assert m.add(sample, namespace="renamed")["new_namespaces"] == ["renamed"]
+    assert m.namespaces() == ["ann", "renamed", "s1", "s2"]

@@ -1,0 +1,546 @@
+//! The operations that the command line and the Python bindings share: loading an embedder by
+//! name, looking a record up by id, searching a namespace with its evidence, and reading the claim
+//! history of a trajectory or a claim.
+//!
+//! Each returns plain data (serializable, no printing), so that `trajwiki query --json` and
+//! `Memory.search` in Python are one code path with two presentations.
+//!
+//! ```
+//! use trajwiki::api::{get, load_embedder, ApiError};
+//! use trajwiki::store::Store;
+//!
+//! let embedder = load_embedder("hashing-64").unwrap();
+//! assert_eq!(embedder.dim(), 64);
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path()).unwrap();
+//! let missing = get(&store, "trj_0123456789abcdef");
+//! assert!(matches!(missing, Err(ApiError::NotFound { .. })));
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+use trajwiki_compute::CpuScoring;
+use trajwiki_core::{
+    replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, EmbedError,
+    Embedder, HashingEmbedder, IdError, IdKind, Insight, InsightId, MessageId, Namespace, OpId,
+    PageId, ReplayError, Run, RunId, Snapshot, SnapshotId, SourceMessage, Timestamp, Trajectory,
+    TrajectoryId, WikiPage, TIMESTAMP_FORMAT,
+};
+use trajwiki_retrieve::{Context, IndexError, Mode, Ranking, RetrievalConfig};
+use trajwiki_store::{Store, StoreError};
+
+use crate::pipeline::PipelineError;
+use crate::retrieval::{embed_query, load_index};
+
+/// A failure of one of the shared operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A malformed id or namespace name.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// A well-formed id that names no record of this store.
+    #[error("no {kind} with id {id} in this store")]
+    NotFound {
+        /// The kind the id names.
+        kind: IdKind,
+        /// The id.
+        id: String,
+    },
+    /// A namespace without messages.
+    #[error("namespace {namespace} has no messages in {}", store.display())]
+    UnknownNamespace {
+        /// The namespace.
+        namespace: Namespace,
+        /// The store directory.
+        store: PathBuf,
+    },
+    /// A namespace whose memory has not been built.
+    #[error("namespace {0} is not built; build it first (`trajwiki build --namespace {0}`)")]
+    NotBuilt(Namespace),
+    /// `history` of a record that has none.
+    #[error("history takes a trajectory or a claim id, not a {0}")]
+    NoHistory(IdKind),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Building the index or embedding the question failed.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// Retrieval refused its input.
+    #[error(transparent)]
+    Retrieve(#[from] IndexError),
+    /// The claim op log could not be replayed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+}
+
+impl ApiError {
+    /// Whether the error is in what the caller asked for (an id, a namespace) rather than in the
+    /// store or the machinery.
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Id(_)
+                | ApiError::NotFound { .. }
+                | ApiError::UnknownNamespace { .. }
+                | ApiError::NotBuilt(_)
+                | ApiError::NoHistory(_)
+        )
+    }
+}
+
+/// Loads an embedding model by name: a model folder, a name in the model cache (`minilm`), or
+/// `hashing[-DIM]` (lexical, no model files; 384 dimensions unless given).
+pub fn load_embedder(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
+    if let Some(rest) = spec.strip_prefix("hashing") {
+        let dim = match rest.strip_prefix('-') {
+            None if rest.is_empty() => Some(384),
+            Some(d) => d.parse().ok().filter(|&d: &usize| d > 0),
+            None => None,
+        };
+        return match dim {
+            Some(dim) => Ok(Box::new(HashingEmbedder::new(dim))),
+            None => Err(EmbedError::ModelNotFound {
+                path: PathBuf::from(spec),
+                hint: "the lexical model is named hashing or hashing-<dimension>".into(),
+            }),
+        };
+    }
+    trajwiki_embed::load_embedder(spec, &trajwiki_embed::EmbedOptions::default())
+}
+
+/// The namespaces of a store that hold messages, in name order.
+pub fn namespaces_with_messages(store: &Store) -> Result<Vec<Namespace>, StoreError> {
+    let mut out = Vec::new();
+    for ns in store.namespaces()? {
+        if store.namespace_counts(&ns)?.0 > 0 {
+            out.push(ns);
+        }
+    }
+    Ok(out)
+}
+
+/// Any record, as looked up by [`get`].
+#[derive(Debug, Clone)]
+pub enum Record {
+    /// A source message.
+    Message(SourceMessage),
+    /// An agent run.
+    Run(Run),
+    /// A snapshot.
+    Snapshot(Snapshot),
+    /// A claim and its current status (derived from the op log).
+    Claim {
+        /// The claim as created.
+        claim: Claim,
+        /// Its status now.
+        status: ClaimStatus,
+    },
+    /// A claim op.
+    Op(ClaimOp),
+    /// A trajectory.
+    Trajectory(Trajectory),
+    /// A wiki page, current revision.
+    Page(WikiPage),
+    /// A compilation and its insights.
+    Compilation {
+        /// The compilation.
+        compilation: Compilation,
+        /// Its insights.
+        insights: Vec<Insight>,
+    },
+    /// An insight.
+    Insight(Insight),
+}
+
+impl Record {
+    /// The kind of record.
+    pub fn kind(&self) -> IdKind {
+        match self {
+            Record::Message(_) => IdKind::Message,
+            Record::Run(_) => IdKind::Run,
+            Record::Snapshot(_) => IdKind::Snapshot,
+            Record::Claim { .. } => IdKind::Claim,
+            Record::Op(_) => IdKind::Op,
+            Record::Trajectory(_) => IdKind::Trajectory,
+            Record::Page(_) => IdKind::Page,
+            Record::Compilation { .. } => IdKind::Compilation,
+            Record::Insight(_) => IdKind::Insight,
+        }
+    }
+
+    /// The record as JSON: its fields; a claim adds `current_status`, a compilation is
+    /// `{"compilation": …, "insights": […]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let value = match self {
+            Record::Message(m) => serde_json::to_value(m),
+            Record::Run(r) => serde_json::to_value(r),
+            Record::Snapshot(s) => serde_json::to_value(s),
+            Record::Claim { claim, status } => serde_json::to_value(claim).map(|mut v| {
+                v["current_status"] = serde_json::json!(status);
+                v
+            }),
+            Record::Op(o) => serde_json::to_value(o),
+            Record::Trajectory(t) => serde_json::to_value(t),
+            Record::Page(p) => serde_json::to_value(p),
+            Record::Compilation {
+                compilation,
+                insights,
+            } => Ok(serde_json::json!({"compilation": compilation, "insights": insights})),
+            Record::Insight(i) => serde_json::to_value(i),
+        };
+        value.expect("records serialize")
+    }
+}
+
+/// Looks a record up by its id; the prefix tells the kind.
+pub fn get(store: &Store, id: &str) -> Result<Record, ApiError> {
+    let kind = IdKind::of(id)?;
+    let found = match kind {
+        IdKind::Message => store.message(&MessageId::parse(id)?)?.map(Record::Message),
+        IdKind::Run => store.run(&RunId::parse(id)?)?.map(Record::Run),
+        IdKind::Snapshot => store
+            .snapshot(&SnapshotId::parse(id)?)?
+            .map(Record::Snapshot),
+        IdKind::Claim => {
+            let cid = ClaimId::parse(id)?;
+            match store.claim(&cid)? {
+                Some(claim) => {
+                    let status = store.claim_status(&cid)?.unwrap_or(claim.status);
+                    Some(Record::Claim { claim, status })
+                }
+                None => None,
+            }
+        }
+        IdKind::Op => store.claim_op(&OpId::parse(id)?)?.map(Record::Op),
+        IdKind::Trajectory => store
+            .trajectory(&TrajectoryId::parse(id)?)?
+            .map(Record::Trajectory),
+        IdKind::Page => store.page(&PageId::parse(id)?)?.map(Record::Page),
+        IdKind::Compilation => {
+            store
+                .compilation(&CompilationId::parse(id)?)?
+                .map(|(compilation, insights)| Record::Compilation {
+                    compilation,
+                    insights,
+                })
+        }
+        IdKind::Insight => store.insight(&InsightId::parse(id)?)?.map(Record::Insight),
+    };
+    found.ok_or_else(|| ApiError::NotFound {
+        kind,
+        id: id.to_string(),
+    })
+}
+
+/// A claim a piece of evidence supports.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvidenceClaim {
+    /// The claim.
+    pub id: ClaimId,
+    /// Its text.
+    pub text: String,
+    /// Its current status.
+    pub status: ClaimStatus,
+}
+
+/// One source message of a context, with the memory records it belongs to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    /// The ref the context cites it by (its external ref, else its id).
+    #[serde(rename = "ref")]
+    pub source_ref: String,
+    /// The message.
+    pub message: SourceMessage,
+    /// The snapshot that holds it (a selected one when several do).
+    pub snapshot: Option<SnapshotId>,
+    /// That snapshot's trajectory.
+    pub trajectory: Option<TrajectoryId>,
+    /// The claims grounded in it.
+    pub claims: Vec<EvidenceClaim>,
+}
+
+/// Where the time of a search went, in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchTimings {
+    /// Reading the records and building the index.
+    pub index_load: f64,
+    /// Embedding the question.
+    pub query_embedding: f64,
+    /// The ranking stages.
+    pub stages: BTreeMap<String, f64>,
+    /// Packing and rendering the context.
+    pub render: f64,
+}
+
+/// The answer to [`search`]: the context, its evidence and the retrieval path.
+#[derive(Debug, Clone, Serialize)]
+pub struct Search {
+    /// The question.
+    pub question: String,
+    /// The budget, in whitespace tokens.
+    pub budget: usize,
+    /// The rendered context.
+    pub context: Context,
+    /// The context's source messages, in order of appearance.
+    pub evidence: Vec<Evidence>,
+    /// How the messages were reached: pages, trajectories, snapshots, shape, universe.
+    pub ranking: Ranking,
+    /// Timings.
+    pub timings: SearchTimings,
+    /// Texts that had to be embedded to load the index (not in the cache).
+    pub embedded_on_load: usize,
+}
+
+/// Answers a question from a built namespace: a context of at most `budget` whitespace tokens,
+/// each of its source messages with its snapshot, trajectory and claims, and the retrieval path.
+pub fn search(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    question: &str,
+    mode: Mode,
+    budget: usize,
+    config: &RetrievalConfig,
+) -> Result<Search, ApiError> {
+    if store.namespace_counts(ns)?.0 == 0 {
+        return Err(ApiError::UnknownNamespace {
+            namespace: ns.clone(),
+            store: store.dir().to_path_buf(),
+        });
+    }
+    if store.pages(ns)?.is_empty() {
+        return Err(ApiError::NotBuilt(ns.clone()));
+    }
+    let t0 = Instant::now();
+    let (index, embedded_on_load) = load_index(store, ns, embedder)?;
+    let index_load = t0.elapsed().as_secs_f64() * 1000.0;
+    let (qvec, query_embedding) = embed_query(embedder, question)?;
+    let ranking = index.rank(question, &qvec, mode, config, &CpuScoring)?;
+    let t1 = Instant::now();
+    let context = index.render(&ranking, budget);
+    let render = t1.elapsed().as_secs_f64() * 1000.0;
+
+    let records = &index.records;
+    let by_ref: HashMap<String, usize> = (0..records.messages.len())
+        .map(|i| (index.message_ref(i), i))
+        .collect();
+    let selected: BTreeSet<&str> = ranking.snapshots.iter().map(|s| s.id.as_str()).collect();
+    let mut snapshot_of: HashMap<&MessageId, &Snapshot> = HashMap::new();
+    for s in &records.snapshots {
+        for m in &s.source_message_ids {
+            let slot = snapshot_of.entry(m).or_insert(s);
+            if !selected.contains(slot.id.as_str()) && selected.contains(s.id.as_str()) {
+                *slot = s;
+            }
+        }
+    }
+    let mut claims_of: HashMap<&MessageId, Vec<EvidenceClaim>> = HashMap::new();
+    for (c, status) in &records.claims {
+        for m in &c.source_message_ids {
+            claims_of.entry(m).or_default().push(EvidenceClaim {
+                id: c.id.clone(),
+                text: c.text.clone(),
+                status: *status,
+            });
+        }
+    }
+    let evidence = context
+        .source_refs
+        .iter()
+        .filter_map(|r| by_ref.get(r).map(|&i| (r, &records.messages[i])))
+        .map(|(r, m)| {
+            let snapshot = snapshot_of.get(&m.id);
+            Evidence {
+                source_ref: r.clone(),
+                message: m.clone(),
+                snapshot: snapshot.map(|s| s.id.clone()),
+                trajectory: snapshot.map(|s| s.trajectory.clone()),
+                claims: claims_of.remove(&m.id).unwrap_or_default(),
+            }
+        })
+        .collect();
+    let stages = ranking.timings.clone();
+    Ok(Search {
+        question: question.to_string(),
+        budget,
+        context,
+        evidence,
+        ranking,
+        timings: SearchTimings {
+            index_load,
+            query_embedding,
+            stages,
+            render,
+        },
+        embedded_on_load,
+    })
+}
+
+/// A source message of a claim op, as history shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistorySource {
+    /// Its external ref, else its id.
+    #[serde(rename = "ref")]
+    pub source_ref: String,
+    /// When it was said.
+    pub timestamp: String,
+    /// Who said it.
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+}
+
+/// One claim op of a history, with the state it leads to.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryEntry {
+    /// The op's position in the namespace's log.
+    pub seq: u64,
+    /// ADD, REVISE or DEPRECATE (the stored name).
+    pub op: &'static str,
+    /// When it happened: its snapshot's time.
+    pub at: Option<String>,
+    /// The claim the op creates, else the one it changes.
+    pub claim: ClaimId,
+    /// That claim's text.
+    pub text: Option<String>,
+    /// That claim's status at the end of the history.
+    pub status: Option<ClaimStatus>,
+    /// The claim the op changes.
+    pub target: Option<ClaimId>,
+    /// Its text.
+    pub target_text: Option<String>,
+    /// Its status at the end of the history.
+    pub target_status: Option<ClaimStatus>,
+    /// Why.
+    pub rationale: String,
+    /// The messages the op rests on.
+    pub sources: Vec<HistorySource>,
+}
+
+/// The claim timeline of a trajectory or a claim.
+#[derive(Debug, Clone, Serialize)]
+pub struct History {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// The ops, in log order.
+    pub entries: Vec<HistoryEntry>,
+}
+
+/// The claim ops of a trajectory (every claim of its snapshots) or of a claim (its revision
+/// chain, both ways), optionally only those up to `as_of`, with the statuses they lead to.
+pub fn history(store: &Store, id: &str, as_of: Option<Timestamp>) -> Result<History, ApiError> {
+    let not_found = |kind| ApiError::NotFound {
+        kind,
+        id: id.to_string(),
+    };
+    let (ns, claims): (Namespace, BTreeSet<ClaimId>) = match IdKind::of(id)? {
+        IdKind::Trajectory => {
+            let t = store
+                .trajectory(&TrajectoryId::parse(id)?)?
+                .ok_or_else(|| not_found(IdKind::Trajectory))?;
+            let mut ids = BTreeSet::new();
+            for s in &t.snapshot_ids {
+                if let Some(s) = store.snapshot(s)? {
+                    ids.extend(s.claim_ids);
+                }
+            }
+            (t.namespace, ids)
+        }
+        IdKind::Claim => {
+            let cid = ClaimId::parse(id)?;
+            let c = store.claim(&cid)?.ok_or_else(|| not_found(IdKind::Claim))?;
+            let all = store.claims(&c.namespace)?;
+            let mut chain: BTreeSet<ClaimId> = [cid].into();
+            loop {
+                let before = chain.len();
+                for other in &all {
+                    if let Some(from) = &other.revised_from {
+                        if chain.contains(from) || chain.contains(&other.id) {
+                            chain.insert(from.clone());
+                            chain.insert(other.id.clone());
+                        }
+                    }
+                }
+                if chain.len() == before {
+                    break;
+                }
+            }
+            (c.namespace, chain)
+        }
+        other => return Err(ApiError::NoHistory(other)),
+    };
+    let mut ops: Vec<(ClaimOp, Option<Timestamp>)> = Vec::new();
+    for op in store.claim_ops(&ns)? {
+        if !op
+            .target
+            .iter()
+            .chain(&op.new_claim)
+            .any(|c| claims.contains(c))
+        {
+            continue;
+        }
+        let at = store.snapshot(&op.snapshot)?.map(|s| s.timestamp);
+        if as_of.is_none_or(|cut| at.is_some_and(|at| at <= cut)) {
+            ops.push((op, at));
+        }
+    }
+    // The statuses at the end of the shown ops: their claims' initial statuses, replayed.
+    let mut initial = BTreeMap::new();
+    for (op, _) in &ops {
+        for c in op.target.iter().chain(&op.new_claim) {
+            if let Some(claim) = store.claim(c)? {
+                initial.insert(c.clone(), claim.status);
+            }
+        }
+    }
+    let state = replay_ops(
+        ops.iter()
+            .map(|(op, _)| op)
+            .filter(|op| op.target.as_ref().is_none_or(|t| initial.contains_key(t))),
+        |c| initial.get(c).copied(),
+    )?;
+    let mut entries = Vec::with_capacity(ops.len());
+    for (op, at) in &ops {
+        let claim = op
+            .new_claim
+            .as_ref()
+            .or(op.target.as_ref())
+            .expect("an op names a claim");
+        let mut sources = Vec::new();
+        for m in &op.source_message_ids {
+            if let Some(m) = store.message(m)? {
+                sources.push(HistorySource {
+                    source_ref: m.external_ref.clone().unwrap_or_else(|| m.id.to_string()),
+                    timestamp: m.timestamp.format(TIMESTAMP_FORMAT).to_string(),
+                    speaker: m.speaker,
+                    text: m.text,
+                });
+            }
+        }
+        let target_text = match &op.target {
+            Some(t) => store.claim(t)?.map(|c| c.text),
+            None => None,
+        };
+        entries.push(HistoryEntry {
+            seq: op.seq,
+            op: op.op.as_str(),
+            at: at.map(|t| t.format(TIMESTAMP_FORMAT).to_string()),
+            claim: claim.clone(),
+            text: store.claim(claim)?.map(|c| c.text),
+            status: state.get(claim).copied(),
+            target: op.target.clone(),
+            target_text,
+            target_status: op.target.as_ref().and_then(|t| state.get(t)).copied(),
+            rationale: op.rationale.clone(),
+            sources,
+        });
+    }
+    Ok(History {
+        namespace: ns,
+        entries,
+    })
+}
