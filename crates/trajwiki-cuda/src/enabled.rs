@@ -28,7 +28,9 @@ const TOPK_QT: usize = 8;
 /// Rows per chunk (`TOPK_CHUNK`).
 const TOPK_CHUNK: usize = 256;
 
-fn driver_err(stage: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
+pub(crate) fn driver_err(
+    stage: &'static str,
+) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
     move |e| CudaError::Driver {
         stage,
         message: e.to_string(),
@@ -150,7 +152,7 @@ pub fn probe(ordinal: usize) -> Result<DeviceInfo, CudaError> {
     open(ordinal).map(|(_, info)| info)
 }
 
-fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), CudaError> {
+pub(crate) fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), CudaError> {
     let unavailable = |reason: String| CudaError::Unavailable { reason };
     // SAFETY: only tries to open the library by its candidate names.
     let present = catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });

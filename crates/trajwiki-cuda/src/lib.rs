@@ -32,11 +32,17 @@
 mod device;
 mod error;
 pub mod kernels;
+pub mod qwen3;
 
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
-use enabled as imp;
+mod qwen3_gpu;
+#[cfg(feature = "cuda")]
+mod imp {
+    pub use crate::enabled::{compile_kernel, probe, CudaScoring, DeviceMatrix};
+    pub(crate) use crate::qwen3_gpu::Qwen3Device;
+}
 
 #[cfg(not(feature = "cuda"))]
 mod disabled;
@@ -47,6 +53,7 @@ pub use device::{scoring_backend, Device};
 pub use error::CudaError;
 pub use imp::{compile_kernel, probe, CudaScoring, DeviceMatrix};
 pub use kernels::{CompiledKernel, DeviceInfo, KERNELS, MAX_GPU_K};
+pub use qwen3::CudaQwen3Embedder;
 
 /// Whether this build contains the CUDA backend (the `cuda` feature).
 pub const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
