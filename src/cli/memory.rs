@@ -9,11 +9,17 @@ use trajwiki_core::{
 };
 use trajwiki_memory::MemoryConfig;
 
+use super::device::{load_model, LoadedEmbedder};
 use super::{Global, StoreArg, UsageError};
 use trajwiki::pipeline::build_namespace;
 
-/// Loads the embedding model named on the command line.
-pub(crate) fn load_embedder(spec: &str) -> anyhow::Result<Box<dyn Embedder>> {
+/// Loads the embedding model named on the command line, on the device of `--device`.
+pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
+    Ok(load_embedder_on(spec, global)?.embedder)
+}
+
+/// [`load_embedder`], with the backend the model runs on.
+pub(crate) fn load_embedder_on(spec: &str, global: Global) -> anyhow::Result<LoadedEmbedder> {
     if let Some(rest) = spec.strip_prefix("hashing") {
         let dim = match rest.strip_prefix('-') {
             Some(d) => d
@@ -22,15 +28,13 @@ pub(crate) fn load_embedder(spec: &str) -> anyhow::Result<Box<dyn Embedder>> {
             None if rest.is_empty() => 384,
             None => return Err(UsageError(format!("unknown model {spec}")).into()),
         };
-        return Ok(Box::new(HashingEmbedder::new(dim)));
+        return Ok(LoadedEmbedder {
+            embedder: Box::new(HashingEmbedder::new(dim)),
+            backend: "cpu",
+        });
     }
     let opts = trajwiki_embed::EmbedOptions::default();
-    trajwiki_embed::load_embedder(spec, &opts).map_err(|e| match e {
-        e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
-            anyhow::Error::from(UsageError(e.to_string()))
-        }
-        e => e.into(),
-    })
+    load_model(spec, &opts, global.device, global)
 }
 
 /// Reads `--config FILE`, or the defaults.
@@ -66,7 +70,7 @@ pub(crate) struct BuildArgs {
 pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let config = load_config(args.config.as_ref())?;
-    let embedder = load_embedder(&args.model)?;
+    let embedder = load_embedder(&args.model, global)?;
     let namespaces: Vec<Namespace> = if args.namespace.is_empty() {
         let mut with_messages = Vec::new();
         for ns in store.namespaces()? {

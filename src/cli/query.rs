@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use trajwiki::eval::{run_locomo, EvalOptions, DEFAULT_BUDGETS};
 use trajwiki::retrieval::{embed_query, load_index};
-use trajwiki_compute::CpuScoring;
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
-use super::memory::{load_config, load_embedder};
+use super::device::scoring;
+use super::memory::{load_config, load_embedder, load_embedder_on};
 use super::{Global, StoreArg, UsageError};
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -47,7 +47,7 @@ pub(crate) struct QueryArgs {
     json: bool,
 }
 
-pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
+pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     if store.namespace_counts(&ns)?.0 == 0 {
@@ -63,7 +63,9 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let embedder = load_embedder(&args.model)?;
+    let backend = scoring(global.device)?;
+    let loaded = load_embedder_on(&args.model, global)?;
+    let embedder = loaded.embedder;
     let t0 = std::time::Instant::now();
     let (index, embedded) = load_index(&mut store, &ns, embedder.as_ref())?;
     let load_ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -73,7 +75,7 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
         &qvec,
         args.mode,
         &RetrievalConfig::default(),
-        &CpuScoring,
+        backend.as_ref(),
     )?;
     let t1 = std::time::Instant::now();
     let ctx = index.render(&ranking, args.budget);
@@ -95,6 +97,7 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
                 "snapshots": ranking.snapshots,
                 "timings_ms": {"index_load": load_ms, "query_embedding": embed_ms, "stages": ranking.timings, "render": render_ms},
                 "embedded_on_load": embedded,
+                "compute": {"device": global.device.to_string(), "scoring_backend": backend.name(), "embedding_backend": loaded.backend},
             }))?
         )?;
         return Ok(());
@@ -168,7 +171,8 @@ pub(crate) struct EvalLocomoArgs {
 
 pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
     let EvalCommand::Locomo(args) = cmd;
-    let embedder = load_embedder(&args.model)?;
+    let backend = scoring(global.device)?;
+    let embedder = load_embedder(&args.model, global)?;
     let budgets = if args.budgets.is_empty() {
         DEFAULT_BUDGETS.to_vec()
     } else {
@@ -196,6 +200,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         memory: load_config(args.config.as_ref())?,
         retrieval: RetrievalConfig::default(),
         embedder: embedder.as_ref(),
+        scoring: backend.as_ref(),
         progress: &progress,
     })?;
     bar.finish_and_clear();
