@@ -10,6 +10,11 @@
 //! and its stream and is fed by a channel, so callers (async servers, Python) never hold the
 //! context.
 //!
+//! [`CudaQwen3Embedder`] (module [`qwen3`]) is Qwen3-Embedding on the GPU: the same model folder,
+//! tokenizer, model id and [`trajwiki_embed::Embedder`] contract as the CPU model, with the
+//! projections through cuBLAS (bf16 inputs, f32 accumulation into an f32 residual stream) and the
+//! rest in `kernels/qwen3.cu`; texts are grouped by length and left-padded.
+//!
 //! Built without the `cuda` feature, the same API exists and every constructor returns
 //! [`CudaError::NotBuilt`]; callers select a backend with [`Device`] and [`scoring_backend`]
 //! and never write `#[cfg]` themselves. `Device::Auto` probes the driver without panicking
