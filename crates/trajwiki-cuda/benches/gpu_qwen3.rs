@@ -10,9 +10,11 @@
 //!
 //! Prints `RESULT|qwen3_tokens_per_s|…` (real, unpadded tokens per second of the whole batch,
 //! host to host) and `RESULT|qwen3_batch_ms|…`. `TRAJWIKI_QWEN3_BENCH_LAYERS` and
-//! `TRAJWIKI_QWEN3_BENCH_HIDDEN` shrink the model for a quick dry run; without a GPU the files are
-//! still written (so the generator is testable anywhere) and the benchmark says so and stops (an
-//! error with TRAJWIKI_REQUIRE_GPU=1, which gpu-check.sh sets).
+//! `TRAJWIKI_QWEN3_BENCH_HIDDEN` shrink the model (run by `cargo test`, without `--bench`, it is
+//! one layer of hidden 128). Without a GPU it says so and stops before writing anything (an error
+//! with TRAJWIKI_REQUIRE_GPU=1, which gpu-check.sh sets), unless
+//! TRAJWIKI_QWEN3_BENCH_WRITE_ONLY=1, which only writes the files (to check the generator and the
+//! PyTorch script's loading anywhere). A folder it chose itself is removed at the end.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -178,21 +180,45 @@ fn write_model(dir: &Path, s: &Shape) -> anyhow::Result<Vec<Vec<u32>>> {
 }
 
 fn main() -> anyhow::Result<()> {
-    // `cargo bench` passes `--bench`; nothing else is parsed.
+    // `cargo bench` passes `--bench`; `cargo test` runs this without it: then the model is tiny.
+    let full = std::env::args().any(|a| a == "--bench");
+    let require = std::env::var("TRAJWIKI_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    let write_only = std::env::var("TRAJWIKI_QWEN3_BENCH_WRITE_ONLY").is_ok_and(|v| v == "1");
+    if let Err(e) = trajwiki_cuda::probe(0) {
+        if require {
+            anyhow::bail!("TRAJWIKI_REQUIRE_GPU=1 but CUDA is unusable: {e}");
+        }
+        if !write_only {
+            println!("no GPU: {e}; nothing to benchmark");
+            return Ok(());
+        }
+    }
+    let hidden = env_usize("TRAJWIKI_QWEN3_BENCH_HIDDEN", if full { 1024 } else { 128 });
     let shape = Shape {
-        hidden: env_usize("TRAJWIKI_QWEN3_BENCH_HIDDEN", 1024),
-        layers: env_usize("TRAJWIKI_QWEN3_BENCH_LAYERS", 28),
+        hidden,
+        layers: env_usize("TRAJWIKI_QWEN3_BENCH_LAYERS", if full { 28 } else { 1 }),
         heads: 16,
         kv_heads: 8,
         head_dim: 128,
-        inter: env_usize("TRAJWIKI_QWEN3_BENCH_HIDDEN", 1024) * 3,
+        inter: hidden * 3,
     };
-    let dir: PathBuf = match std::env::var_os("TRAJWIKI_QWEN3_BENCH_DIR") {
-        Some(d) => d.into(),
-        None => std::env::temp_dir().join(format!("trajwiki-qwen3-bench-{}", std::process::id())),
+    let (dir, temporary): (PathBuf, bool) = match std::env::var_os("TRAJWIKI_QWEN3_BENCH_DIR") {
+        Some(d) => (d.into(), false),
+        None => (
+            std::env::temp_dir().join(format!("trajwiki-qwen3-bench-{}", std::process::id())),
+            true,
+        ),
     };
+    let outcome = run(&dir, &shape, write_only, require);
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    outcome
+}
+
+fn run(dir: &Path, shape: &Shape, write_only: bool, require: bool) -> anyhow::Result<()> {
     let t = Instant::now();
-    let seqs = write_model(&dir, &shape)?;
+    let seqs = write_model(dir, shape)?;
     println!(
         "wrote random Qwen3 weights ({} layers, hidden {}) and {BATCH} sequences to {} in {:.1} s",
         shape.layers,
@@ -200,6 +226,9 @@ fn main() -> anyhow::Result<()> {
         dir.display(),
         t.elapsed().as_secs_f64()
     );
+    if write_only {
+        return Ok(());
+    }
     let opts = EmbedOptions {
         max_batch: Some(BATCH),
         max_batch_tokens: Some(BATCH * MAX_LEN),
@@ -207,10 +236,10 @@ fn main() -> anyhow::Result<()> {
         ..Default::default()
     };
     let t = Instant::now();
-    let model = match CudaQwen3Embedder::load(&dir, &opts, 0) {
+    let model = match CudaQwen3Embedder::load(dir, &opts, 0) {
         Ok(m) => m,
         Err(e @ EmbedError::DeviceUnavailable { .. }) => {
-            if std::env::var("TRAJWIKI_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+            if require {
                 anyhow::bail!("TRAJWIKI_REQUIRE_GPU=1 but CUDA is unusable: {e}");
             }
             println!("no GPU: {e}; nothing to benchmark");

@@ -31,6 +31,11 @@ impl DeviceMatrix {
     }
 }
 
+/// Whether NVRTC can be loaded (unavailable in this build).
+pub fn nvrtc_ready() -> Result<(), CudaError> {
+    Err(CudaError::NotBuilt)
+}
+
 /// Compiles kernel `id` to PTX for `arch` (unavailable in this build).
 pub fn compile_kernel(_id: &str, _arch: &str) -> Result<CompiledKernel, CudaError> {
     Err(CudaError::NotBuilt)

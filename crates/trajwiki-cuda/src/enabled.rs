@@ -88,6 +88,12 @@ fn ensure_nvrtc() -> Result<(), CudaError> {
         .map_err(|reason| CudaError::Unavailable { reason })
 }
 
+/// Whether NVRTC can be loaded (kernels are compiled at run time): an `Unavailable` error naming
+/// where it is looked for otherwise.
+pub fn nvrtc_ready() -> Result<(), CudaError> {
+    ensure_nvrtc()
+}
+
 /// Compiles kernel `id` (a file stem under `kernels/`) to PTX for the virtual architecture
 /// `arch` (e.g. `compute_90`) through NVRTC. The result is cached per process by `(id, arch)`;
 /// the runtime and the PTX test both come through here. Errors carry NVRTC's log.

@@ -45,7 +45,7 @@ mod enabled;
 mod qwen3_gpu;
 #[cfg(feature = "cuda")]
 mod imp {
-    pub use crate::enabled::{compile_kernel, probe, CudaScoring, DeviceMatrix};
+    pub use crate::enabled::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};
     pub(crate) use crate::qwen3_gpu::Qwen3Device;
 }
 
@@ -56,7 +56,7 @@ use disabled as imp;
 
 pub use device::{scoring_backend, Device};
 pub use error::CudaError;
-pub use imp::{compile_kernel, probe, CudaScoring, DeviceMatrix};
+pub use imp::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};
 pub use kernels::{CompiledKernel, DeviceInfo, KERNELS, MAX_GPU_K};
 pub use qwen3::CudaQwen3Embedder;
 
