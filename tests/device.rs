@@ -114,6 +114,32 @@ fn device_cuda_without_a_gpu_is_a_usage_error() {
         assert!(err.contains("--device cuda"), "{err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    // Embedding with Qwen3 on `cuda`: the same clear error; on `auto`: the CPU model.
+    let qwen3 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/trajwiki-embed/tests/fixtures/qwen3_tiny");
+    let texts = dir.path().join("texts.txt");
+    std::fs::write(&texts, "hello\nworld\n").unwrap();
+    let embed = |device: &str| {
+        common::trajwiki(&[
+            "--device",
+            device,
+            "embed",
+            "--model",
+            qwen3.to_str().unwrap(),
+            "--input",
+            texts.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = embed("cuda");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--device cuda: cannot run Qwen3 on CUDA"),
+        "{err}"
+    );
+    let (code, out, err) = embed("auto");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+
     let (code, _, err) = common::trajwiki(&["--device", "tpu", "stats", "--store", store]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("expected cuda, cpu or auto"), "{err}");
