@@ -11,6 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-gpu-bin}"
+[[ -d "$bin" ]] && bin="$(cd "$bin" && pwd)"
 out="${OUT:-$PWD/gpu-check-out}"
 mkdir -p "$out"
 
@@ -25,7 +26,7 @@ fi
 
 export TRAJWIKI_REQUIRE_GPU=1 TRAJWIKI_REQUIRE_NVRTC=1
 if [[ -z "${TRAJWIKI_CUDA_INCLUDE:-}" && ! -f /usr/local/cuda/include/cuda_fp16.h && -d "$bin/cuda-include" ]]; then
-    export TRAJWIKI_CUDA_INCLUDE="$PWD/$bin/cuda-include"
+    export TRAJWIKI_CUDA_INCLUDE="$bin/cuda-include"
 fi
 # NVRTC and cuBLAS from the toolkit or from pip-installed wheels (PyTorch's), if the loader does
 # not find them already.
@@ -35,7 +36,7 @@ for d in /usr/local/cuda/lib64 ${nv_root:+"$nv_root"/cu13/lib "$nv_root"/cublas/
         export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     fi
 done
-export TRAJWIKI_QWEN3_FIXTURE="$PWD/$bin/qwen3_tiny"
+export TRAJWIKI_QWEN3_FIXTURE="$bin/qwen3_tiny"
 qwen3_dir="$(mktemp -d)"  # the benchmark model (1.2 GB): outside $OUT, which comes back
 trap 'rm -rf "$qwen3_dir"' EXIT
 

@@ -27,6 +27,8 @@ struct Reference {
     mrl_dim: usize,
     documents: Vec<String>,
     queries: Vec<String>,
+    /// transformers' (f32) embeddings of `documents`.
+    documents_embeddings: Vec<Vec<f32>>,
 }
 
 fn reference() -> Reference {
@@ -130,6 +132,14 @@ fn cuda_qwen3_matches_the_cpu_model() {
             &format!("queries_{label}"),
             &cpu.embed(&queries, EmbedKind::Query).unwrap(),
             &gpu.embed(&queries, EmbedKind::Query).unwrap(),
+        );
+        // And against transformers itself (the reference the CPU model is tested on).
+        let docs: Vec<&str> = r.documents.iter().map(String::as_str).collect();
+        let want: Vec<f32> = r.documents_embeddings.iter().flatten().copied().collect();
+        check(
+            &format!("transformers_{label}"),
+            &Embeddings::new(cpu.dim(), want).unwrap(),
+            &gpu.embed(&docs, EmbedKind::Document).unwrap(),
         );
     }
 }
