@@ -133,7 +133,8 @@ extern "C" __global__ void final_norm_pool(const float *x, const __nv_bfloat16 *
 // of the sequence to the block's last row. For scores, lane c takes key c of the tile; the
 // probabilities go through shared memory and, for the value sum, lane l owns output dims
 // l, l + 32, ... A key k is seen by row i when pad ≤ k ≤ i; pad rows output zeros.
-// Output ctx is bf16 [T, Hq·D]. Needs D even and D ≤ ATT_MAX_D (checked on the Rust side).
+// Output ctx is bf16 [T, Hq·D]. Needs D a multiple of 4 and D ≤ ATT_MAX_D (checked on the Rust
+// side): scores read four query values (one float4, rows 16-byte aligned) and four keys at a time.
 #define ATT_BQ 32
 #define ATT_WARPS 4
 #define ATT_RPW (ATT_BQ / ATT_WARPS)
@@ -146,7 +147,7 @@ attention_bf16(const __nv_bfloat16 *qkv, const unsigned *pad, __nv_bfloat16 *ctx
                unsigned hq, unsigned hkv, unsigned d, float scale) {
     __shared__ __align__(16) __nv_bfloat16 ks[ATT_BK * ATT_KP];
     __shared__ __align__(16) __nv_bfloat16 vs[ATT_BK * ATT_MAX_D];
-    __shared__ __align__(16) float qs[ATT_BQ * ATT_MAX_D];
+    __shared__ __align__(16) float qs[ATT_BQ * ATT_MAX_D];  // rows of ATT_MAX_D: 16-byte aligned
     __shared__ __align__(16) float ps[ATT_WARPS * ATT_RPW * ATT_BK];
     const unsigned b = blockIdx.z, h = blockIdx.y, hk = h / (hq / hkv);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -194,14 +195,14 @@ attention_bf16(const __nv_bfloat16 *qkv, const unsigned *pad, __nv_bfloat16 *ctx
         float s[ATT_RPW];
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) s[r] = 0.f;
-        for (unsigned j = 0; j < d; j += 2) {
-            const float2 kk =
-                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&ks[lane * ATT_KP + j]));
+        for (unsigned j = 0; j < d; j += 4) {
+            const __nv_bfloat162 *kp = reinterpret_cast<const __nv_bfloat162 *>(&ks[lane * ATT_KP + j]);
+            const float2 k01 = __bfloat1622float2(kp[0]), k23 = __bfloat1622float2(kp[1]);
 #pragma unroll
             for (int r = 0; r < ATT_RPW; r++) {
-                const float2 qq =
-                    *reinterpret_cast<const float2 *>(&qs[(warp + r * ATT_WARPS) * ATT_MAX_D + j]);
-                s[r] = fmaf(qq.x, kk.x, fmaf(qq.y, kk.y, s[r]));
+                const float4 qq =
+                    *reinterpret_cast<const float4 *>(&qs[(warp + r * ATT_WARPS) * ATT_MAX_D + j]);
+                s[r] = fmaf(qq.x, k01.x, fmaf(qq.y, k01.y, fmaf(qq.z, k23.x, fmaf(qq.w, k23.y, s[r]))));
             }
         }
         const unsigned kc = k0 + lane;

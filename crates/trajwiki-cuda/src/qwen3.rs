@@ -25,8 +25,8 @@ use trajwiki_embed::{
 
 use crate::{CudaError, DeviceInfo};
 
-/// Largest head size the attention kernel takes (`ATT_MAX_D` in `kernels/qwen3.cu`); every
-/// Qwen3 model has 128.
+/// Largest head size the attention kernel takes (`ATT_MAX_D` in `kernels/qwen3.cu`; it also
+/// needs a multiple of 4); every Qwen3 model has 128.
 pub const MAX_HEAD_DIM: usize = 128;
 
 /// Texts per forward pass when the options give none.
@@ -118,11 +118,12 @@ impl CudaQwen3Embedder {
     ) -> Result<CudaQwen3Embedder, EmbedError> {
         let (spec, tensors) = open_checkpoint(dir, opts)?;
         let s = spec.shape;
-        if s.head_dim > MAX_HEAD_DIM {
+        if s.head_dim > MAX_HEAD_DIM || s.head_dim % 4 != 0 {
             return Err(EmbedError::InvalidModel {
                 path: dir.join("config.json"),
                 what: format!(
-                    "head_dim {} is larger than the CUDA attention kernel takes ({MAX_HEAD_DIM})",
+                    "head_dim {}: the CUDA attention kernel takes multiples of 4 up to \
+                     {MAX_HEAD_DIM}",
                     s.head_dim
                 ),
             });
