@@ -161,7 +161,9 @@ fn write_model(dir: &Path, s: &Shape) -> anyhow::Result<Vec<Vec<u32>>> {
             ))
         })
         .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
+    // transformers refuses safetensors files without a known `format` in the metadata.
+    let st_meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    safetensors::serialize_to_file(views, Some(st_meta), &dir.join("model.safetensors"))?;
 
     // Lengths 193..=256, every sequence ending with <|endoftext|>.
     let seqs: Vec<Vec<u32>> = (0..BATCH)
