@@ -57,7 +57,7 @@ pub struct EmbedArgs {
     /// Task of the query instruction (Qwen3-Embedding).
     #[arg(long)]
     pub task: Option<String>,
-    /// Print timing as one JSON object on standard error.
+    /// Print timing (and the backend, cpu or cuda) as one JSON object on standard error.
     #[arg(long)]
     pub stats: bool,
 }
@@ -91,7 +91,7 @@ pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
     };
     let loaded = load_model(&args.model, &opts, global.device, global)
         .with_context(|| format!("loading model {}", args.model))?;
-    let embedder = loaded.embedder;
+    let (embedder, backend) = (loaded.embedder, loaded.backend);
     let load_s = t0.elapsed().as_secs_f64();
     let lines = read_lines(&args.input)?;
     let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -127,6 +127,7 @@ pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
             "{}",
             serde_json::json!({
                 "model_id": embedder.model_id(),
+                "backend": backend,
                 "texts": texts.len(),
                 "dim": vectors.dim(),
                 "load_s": load_s,

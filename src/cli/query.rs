@@ -204,6 +204,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         progress: &progress,
     })?;
     bar.finish_and_clear();
+    global.say(format!("retrieval scored on {}", backend.name()));
     outln!(
         "{:<16} {:>6} {:>8} {:>8} {:>8}",
         "mode",

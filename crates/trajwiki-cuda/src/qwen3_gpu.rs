@@ -394,7 +394,9 @@ fn open_state(
         // SAFETY: nothing else uses this context's slices on another stream.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
-        let blas = CudaBlas::new(stream.clone()).map_err(blas_err("cuBLAS handle"))?;
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| CudaError::Unavailable {
+            reason: format!("cannot create a cuBLAS handle: {e:?}"),
+        })?;
         let inv_freq = stream
             .clone_htod(&shape.inv_freq())
             .map_err(driver_err("upload"))?;
