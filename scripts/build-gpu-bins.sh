@@ -2,7 +2,8 @@
 # Builds the `--features cuda` test and bench binaries of trajwiki-cuda here (the GPU machine has
 # no Rust) and collects them in gpu-bin/ with stable names, plus the CUDA headers NVRTC needs at
 # run time (from scripts/fetch-nvrtc.sh) and the PyTorch baseline. Carry `gpu-bin` to the device
-# and run `scripts/gpu-check.sh` there.
+# and run `scripts/gpu-check.sh` there. Binaries: ptx, twins, qwen3_twin (tests), gpu_scoring,
+# gpu_qwen3 (benches); scripts torch_topk.py, torch_qwen3.py; the qwen3_tiny fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/fetch-nvrtc.sh)"
@@ -14,7 +15,7 @@ collect() { # $1 = label, rest = cargo command; copies the built executables
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("ptx", "twins", "gpu_scoring"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("ptx", "twins", "qwen3_twin", "gpu_scoring", "gpu_qwen3"):
         print(m["target"]["name"], m["executable"])' \
         | while read -r name exe; do
             cp "$exe" "gpu-bin/$name"
@@ -26,6 +27,13 @@ for line in sys.stdin:
 collect test cargo test -p trajwiki-cuda --features cuda --no-run
 collect bench cargo bench -p trajwiki-cuda --features cuda --no-run
 cp -r "$TRAJWIKI_CUDA_INCLUDE" gpu-bin/cuda-include
-cp scripts/torch_topk.py gpu-bin/
+cp scripts/torch_topk.py scripts/torch_qwen3.py gpu-bin/
+# The tiny random Qwen3 model the twin test compares on (gpu-check.sh points the test at it).
+cp -r crates/trajwiki-embed/tests/fixtures/qwen3_tiny gpu-bin/qwen3_tiny
+size_kib=$(du -sk gpu-bin | cut -f1)
+if (( size_kib > 60 * 1024 )); then
+    echo "build-gpu-bins: gpu-bin is ${size_kib} KiB, over the 60 MiB this script allows (64 MiB carry limit)" >&2
+    exit 1
+fi
 du -sh gpu-bin
 echo "carry gpu-bin to the device and run: scripts/gpu-check.sh gpu-bin"

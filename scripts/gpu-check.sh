@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (no Rust there): runs the carried `--features cuda` binaries
-# from gpu-bin/ (or the directory given as $1) — the PTX check, the CUDA-vs-CPU twin tests, the
-# scoring benchmark — and the PyTorch baseline, then prints a results table last and writes it
-# to $OUT/gpu-results.md. Build the binaries first with scripts/build-gpu-bins.sh.
+# from gpu-bin/ (or the directory given as $1) — the PTX check, the CUDA-vs-CPU twin tests of the
+# scoring kernels and of the Qwen3 model, the scoring benchmark, the Qwen3-Embedding-0.6B-shaped
+# forward benchmark — and the PyTorch baselines (top-k; transformers Qwen3Model with SDPA on the
+# same weights and token ids, with the deviation of the pooled vectors), then prints a results
+# table last and writes it to $OUT/gpu-results.md. All steps together stay within 8 minutes
+# (each step's timeout is cut to what is left). Build the binaries first with
+# scripts/build-gpu-bins.sh.
 # Exit status: 0 all passed; 1 a check failed; 3 no GPU here (nothing run); 4 no binaries.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin="${1:-gpu-bin}"
+[[ -d "$bin" ]] && bin="$(cd "$bin" && pwd)"
 out="${OUT:-$PWD/gpu-check-out}"
 mkdir -p "$out"
 
@@ -14,26 +19,40 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     echo "gpu-check: no GPU on this machine (nvidia-smi missing or lists no device); nothing run, exit status 3" >&2
     exit 3
 fi
-if [[ ! -x "$bin/twins" || ! -x "$bin/gpu_scoring" ]]; then
+if [[ ! -x "$bin/twins" || ! -x "$bin/gpu_scoring" || ! -x "$bin/qwen3_twin" || ! -x "$bin/gpu_qwen3" ]]; then
     echo "gpu-check: no binaries in $bin; run scripts/build-gpu-bins.sh on the build machine and carry $bin" >&2
     exit 4
 fi
 
 export TRAJWIKI_REQUIRE_GPU=1 TRAJWIKI_REQUIRE_NVRTC=1
 if [[ -z "${TRAJWIKI_CUDA_INCLUDE:-}" && ! -f /usr/local/cuda/include/cuda_fp16.h && -d "$bin/cuda-include" ]]; then
-    export TRAJWIKI_CUDA_INCLUDE="$PWD/$bin/cuda-include"
+    export TRAJWIKI_CUDA_INCLUDE="$bin/cuda-include"
 fi
-# NVRTC from the toolkit or from a pip-installed wheel, if the loader does not find it already.
-for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null | sed 's|$|/cu13/lib|'); do
-    [[ -f "$d/libnvrtc.so.13" ]] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NVRTC and cuBLAS from the toolkit or from pip-installed wheels (PyTorch's), if the loader does
+# not find them already.
+nv_root="$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null || true)"
+for d in /usr/local/cuda/lib64 ${nv_root:+"$nv_root"/cu13/lib "$nv_root"/cublas/lib "$nv_root"/cuda_nvrtc/lib}; do
+    if [[ -f "$d/libnvrtc.so.13" || -f "$d/libcublas.so.13" || -f "$d/libcublas.so.12" ]]; then
+        export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
 done
+export TRAJWIKI_QWEN3_FIXTURE="$bin/qwen3_tiny"
+qwen3_dir="$(mktemp -d)"  # the benchmark model (1.2 GB): outside $OUT, which comes back
+trap 'rm -rf "$qwen3_dir"' EXIT
 
 device="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 status=0
 rows=()
+budget=480 # seconds for all steps together
 step() { # $1 = label, $2 = timeout seconds, rest = command; logs to $out/<label>.log
     local label=$1 limit=$2; shift 2
-    local t0=$SECONDS
+    local t0=$SECONDS left=$((budget - SECONDS))
+    if (( left < 10 )); then
+        rows+=("| $label | skipped (8-minute budget spent) | |")
+        status=1
+        return
+    fi
+    (( limit > left )) && limit=$left
     timeout "$limit" "$@" >"$out/$label.log" 2>&1
     local rc=$?
     local verdict=pass
@@ -44,13 +63,16 @@ step() { # $1 = label, $2 = timeout seconds, rest = command; logs to $out/<label
     tail -5 "$out/$label.log" >&2
 }
 : >"$out/results.txt"
-step ptx 120 "$bin/ptx" --nocapture
-step twins 240 "$bin/twins" --test-threads 1
-step gpu_scoring 300 "$bin/gpu_scoring" --bench
-if python3 -c 'import torch' >/dev/null 2>&1; then
-    step torch_topk 180 python3 "$bin/torch_topk.py"
+step ptx 60 "$bin/ptx" --nocapture
+step twins 90 "$bin/twins" --test-threads 1
+step qwen3_twin 60 "$bin/qwen3_twin" --test-threads 1 --nocapture
+step gpu_qwen3 120 env TRAJWIKI_QWEN3_BENCH_DIR="$qwen3_dir" "$bin/gpu_qwen3" --bench
+step gpu_scoring 120 "$bin/gpu_scoring" --bench
+if python3 -c 'import torch, transformers' >/dev/null 2>&1; then
+    step torch_qwen3 120 python3 "$bin/torch_qwen3.py" "$qwen3_dir"
+    step torch_topk 60 python3 "$bin/torch_topk.py"
 else
-    rows+=("| torch_topk | skipped (no torch) | |")
+    rows+=("| torch_qwen3, torch_topk | skipped (no torch or transformers) | |")
 fi
 
 {
@@ -71,7 +93,10 @@ fi
         for (b = 1; b <= 64; b *= 64) {
             r = "topk_b" b "_ms"; t = "torch_topk_b" b "_ms";
             if ((r in v) && (t in v) && v[r] > 0) printf "| speed-up vs torch, batch %d | %.2f | x |\n", b, v[t] / v[r];
-        } }' "$out/results.txt"
+        }
+        r = "qwen3_tokens_per_s"; t = "torch_qwen3_tokens_per_s";
+        if ((r in v) && (t in v) && v[t] > 0) printf "| Qwen3 forward speed vs transformers (tokens/s ratio) | %.2f | x |\n", v[r] / v[t];
+    }' "$out/results.txt"
 } >"$out/gpu-results.md"
 cat "$out/gpu-results.md"
 exit $status

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
-use trajwiki_compute::CpuScoring;
+use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, EmbedError,
     Embedder, HashingEmbedder, IdError, IdKind, Insight, InsightId, MessageId, Namespace, OpId,
@@ -297,6 +297,7 @@ pub struct Search {
 
 /// Answers a question from a built namespace: a context of at most `budget` whitespace tokens,
 /// each of its source messages with its snapshot, trajectory and claims, and the retrieval path.
+#[allow(clippy::too_many_arguments)] // each is a distinct input of one query; bindings pass them positionally
 pub fn search(
     store: &mut Store,
     ns: &Namespace,
@@ -305,6 +306,7 @@ pub fn search(
     mode: Mode,
     budget: usize,
     config: &RetrievalConfig,
+    backend: &dyn ScoringBackend,
 ) -> Result<Search, ApiError> {
     if store.namespace_counts(ns)?.0 == 0 {
         return Err(ApiError::UnknownNamespace {
@@ -319,7 +321,7 @@ pub fn search(
     let (index, embedded_on_load) = load_index(store, ns, embedder)?;
     let index_load = t0.elapsed().as_secs_f64() * 1000.0;
     let (qvec, query_embedding) = embed_query(embedder, question)?;
-    let ranking = index.rank(question, &qvec, mode, config, &CpuScoring)?;
+    let ranking = index.rank(question, &qvec, mode, config, backend)?;
     let t1 = Instant::now();
     let context = index.render(&ranking, budget);
     let render = t1.elapsed().as_secs_f64() * 1000.0;

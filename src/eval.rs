@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
-use trajwiki_compute::CpuScoring;
+use trajwiki_compute::ScoringBackend;
 use trajwiki_core::Embedder;
 use trajwiki_ingest::locomo::{category_name, read_locomo, LocomoSample};
 use trajwiki_memory::MemoryConfig;
@@ -39,6 +39,8 @@ pub struct EvalOptions<'a> {
     pub retrieval: RetrievalConfig,
     /// The embedder.
     pub embedder: &'a dyn Embedder,
+    /// The scoring backend retrieval runs on (`trajwiki_compute::CpuScoring` for the reference).
+    pub scoring: &'a dyn ScoringBackend,
     /// Progress callback: (sample done, samples).
     pub progress: &'a dyn Fn(usize, usize),
 }
@@ -238,7 +240,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
             let gold: BTreeSet<&str> = q.evidence.iter().map(String::as_str).collect();
             for &mode in &o.modes {
                 let t1 = Instant::now();
-                let ranking = index.rank(&q.question, &qvec, mode, &o.retrieval, &CpuScoring)?;
+                let ranking = index.rank(&q.question, &qvec, mode, &o.retrieval, o.scoring)?;
                 let rank_ms = t1.elapsed().as_secs_f64() * 1000.0;
                 let selected: BTreeSet<&str> =
                     ranking.trajectories.iter().map(|t| t.id.as_str()).collect();

@@ -239,10 +239,29 @@ fn search_gives_every_context_line_its_provenance() {
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
     let q = "What pieces did Maya keep from the pottery workshop?";
-    let not_built = search(&mut store, &ns, &e, q, Mode::Full, 300, &Default::default());
+    let not_built = search(
+        &mut store,
+        &ns,
+        &e,
+        q,
+        Mode::Full,
+        300,
+        &Default::default(),
+        &CpuScoring,
+    );
     assert!(matches!(not_built, Err(ApiError::NotBuilt(_))));
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
-    let found = search(&mut store, &ns, &e, q, Mode::Full, 300, &Default::default()).unwrap();
+    let found = search(
+        &mut store,
+        &ns,
+        &e,
+        q,
+        Mode::Full,
+        300,
+        &Default::default(),
+        &CpuScoring,
+    )
+    .unwrap();
     let refs: Vec<&str> = found
         .evidence
         .iter()
@@ -281,6 +300,7 @@ fn search_gives_every_context_line_its_provenance() {
         Mode::Full,
         300,
         &Default::default(),
+        &CpuScoring,
     );
     assert!(matches!(unknown, Err(ApiError::UnknownNamespace { .. })));
     assert!(matches!(

@@ -172,7 +172,7 @@ impl Classify for EvalError {
             EvalError::Input(_) | EvalError::ZeroBudget => Kind::Input,
             EvalError::Pipeline(e) => e.kind(),
             EvalError::Store(e) => e.kind(),
-            EvalError::Retrieve(_) | EvalError::Io { .. } => Kind::Other,
+            EvalError::Retrieve(_) | EvalError::Plot(_) | EvalError::Io { .. } => Kind::Other,
         }
     }
 }

@@ -46,6 +46,7 @@ pub fn eval_locomo(
             memory,
             retrieval: RetrievalConfig::default(),
             embedder: embedder.as_ref(),
+            scoring: &trajwiki_compute::CpuScoring,
             progress: &|_, _| {},
         })
         .or_raise()

@@ -218,6 +218,7 @@ impl Memory {
                 mode,
                 budget,
                 &config,
+                &trajwiki_compute::CpuScoring,
             )
             .or_raise()
         })?;

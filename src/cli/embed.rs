@@ -7,7 +7,10 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use trajwiki_embed::output::{write_jsonl, write_npy};
-use trajwiki_embed::{load_embedder, EmbedKind, EmbedOptions, Embeddings, DEFAULT_MODEL};
+use trajwiki_embed::{EmbedKind, EmbedOptions, Embeddings, DEFAULT_MODEL};
+
+use super::device::load_model;
+use super::Global;
 
 /// Whether texts are queries or documents.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,7 +57,7 @@ pub struct EmbedArgs {
     /// Task of the query instruction (Qwen3-Embedding).
     #[arg(long)]
     pub task: Option<String>,
-    /// Print timing as one JSON object on standard error.
+    /// Print timing (and the backend, cpu or cuda) as one JSON object on standard error.
     #[arg(long)]
     pub stats: bool,
 }
@@ -78,7 +81,7 @@ fn read_lines(input: &PathBuf) -> anyhow::Result<Vec<String>> {
 }
 
 /// Runs `trajwiki embed`.
-pub fn run(args: &EmbedArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let opts = EmbedOptions {
         threads: args.threads,
@@ -86,8 +89,9 @@ pub fn run(args: &EmbedArgs) -> anyhow::Result<()> {
         task: args.task.clone(),
         ..Default::default()
     };
-    let embedder = load_embedder(&args.model, &opts)
+    let loaded = load_model(&args.model, &opts, global.device, global)
         .with_context(|| format!("loading model {}", args.model))?;
+    let (embedder, backend) = (loaded.embedder, loaded.backend);
     let load_s = t0.elapsed().as_secs_f64();
     let lines = read_lines(&args.input)?;
     let texts: Vec<&str> = lines.iter().map(String::as_str).collect();
@@ -123,6 +127,7 @@ pub fn run(args: &EmbedArgs) -> anyhow::Result<()> {
             "{}",
             serde_json::json!({
                 "model_id": embedder.model_id(),
+                "backend": backend,
                 "texts": texts.len(),
                 "dim": vectors.dim(),
                 "load_s": load_s,

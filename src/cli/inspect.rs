@@ -15,7 +15,7 @@ pub(crate) struct StatsArgs {
     json: bool,
 }
 
-pub(crate) fn stats(args: &StatsArgs) -> anyhow::Result<()> {
+pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let stats = store.stats()?;
     let mut per_ns = Vec::new();
@@ -31,6 +31,12 @@ pub(crate) fn stats(args: &StatsArgs) -> anyhow::Result<()> {
         let mut value = serde_json::to_value(&stats)?;
         value["store"] = serde_json::json!(store.dir());
         value["per_namespace"] = serde_json::json!(namespaces);
+        let backend = super::device::scoring(global.device)?;
+        value["compute"] = serde_json::json!({
+            "device": global.device.to_string(),
+            "scoring_backend": backend.name(),
+            "built_with_cuda": trajwiki_cuda::BUILT_WITH_CUDA,
+        });
         outln!("{}", serde_json::to_string_pretty(&value)?)?;
     } else {
         outln!(

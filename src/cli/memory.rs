@@ -5,18 +5,32 @@ use std::path::PathBuf;
 use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
 use trajwiki_memory::MemoryConfig;
 
+use super::device::{load_model, LoadedEmbedder};
 use super::{Global, StoreArg, UsageError};
 use trajwiki::pipeline::build_namespace;
 
-/// Loads the embedding model named on the command line; a model that is not there is a usage
-/// error.
-pub(crate) fn load_embedder(spec: &str) -> anyhow::Result<Box<dyn Embedder>> {
-    trajwiki::api::load_embedder(spec).map_err(|e| match e {
-        e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
-            anyhow::Error::from(UsageError(e.to_string()))
-        }
-        e => e.into(),
-    })
+/// Loads the embedding model named on the command line, on the device of `--device`.
+pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
+    Ok(load_embedder_on(spec, global)?.embedder)
+}
+
+/// [`load_embedder`], with the backend the model runs on. The lexical `hashing[-DIM]` embedder
+/// always runs on the CPU; a model that is not there is a usage error.
+pub(crate) fn load_embedder_on(spec: &str, global: Global) -> anyhow::Result<LoadedEmbedder> {
+    if spec.starts_with("hashing") {
+        let embedder = trajwiki::api::load_embedder(spec).map_err(|e| match e {
+            e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
+                anyhow::Error::from(UsageError(e.to_string()))
+            }
+            e => e.into(),
+        })?;
+        return Ok(LoadedEmbedder {
+            embedder,
+            backend: "cpu",
+        });
+    }
+    let opts = trajwiki_embed::EmbedOptions::default();
+    load_model(spec, &opts, global.device, global)
 }
 
 /// Reads `--config FILE`, or the defaults.
@@ -52,7 +66,7 @@ pub(crate) struct BuildArgs {
 pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let config = load_config(args.config.as_ref())?;
-    let embedder = load_embedder(&args.model)?;
+    let embedder = load_embedder(&args.model, global)?;
     let namespaces: Vec<Namespace> = if args.namespace.is_empty() {
         trajwiki::api::namespaces_with_messages(&store)?
     } else {

@@ -9,6 +9,7 @@ macro_rules! outln {
     }};
 }
 
+mod device;
 mod embed;
 mod export;
 mod ingest;
@@ -32,6 +33,12 @@ pub struct Cli {
     /// Print nothing but results and errors.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Where retrieval scoring and Qwen3 embedding run: cpu, cuda (an error without a usable
+    /// GPU) or auto (CUDA when usable, else the CPU). BERT-family models such as MiniLM always
+    /// embed on the CPU. GPU support needs a build with `--features cuda`.
+    #[arg(long, global = true, env = "TRAJWIKI_DEVICE", default_value = "auto",
+          value_parser = device::parse_device)]
+    device: trajwiki_cuda::Device,
     #[command(subcommand)]
     command: Command,
 }
@@ -85,6 +92,8 @@ impl StoreArg {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Global {
     pub quiet: bool,
+    /// `--device`.
+    pub device: trajwiki_cuda::Device,
 }
 
 impl Global {
@@ -132,10 +141,13 @@ pub(crate) struct UsageError(pub String);
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    let global = Global { quiet: cli.quiet };
+    let global = Global {
+        quiet: cli.quiet,
+        device: cli.device,
+    };
     match cli.command {
         Command::Ingest(args) => ingest::run(&args, global),
-        Command::Stats(args) => inspect::stats(&args),
+        Command::Stats(args) => inspect::stats(&args, global),
         Command::Show(args) => inspect::show(&args),
         Command::Export(args) => export::run(&args, global),
         Command::Check(args) => inspect::check(&args, global),
@@ -143,8 +155,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Wiki(args) => memory::wiki(&args),
         Command::History(args) => memory::history(&args),
         Command::Model(args) => model::run(&args),
-        Command::Embed(args) => embed::run(&args),
-        Command::Query(args) => query::query(&args),
+        Command::Embed(args) => embed::run(&args, global),
+        Command::Query(args) => query::query(&args, global),
         Command::Eval(cmd) => query::eval(&cmd, global),
     }
 }

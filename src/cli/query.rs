@@ -7,7 +7,8 @@ use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
-use super::memory::{load_config, load_embedder};
+use super::device::scoring;
+use super::memory::{load_config, load_embedder, load_embedder_on};
 use super::{Global, StoreArg};
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -46,10 +47,12 @@ pub(crate) struct QueryArgs {
     json: bool,
 }
 
-pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
+pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
-    let embedder = load_embedder(&args.model)?;
+    let backend = scoring(global.device)?;
+    let loaded = load_embedder_on(&args.model, global)?;
+    let embedder = loaded.embedder;
     let found = search(
         &mut store,
         &ns,
@@ -58,6 +61,7 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
         args.mode,
         args.budget,
         &RetrievalConfig::default(),
+        backend.as_ref(),
     )?;
     let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);
     if args.json {
@@ -78,6 +82,7 @@ pub(crate) fn query(args: &QueryArgs) -> anyhow::Result<()> {
                 "snapshots": ranking.snapshots,
                 "timings_ms": timings,
                 "embedded_on_load": found.embedded_on_load,
+                "compute": {"device": global.device.to_string(), "scoring_backend": backend.name(), "embedding_backend": loaded.backend},
             }))?
         )?;
         return Ok(());
@@ -154,7 +159,8 @@ pub(crate) struct EvalLocomoArgs {
 
 pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
     let EvalCommand::Locomo(args) = cmd;
-    let embedder = load_embedder(&args.model)?;
+    let backend = scoring(global.device)?;
+    let embedder = load_embedder(&args.model, global)?;
     let (budgets, modes) = grid(&args.budgets, &args.modes)?;
     let bar = global.bar(0, "evaluating");
     let progress = |done: usize, total: usize| {
@@ -170,9 +176,11 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         memory: load_config(args.config.as_ref())?,
         retrieval: RetrievalConfig::default(),
         embedder: embedder.as_ref(),
+        scoring: backend.as_ref(),
         progress: &progress,
     })?;
     bar.finish_and_clear();
+    global.say(format!("retrieval scored on {}", backend.name()));
     outln!("{}", summary_table(&summary, &modes, &budgets).trim_end())?;
     global.say(format!(
         "wrote {}/retrieval.jsonl, summary.json, report.md, coverage.png (build {:.1} s, retrieval {:.1} s)",

@@ -45,12 +45,19 @@ impl fmt::Display for Device {
     }
 }
 
-/// The scoring backend for `device`. `Auto` probes safely and falls back to the CPU.
+/// The scoring backend for `device`. CUDA needs a device and NVRTC (the kernels are compiled on
+/// first use, so a missing NVRTC is caught here rather than in the middle of a query). `Auto`
+/// probes safely and falls back to the CPU.
 pub fn scoring_backend(device: Device) -> Result<Arc<dyn ScoringBackend>, CudaError> {
+    let cuda = || -> Result<CudaScoring, CudaError> {
+        let c = CudaScoring::new(0)?;
+        crate::nvrtc_ready()?;
+        Ok(c)
+    };
     match device {
         Device::Cpu => Ok(Arc::new(CpuScoring)),
-        Device::Cuda => Ok(Arc::new(CudaScoring::new(0)?)),
-        Device::Auto => match CudaScoring::new(0) {
+        Device::Cuda => Ok(Arc::new(cuda()?)),
+        Device::Auto => match cuda() {
             Ok(c) => Ok(Arc::new(c)),
             Err(_) => Ok(Arc::new(CpuScoring)),
         },

@@ -31,6 +31,11 @@ impl DeviceMatrix {
     }
 }
 
+/// Whether NVRTC can be loaded (unavailable in this build).
+pub fn nvrtc_ready() -> Result<(), CudaError> {
+    Err(CudaError::NotBuilt)
+}
+
 /// Compiles kernel `id` to PTX for `arch` (unavailable in this build).
 pub fn compile_kernel(_id: &str, _arch: &str) -> Result<CompiledKernel, CudaError> {
     Err(CudaError::NotBuilt)
@@ -113,6 +118,34 @@ impl ScoringBackend for CudaScoring {
         _weights: &CoverageWeights,
         _k: usize,
     ) -> Result<Vec<Vec<u32>>, ComputeError> {
+        match self._never {}
+    }
+}
+
+/// The device half of [`crate::CudaQwen3Embedder`] (unavailable in this build).
+#[derive(Debug)]
+pub(crate) struct Qwen3Device {
+    _never: std::convert::Infallible,
+}
+
+impl Qwen3Device {
+    /// Opens the device and uploads the weights (unavailable in this build).
+    pub(crate) fn open(
+        _ordinal: usize,
+        _shape: &trajwiki_embed::Qwen3Shape,
+        _dim_out: usize,
+        _tensors: &trajwiki_embed::Qwen3Tensors,
+    ) -> Result<Self, CudaError> {
+        Err(CudaError::NotBuilt)
+    }
+
+    /// The device's description.
+    pub(crate) fn info(&self) -> &DeviceInfo {
+        match self._never {}
+    }
+
+    /// Runs one padded batch.
+    pub(crate) fn forward(&self, _batch: crate::qwen3::PaddedBatch) -> Result<Vec<f32>, CudaError> {
         match self._never {}
     }
 }

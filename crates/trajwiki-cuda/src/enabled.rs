@@ -28,7 +28,9 @@ const TOPK_QT: usize = 8;
 /// Rows per chunk (`TOPK_CHUNK`).
 const TOPK_CHUNK: usize = 256;
 
-fn driver_err(stage: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
+pub(crate) fn driver_err(
+    stage: &'static str,
+) -> impl FnOnce(cudarc::driver::DriverError) -> CudaError {
     move |e| CudaError::Driver {
         stage,
         message: e.to_string(),
@@ -84,6 +86,12 @@ fn ensure_nvrtc() -> Result<(), CudaError> {
         })
         .clone()
         .map_err(|reason| CudaError::Unavailable { reason })
+}
+
+/// Whether NVRTC can be loaded (kernels are compiled at run time): an `Unavailable` error naming
+/// where it is looked for otherwise.
+pub fn nvrtc_ready() -> Result<(), CudaError> {
+    ensure_nvrtc()
 }
 
 /// Compiles kernel `id` (a file stem under `kernels/`) to PTX for the virtual architecture
@@ -150,7 +158,7 @@ pub fn probe(ordinal: usize) -> Result<DeviceInfo, CudaError> {
     open(ordinal).map(|(_, info)| info)
 }
 
-fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), CudaError> {
+pub(crate) fn open(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceInfo), CudaError> {
     let unavailable = |reason: String| CudaError::Unavailable { reason };
     // SAFETY: only tries to open the library by its candidate names.
     let present = catch_unwind(|| unsafe { cudarc::driver::sys::is_culib_present() });

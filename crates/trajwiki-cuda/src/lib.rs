@@ -10,6 +10,11 @@
 //! and its stream and is fed by a channel, so callers (async servers, Python) never hold the
 //! context.
 //!
+//! [`CudaQwen3Embedder`] (module [`qwen3`]) is Qwen3-Embedding on the GPU: the same model folder,
+//! tokenizer, model id and [`trajwiki_embed::Embedder`] contract as the CPU model, with the
+//! projections through cuBLAS (bf16 inputs, f32 accumulation into an f32 residual stream) and the
+//! rest in `kernels/qwen3.cu`; texts are grouped by length and left-padded.
+//!
 //! Built without the `cuda` feature, the same API exists and every constructor returns
 //! [`CudaError::NotBuilt`]; callers select a backend with [`Device`] and [`scoring_backend`]
 //! and never write `#[cfg]` themselves. `Device::Auto` probes the driver without panicking
@@ -32,11 +37,17 @@
 mod device;
 mod error;
 pub mod kernels;
+pub mod qwen3;
 
 #[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
-use enabled as imp;
+mod qwen3_gpu;
+#[cfg(feature = "cuda")]
+mod imp {
+    pub use crate::enabled::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};
+    pub(crate) use crate::qwen3_gpu::Qwen3Device;
+}
 
 #[cfg(not(feature = "cuda"))]
 mod disabled;
@@ -45,8 +56,9 @@ use disabled as imp;
 
 pub use device::{scoring_backend, Device};
 pub use error::CudaError;
-pub use imp::{compile_kernel, probe, CudaScoring, DeviceMatrix};
+pub use imp::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};
 pub use kernels::{CompiledKernel, DeviceInfo, KERNELS, MAX_GPU_K};
+pub use qwen3::CudaQwen3Embedder;
 
 /// Whether this build contains the CUDA backend (the `cuda` feature).
 pub const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");

@@ -27,6 +27,17 @@ fn every_kernel_compiles_to_ptx_for_sm80_and_sm90() {
                         k.ptx.contains(&format!(".target {target}")),
                         "{id}: wrong target"
                     );
+                    if *id == "qwen3" {
+                        // The attention kernel keeps its per-row state (scores, softmax running
+                        // max and sum, output accumulators) in registers: no local-memory arrays.
+                        let body = k.ptx.split(".entry attention_bf16").nth(1).unwrap_or("");
+                        assert!(!body.is_empty(), "qwen3 on {arch}: no attention_bf16 entry");
+                        let body = body.split(".entry").next().unwrap_or(body);
+                        assert!(
+                            !body.contains("__local_depot"),
+                            "qwen3 on {arch}: attention_bf16 uses local memory"
+                        );
+                    }
                     compiled += 1;
                 }
                 Err(e @ (CudaError::NotBuilt | CudaError::Unavailable { .. })) if !require => {

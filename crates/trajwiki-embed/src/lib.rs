@@ -52,7 +52,7 @@ use std::path::Path;
 pub use bert::{BertEmbedder, Pooling};
 pub use engine::EmbedOptions;
 pub use fetch::{fetch_model, FetchError, FetchOptions, Fetched};
-pub use qwen3::Qwen3Embedder;
+pub use qwen3::{open_checkpoint, Qwen3Embedder, Qwen3Shape, Qwen3Spec, Qwen3Tensors};
 pub use resolve::{resolve_model, trajwiki_home, DEFAULT_MODEL};
 pub use trajwiki_core::embed::{EmbedError, EmbedKind, Embedder, Embeddings};
 

@@ -77,26 +77,236 @@ struct Layer {
     down: Linear,
 }
 
-/// A Qwen3-Embedding model on the CPU.
-pub struct Qwen3Embedder {
-    cfg: Qwen3Config,
-    head_dim: usize,
-    rope_theta: f64,
-    embed: Vec<f32>,
-    layers: Vec<Layer>,
-    final_norm: Vec<f32>,
+/// The validated shape of a Qwen3 model, from its `config.json`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Qwen3Shape {
+    /// Vocabulary size (rows of the token embedding).
+    pub vocab: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// MLP intermediate size.
+    pub intermediate: usize,
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention: `heads` is a multiple of it).
+    pub kv_heads: usize,
+    /// Size of one head (even).
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f32,
+    /// Rotary base θ.
+    pub rope_theta: f64,
+    /// Longest sequence the model takes.
+    pub max_positions: usize,
+}
+
+impl Qwen3Shape {
+    /// The rotary inverse frequencies `θ^(-2i/head_dim)`, `i < head_dim / 2`, computed in f64
+    /// and rounded to f32 (every backend uses this table).
+    pub fn inv_freq(&self) -> Vec<f32> {
+        let d = self.head_dim;
+        (0..d / 2)
+            .map(|i| (1.0 / self.rope_theta.powf((2 * i) as f64 / d as f64)) as f32)
+            .collect()
+    }
+}
+
+/// Everything of a Qwen3-Embedding checkpoint but its weights: the shape, the tokenizer, the
+/// query instruction and the output configuration. Shared by the CPU model and other backends
+/// (the CUDA model in `trajwiki-cuda`) so that they tokenise and identify models identically.
+pub struct Qwen3Spec {
+    /// The model's shape.
+    pub shape: Qwen3Shape,
     tok: Tok,
     end_id: u32,
     task: String,
     dim: usize,
     model_id: String,
+}
+
+impl std::fmt::Debug for Qwen3Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qwen3Spec")
+            .field("shape", &self.shape)
+            .field("dim", &self.dim)
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Qwen3Spec {
+    /// Output dimension (the hidden size, or the MRL dimension asked for).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The model id (see [`Embedder::model_id`]); it names the weights and the output dimension,
+    /// not the backend.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// The text the model sees for `text` embedded as `kind`.
+    pub fn format_input(&self, text: &str, kind: EmbedKind) -> String {
+        match kind {
+            EmbedKind::Query => format!("Instruct: {}\nQuery:{text}", self.task),
+            EmbedKind::Document => text.to_string(),
+        }
+    }
+
+    /// Token ids of each text as the model sees it (instruction for queries, truncated to the
+    /// token limit, ending with `<|endoftext|>`, the token that is pooled).
+    pub fn tokenize(&self, texts: &[&str], kind: EmbedKind) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let inputs: Vec<String> = texts.iter().map(|t| self.format_input(t, kind)).collect();
+        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        self.tok.encode(&refs, Some(self.end_id))
+    }
+
+    /// The id of `<|endoftext|>`.
+    pub fn end_id(&self) -> u32 {
+        self.end_id
+    }
+}
+
+/// The weights of a Qwen3 checkpoint, read tensor by tensor as `f32` (whatever the stored type),
+/// named as in the checkpoint without the optional `model.` prefix, e.g.
+/// `layers.0.self_attn.q_proj.weight`.
+pub struct Qwen3Tensors {
+    w: Weights,
+}
+
+impl std::fmt::Debug for Qwen3Tensors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Qwen3Tensors")
+    }
+}
+
+impl Qwen3Tensors {
+    /// The tensor `name`, checked against `shape`, flattened row-major.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, EmbedError> {
+        self.w.get(name, shape)
+    }
+
+    /// Whether the checkpoint has a tensor `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.w.contains(name)
+    }
+}
+
+/// Opens a Qwen3 model folder for any backend: validates `config.json` (attention shape,
+/// activation, rotary settings), loads the tokenizer, checks the output dimension and indexes the
+/// safetensors weights (one file or shards, with or without the `model.` prefix).
+pub fn open_checkpoint(
+    dir: &Path,
+    opts: &EmbedOptions,
+) -> Result<(Qwen3Spec, Qwen3Tensors), EmbedError> {
+    let config_path = dir.join("config.json");
+    let cfg: Qwen3Config = read_json(&config_path)?;
+    let invalid = |what: String| EmbedError::InvalidModel {
+        path: config_path.clone(),
+        what,
+    };
+    let head_dim = cfg
+        .head_dim
+        .unwrap_or(cfg.hidden_size / cfg.num_attention_heads.max(1));
+    if cfg.num_key_value_heads == 0
+        || cfg.num_attention_heads % cfg.num_key_value_heads != 0
+        || head_dim == 0
+        || head_dim % 2 != 0
+    {
+        return Err(invalid(format!(
+            "inconsistent attention shape: {} heads, {} key/value heads, head_dim {head_dim}",
+            cfg.num_attention_heads, cfg.num_key_value_heads
+        )));
+    }
+    if cfg.vocab_size == 0 || cfg.hidden_size == 0 || cfg.intermediate_size == 0 {
+        return Err(invalid(format!(
+            "empty model: vocab_size {}, hidden_size {}, intermediate_size {}",
+            cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size
+        )));
+    }
+    if cfg.use_sliding_window {
+        return Err(invalid("sliding-window attention is not supported".into()));
+    }
+    if cfg.hidden_act != "silu" {
+        return Err(invalid(format!(
+            "unsupported hidden_act {}",
+            cfg.hidden_act
+        )));
+    }
+    if cfg.rope_scaling.as_ref().is_some_and(|v| {
+        !v.is_null() && v.get("rope_type").and_then(|t| t.as_str()) != Some("default")
+    }) {
+        return Err(invalid("rope_scaling is not supported".into()));
+    }
+    let rp = cfg.rope_parameters.as_ref();
+    if rp
+        .and_then(|r| r.rope_type.as_deref())
+        .is_some_and(|t| t != "default")
+    {
+        return Err(invalid("only the default rope_type is supported".into()));
+    }
+    let rope_theta = cfg
+        .rope_theta
+        .or_else(|| rp.and_then(|r| r.rope_theta))
+        .unwrap_or(1_000_000.0);
+
+    let max_len = opts
+        .max_len
+        .unwrap_or(DEFAULT_MAX_LEN)
+        .min(cfg.max_position_embeddings)
+        .max(2);
+    let tok = Tok::open(dir, max_len)?;
+    let end_id = tok
+        .token_id(END_TOKEN)
+        .ok_or_else(|| EmbedError::InvalidModel {
+            path: dir.join("tokenizer.json"),
+            what: format!("the vocabulary has no {END_TOKEN}"),
+        })?;
+    let dim = out_dim(opts.dim, cfg.hidden_size)?;
+    let w = Weights::open(dir, "embed_tokens.weight", &["", "model."])?;
+    let model_id = format!("qwen3-last-d{dim}-{}", fingerprint(dir)?);
+    let shape = Qwen3Shape {
+        vocab: cfg.vocab_size,
+        hidden: cfg.hidden_size,
+        intermediate: cfg.intermediate_size,
+        layers: cfg.num_hidden_layers,
+        heads: cfg.num_attention_heads,
+        kv_heads: cfg.num_key_value_heads,
+        head_dim,
+        rms_norm_eps: cfg.rms_norm_eps as f32,
+        rope_theta,
+        max_positions: cfg.max_position_embeddings,
+    };
+    let spec = Qwen3Spec {
+        shape,
+        tok,
+        end_id,
+        task: opts
+            .task
+            .clone()
+            .unwrap_or_else(|| DEFAULT_TASK.to_string()),
+        dim,
+        model_id,
+    };
+    Ok((spec, Qwen3Tensors { w }))
+}
+
+/// A Qwen3-Embedding model on the CPU.
+pub struct Qwen3Embedder {
+    spec: Qwen3Spec,
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    final_norm: Vec<f32>,
     rt: Runtime,
 }
 
 impl std::fmt::Debug for Qwen3Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qwen3Embedder")
-            .field("model_id", &self.model_id)
+            .field("model_id", &self.spec.model_id)
             .field("layers", &self.layers.len())
             .finish_non_exhaustive()
     }
@@ -126,76 +336,13 @@ impl Qwen3Embedder {
     /// `<|endoftext|>`) and safetensors weights, one file or sharded, with or without the `model.`
     /// name prefix.
     pub fn load(dir: &Path, opts: &EmbedOptions) -> Result<Qwen3Embedder, EmbedError> {
-        let config_path = dir.join("config.json");
-        let cfg: Qwen3Config = read_json(&config_path)?;
-        let invalid = |what: String| EmbedError::InvalidModel {
-            path: config_path.clone(),
-            what,
-        };
-        let head_dim = cfg
-            .head_dim
-            .unwrap_or(cfg.hidden_size / cfg.num_attention_heads.max(1));
-        if cfg.num_key_value_heads == 0
-            || cfg.num_attention_heads % cfg.num_key_value_heads != 0
-            || head_dim == 0
-            || head_dim % 2 != 0
-        {
-            return Err(invalid(format!(
-                "inconsistent attention shape: {} heads, {} key/value heads, head_dim {head_dim}",
-                cfg.num_attention_heads, cfg.num_key_value_heads
-            )));
-        }
-        if cfg.use_sliding_window {
-            return Err(invalid("sliding-window attention is not supported".into()));
-        }
-        if cfg.hidden_act != "silu" {
-            return Err(invalid(format!(
-                "unsupported hidden_act {}",
-                cfg.hidden_act
-            )));
-        }
-        if cfg.rope_scaling.as_ref().is_some_and(|v| {
-            !v.is_null() && v.get("rope_type").and_then(|t| t.as_str()) != Some("default")
-        }) {
-            return Err(invalid("rope_scaling is not supported".into()));
-        }
-        let rp = cfg.rope_parameters.as_ref();
-        if rp
-            .and_then(|r| r.rope_type.as_deref())
-            .is_some_and(|t| t != "default")
-        {
-            return Err(invalid("only the default rope_type is supported".into()));
-        }
-        let rope_theta = cfg
-            .rope_theta
-            .or_else(|| rp.and_then(|r| r.rope_theta))
-            .unwrap_or(1_000_000.0);
-
-        let max_len = opts
-            .max_len
-            .unwrap_or(DEFAULT_MAX_LEN)
-            .min(cfg.max_position_embeddings)
-            .max(2);
-        let tok = Tok::open(dir, max_len)?;
-        let end_id = tok
-            .token_id(END_TOKEN)
-            .ok_or_else(|| EmbedError::InvalidModel {
-                path: dir.join("tokenizer.json"),
-                what: format!("the vocabulary has no {END_TOKEN}"),
-            })?;
-        let dim = out_dim(opts.dim, cfg.hidden_size)?;
-
-        let w = Weights::open(dir, "embed_tokens.weight", &["", "model."])?;
-        let h = cfg.hidden_size;
-        let (nh, nkv, d, inter) = (
-            cfg.num_attention_heads,
-            cfg.num_key_value_heads,
-            head_dim,
-            cfg.intermediate_size,
-        );
-        let embed = w.get("embed_tokens.weight", &[cfg.vocab_size, h])?;
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
+        let (spec, tensors) = open_checkpoint(dir, opts)?;
+        let w = &tensors.w;
+        let s = spec.shape;
+        let (h, nh, nkv, d, inter) = (s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate);
+        let embed = w.get("embed_tokens.weight", &[s.vocab, h])?;
+        let mut layers = Vec::with_capacity(s.layers);
+        for i in 0..s.layers {
             let p = format!("layers.{i}");
             layers.push(Layer {
                 input_norm: w.get(&format!("{p}.input_layernorm.weight"), &[h])?,
@@ -216,40 +363,26 @@ impl Qwen3Embedder {
             });
         }
         let final_norm = w.get("norm.weight", &[h])?;
-        let model_id = format!("qwen3-last-d{dim}-{}", fingerprint(dir)?);
         Ok(Qwen3Embedder {
-            cfg,
-            head_dim,
-            rope_theta,
             embed,
             layers,
             final_norm,
-            tok,
-            end_id,
-            task: opts
-                .task
-                .clone()
-                .unwrap_or_else(|| DEFAULT_TASK.to_string()),
-            dim,
-            model_id,
             rt: Runtime::new(opts)?,
+            spec,
         })
     }
 
     /// The text the model sees for `text` embedded as `kind`.
     pub fn format_input(&self, text: &str, kind: EmbedKind) -> String {
-        match kind {
-            EmbedKind::Query => format!("Instruct: {}\nQuery:{text}", self.task),
-            EmbedKind::Document => text.to_string(),
-        }
+        self.spec.format_input(text, kind)
     }
 
     /// Pooled (final-normed, not L2-normalised) last-token states of a packed batch.
     fn forward(&self, batch: &[&[u32]]) -> Vec<f32> {
-        let cfg = &self.cfg;
-        let (h, d) = (cfg.hidden_size, self.head_dim);
-        let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
-        let eps = cfg.rms_norm_eps as f32;
+        let cfg = &self.spec.shape;
+        let (h, d) = (cfg.hidden, cfg.head_dim);
+        let (nh, nkv) = (cfg.heads, cfg.kv_heads);
+        let eps = cfg.rms_norm_eps;
         let threads = self.rt.threads;
         let seqs = offsets(batch);
         let rows: usize = seqs.iter().map(|s| s.1).sum();
@@ -258,9 +391,7 @@ impl Qwen3Embedder {
         // Rotary table: cos and sin of position · θ^(-2i/d), i < d/2.
         let half = d / 2;
         let max_pos = seqs.iter().map(|s| s.1).max().unwrap_or(0);
-        let inv_freq: Vec<f32> = (0..half)
-            .map(|i| (1.0 / self.rope_theta.powf((2 * i) as f64 / d as f64)) as f32)
-            .collect();
+        let inv_freq = cfg.inv_freq();
         let mut cos = vec![0.0f32; max_pos * half];
         let mut sin = vec![0.0f32; max_pos * half];
         for p in 0..max_pos {
@@ -276,7 +407,7 @@ impl Qwen3Embedder {
             .chunks_exact_mut(h)
             .zip(batch.iter().flat_map(|s| s.iter()))
         {
-            let id = (id as usize).min(cfg.vocab_size - 1);
+            let id = (id as usize).min(cfg.vocab - 1);
             dst.copy_from_slice(&self.embed[id * h..(id + 1) * h]);
         }
 
@@ -316,7 +447,7 @@ impl Qwen3Embedder {
             linear_add(&mut x, &layer.o, &ctx, rows, threads);
             let hn = ops::rms_norm(&x, h, &layer.post_norm, eps);
             let gu = layer.gate_up.forward(&hn, rows, threads);
-            let act = ops::swiglu(&gu, cfg.intermediate_size);
+            let act = ops::swiglu(&gu, cfg.intermediate);
             linear_add(&mut x, &layer.down, &act, rows, threads);
         }
 
@@ -331,21 +462,18 @@ impl Qwen3Embedder {
 
 impl Embedder for Qwen3Embedder {
     fn model_id(&self) -> &str {
-        &self.model_id
+        self.spec.model_id()
     }
 
     fn dim(&self) -> usize {
-        self.dim
+        self.spec.dim()
     }
 
     fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError> {
-        let inputs: Vec<String> = texts.iter().map(|t| self.format_input(t, kind)).collect();
-        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-        let seqs = self
-            .rt
-            .pool
-            .install(|| self.tok.encode(&refs, Some(self.end_id)))?;
+        let seqs = self.rt.pool.install(|| self.spec.tokenize(texts, kind))?;
         self.rt
-            .run_batched(&seqs, self.cfg.hidden_size, self.dim, |b| self.forward(b))
+            .run_batched(&seqs, self.spec.shape.hidden, self.spec.dim(), |b| {
+                self.forward(b)
+            })
     }
 }
