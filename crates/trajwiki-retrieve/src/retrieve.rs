@@ -12,6 +12,7 @@ use trajwiki_compute::{
 
 use crate::index::{Index, IndexError};
 use crate::shape::{analyse, Shape};
+use trajwiki_core::centroid;
 use trajwiki_memory::lexicon::ITEM_FAMILIES;
 
 /// Retrieval strategies: the full design, the paper's ablations, and plain baselines.
@@ -275,7 +276,7 @@ impl Index {
                 ranking.messages = scored.into_iter().map(|(i, _)| i).collect();
             }
             Mode::SessionDense => {
-                // A session's vector is the mean of its messages'.
+                // A session's vector is the centroid of its messages'.
                 let mut sessions: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
                 for (i, s) in self.session_of.iter().enumerate() {
                     sessions.entry(*s).or_default().push(i);
@@ -283,18 +284,11 @@ impl Index {
                 let mut scored: Vec<(u32, f32)> = sessions
                     .iter()
                     .map(|(s, members)| {
-                        let mut mean = vec![0f32; self.dim];
-                        for &m in members {
-                            for (a, b) in mean
-                                .iter_mut()
-                                .zip(&self.vectors.messages[m * self.dim..(m + 1) * self.dim])
-                            {
-                                *a += b;
-                            }
-                        }
-                        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-                        let score = mean.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>() / norm;
-                        (*s, score)
+                        let rows = members
+                            .iter()
+                            .map(|&m| &self.vectors.messages[m * self.dim..(m + 1) * self.dim]);
+                        let c = centroid(rows, self.dim);
+                        (*s, c.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>())
                     })
                     .collect();
                 scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
