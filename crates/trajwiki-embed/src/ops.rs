@@ -138,12 +138,208 @@ pub(crate) fn matmul_wt(
         }
         return;
     }
+    if m <= SMALL_M {
+        small_matmul_wt(a, b, dst, m, k, n, accumulate);
+        return;
+    }
     let parallelism = if threads > 1 {
         gemm::Parallelism::Rayon(threads)
     } else {
         gemm::Parallelism::None
     };
     raw_gemm(a, b, dst, m, k, n, accumulate, parallelism);
+}
+
+/// Row counts up to which `matmul_wt` computes dot products directly from the weights instead of
+/// calling `gemm`. A general GEMM first packs the whole right-hand matrix into panels; for the few
+/// rows of a query that copy costs more than the product itself (it was half the time of a MiniLM
+/// query forward). Weight rows are contiguous in `[out, in]` layout, so a dot-product kernel reads
+/// each of them once, straight from memory.
+const SMALL_M: usize = 32;
+
+/// Rows of `a` and columns of the output computed together by the small-row kernel: every loaded
+/// weight vector is used for `SMALL_MR` rows, every row vector for `SMALL_NR` weight rows (twelve
+/// accumulators, which with the weight vectors fill the sixteen AVX2 registers).
+const SMALL_MR: usize = 4;
+const SMALL_NR: usize = 3;
+
+/// Output columns (weight rows) per rayon task of the small-row kernel (a multiple of `SMALL_NR`).
+const SMALL_COLS_PER_TASK: usize = 48;
+
+/// `dst (+)= a · bᵀ` for few rows of `a`, parallel over output columns. Each task computes the
+/// transposed block of its columns, which is then added to (or written into) `dst`.
+#[allow(clippy::too_many_arguments)]
+fn small_matmul_wt(
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    accumulate: bool,
+) {
+    let tasks = 2 * rayon::current_num_threads();
+    let cols = n.div_ceil(tasks).div_ceil(SMALL_NR).max(1) * SMALL_NR;
+    let cols = cols.max(SMALL_COLS_PER_TASK);
+    let mut out_t = vec![0.0f32; n * m];
+    out_t
+        .par_chunks_mut(cols * m)
+        .zip(b[..n * k].par_chunks(cols * k))
+        .for_each(|(o, w)| dot_columns(&a[..m * k], w, k, m, o));
+    for (i, row) in dst[..m * n].chunks_exact_mut(n).enumerate() {
+        for (j, d) in row.iter_mut().enumerate() {
+            let v = out_t[j * m + i];
+            *d = if accumulate { *d + v } else { v };
+        }
+    }
+}
+
+/// `out[j·m + i] = a_i · w_j` for the `m` rows of `a` and every `k`-row `w_j` of `w`, in tiles of
+/// up to `SMALL_MR × SMALL_NR` products.
+fn dot_columns(a: &[f32], w: &[f32], k: usize, m: usize, out: &mut [f32]) {
+    type Tile = fn(&[f32], &[f32], usize, usize, usize, usize, &mut [f32]);
+    #[cfg(target_arch = "x86_64")]
+    let tile: Tile = if has_avx2() {
+        avx2::dot_tile
+    } else {
+        dot_tile_generic
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let tile: Tile = dot_tile_generic;
+    let cols = w.len() / k;
+    assert!(a.len() >= m * k && out.len() >= cols * m);
+    for j in (0..cols).step_by(SMALL_NR) {
+        let nr = (cols - j).min(SMALL_NR);
+        for i in (0..m).step_by(SMALL_MR) {
+            let mr = (m - i).min(SMALL_MR);
+            tile(
+                &a[i * k..(i + mr) * k],
+                &w[j * k..(j + nr) * k],
+                k,
+                m,
+                mr,
+                nr,
+                &mut out[j * m + i..],
+            );
+        }
+    }
+}
+
+/// Portable twin of `avx2::dot_tile`: `out[c·m + r] = a_r · w_c` for `r < mr`, `c < nr`.
+#[allow(clippy::too_many_arguments)]
+fn dot_tile_generic(
+    a: &[f32],
+    w: &[f32],
+    k: usize,
+    m: usize,
+    mr: usize,
+    nr: usize,
+    out: &mut [f32],
+) {
+    for r in 0..mr {
+        for c in 0..nr {
+            out[c * m + r] = dot(&a[r * k..(r + 1) * k], &w[c * k..(c + 1) * k]);
+        }
+    }
+}
+
+/// The small-row kernel's tiles with AVX2 and FMA: eight lanes per product, fused multiply-adds,
+/// the tile's accumulators held in registers for the whole length `k`.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod avx2 {
+    use std::arch::x86_64::{
+        __m256, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_loadu_ps,
+        _mm256_setzero_ps, _mm_add_ps, _mm_add_ss, _mm_cvtss_f32, _mm_movehl_ps, _mm_shuffle_ps,
+    };
+
+    use super::{SMALL_MR, SMALL_NR};
+
+    /// `out[c·m + r] = a_r · w_c` for the `mr ≤ SMALL_MR` rows of `a` and `nr ≤ SMALL_NR` rows of
+    /// `w`, all of length `k`. Only to be chosen after `has_avx2()` (as `dot_columns` does).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dot_tile(
+        a: &[f32],
+        w: &[f32],
+        k: usize,
+        m: usize,
+        mr: usize,
+        nr: usize,
+        out: &mut [f32],
+    ) {
+        assert!(mr <= SMALL_MR && nr <= SMALL_NR && mr > 0 && nr > 0);
+        assert!(a.len() >= mr * k && w.len() >= nr * k && out.len() > (nr - 1) * m + mr - 1);
+        // SAFETY: `dot_columns` picks this only when `has_avx2()`; the assertions above bound
+        // every pointer read (`r < mr` rows of `a`, `c < nr` rows of `w`, offsets below `k`) and
+        // every write of `out`.
+        unsafe {
+            match (mr, nr) {
+                (4, 3) => tile::<4, 3>(a, w, k, m, out),
+                (3, 3) => tile::<3, 3>(a, w, k, m, out),
+                (2, 3) => tile::<2, 3>(a, w, k, m, out),
+                (1, 3) => tile::<1, 3>(a, w, k, m, out),
+                (4, 2) => tile::<4, 2>(a, w, k, m, out),
+                (3, 2) => tile::<3, 2>(a, w, k, m, out),
+                (2, 2) => tile::<2, 2>(a, w, k, m, out),
+                (1, 2) => tile::<1, 2>(a, w, k, m, out),
+                (4, 1) => tile::<4, 1>(a, w, k, m, out),
+                (3, 1) => tile::<3, 1>(a, w, k, m, out),
+                (2, 1) => tile::<2, 1>(a, w, k, m, out),
+                _ => tile::<1, 1>(a, w, k, m, out),
+            }
+        }
+    }
+
+    /// Sum of the eight lanes, in a fixed order.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps::<1>(v);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps::<0b01>(s, s));
+        _mm_cvtss_f32(s)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile<const R: usize, const C: usize>(
+        a: &[f32],
+        w: &[f32],
+        k: usize,
+        m: usize,
+        out: &mut [f32],
+    ) {
+        let (ap, wp) = (a.as_ptr(), w.as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
+        let body = k - k % 8;
+        let mut t = 0;
+        while t < body {
+            let mut wv = [_mm256_setzero_ps(); C];
+            for (c, v) in wv.iter_mut().enumerate() {
+                // SAFETY: c < C rows of `w`, t + 8 ≤ k (checked by `dot_tile`).
+                *v = unsafe { _mm256_loadu_ps(wp.add(c * k + t)) };
+            }
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                // SAFETY: r < R rows of `a`, t + 8 ≤ k.
+                let av = unsafe { _mm256_loadu_ps(ap.add(r * k + t)) };
+                for (acc_rc, v) in acc_r.iter_mut().zip(&wv) {
+                    *acc_rc = _mm256_fmadd_ps(av, *v, *acc_rc);
+                }
+            }
+            t += 8;
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (c, lanes) in acc_r.iter().enumerate() {
+                let mut s = hsum(*lanes);
+                for t in body..k {
+                    s += a[r * k + t] * w[c * k + t];
+                }
+                out[c * m + r] = s;
+            }
+        }
+    }
 }
 
 /// The one unsafe call of the crate, wrapped so that the slice lengths checked by the caller
@@ -528,7 +724,14 @@ mod tests {
 
     #[test]
     fn linear_matches_naive() {
-        for &(m, k, n) in &[(1, 3, 2), (7, 33, 19), (65, 128, 70)] {
+        for &(m, k, n) in &[
+            (1, 3, 2),
+            (7, 33, 19),
+            (5, 384, 67),
+            (32, 41, 3),
+            (33, 40, 5),
+            (65, 128, 70),
+        ] {
             let a = pseudo(m * k, 1);
             let w = pseudo(n * k, 2);
             let bias = pseudo(n, 3);
