@@ -82,13 +82,7 @@ impl Store {
                 .prepare("PRAGMA foreign_key_check")
                 .ctx("checking foreign keys")?;
             let rows = stmt
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, Option<i64>>(1)?,
-                        row.get::<_, String>(2)?,
-                    ))
-                })
+                .query_map([], |row| <(String, Option<i64>, String)>::try_from(row))
                 .ctx("checking foreign keys")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("checking foreign keys")?;
@@ -144,14 +138,7 @@ impl Store {
                 .prepare("SELECT trajectory, id, version, timestamp FROM snapshots ORDER BY trajectory, version")
                 .ctx("reading snapshots")?;
             let rows = stmt
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, i64>(2)?,
-                        row.get::<_, String>(3)?,
-                    ))
-                })
+                .query_map([], |row| <(String, String, i64, String)>::try_from(row))
                 .ctx("reading snapshots")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("reading snapshots")?;
@@ -189,13 +176,7 @@ impl Store {
                 )
                 .ctx("reading claims")?;
             let rows = stmt
-                .query_map([], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, Option<String>>(2)?,
-                    ))
-                })
+                .query_map([], |row| <(String, String, Option<String>)>::try_from(row))
                 .ctx("reading claims")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("reading claims")?;

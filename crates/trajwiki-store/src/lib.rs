@@ -164,6 +164,15 @@ impl Store {
         &self.dir
     }
 
+    /// SQLite's `data_version`: it changes when another connection (another process, or another
+    /// `Store` on the same directory) commits, and not for this connection's own writes. A
+    /// reader that caches what it read compares it to tell whether someone else wrote since.
+    pub fn data_version(&self) -> Result<i64> {
+        self.conn
+            .pragma_query_value(None, "data_version", |row| row.get(0))
+            .ctx("reading the data version")
+    }
+
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<u32> {
         self.conn

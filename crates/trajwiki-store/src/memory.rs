@@ -595,17 +595,7 @@ pub(crate) fn read_snapshot(conn: &Connection, id: &SnapshotId) -> Result<Option
         .query_row(
             "SELECT namespace, trajectory, version, timestamp, summary, context, keywords FROM snapshots WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, u32>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, String>(6)?,
-                ))
-            },
+            |row| <(String, String, u32, String, String, String, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a snapshot")?;
@@ -649,16 +639,7 @@ pub(crate) fn read_claim(conn: &Connection, id: &ClaimId) -> Result<Option<Claim
         .query_row(
             "SELECT namespace, snapshot, text, status, quote, revised_from FROM claims WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, Option<String>>(5)?,
-                ))
-            },
+            |row| <(String, String, String, String, String, Option<String>)>::try_from(row),
         )
         .optional()
         .ctx("reading a claim")?;
@@ -696,18 +677,7 @@ pub(crate) fn read_op(conn: &Connection, id: &OpId) -> Result<Option<ClaimOp>> {
         .query_row(
             "SELECT namespace, seq, op, target, new_claim, new_status, rationale, snapshot FROM claim_ops WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, i64>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, Option<String>>(3)?,
-                    row.get::<_, Option<String>>(4)?,
-                    row.get::<_, Option<String>>(5)?,
-                    row.get::<_, String>(6)?,
-                    row.get::<_, String>(7)?,
-                ))
-            },
+            |row| <(String, i64, String, Option<String>, Option<String>, Option<String>, String, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a claim op")?;
@@ -758,14 +728,7 @@ pub(crate) fn read_trajectory(conn: &Connection, id: &TrajectoryId) -> Result<Op
         .query_row(
             "SELECT namespace, continues, summary, signals FROM trajectories WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Option<String>>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                ))
-            },
+            |row| <(String, Option<String>, String, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a trajectory")?;
@@ -797,18 +760,7 @@ fn read_page_revision(conn: &Connection, id: &PageId, revision: u32) -> Result<O
             "SELECT p.namespace, p.kind, r.title, r.body, r.routing_text, r.keywords, r.terms, r.items
              FROM pages p JOIN page_revisions r ON r.page = p.id WHERE p.id = ?1 AND r.revision = ?2",
             params![id.as_str(), revision],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, String>(4)?,
-                    row.get::<_, String>(5)?,
-                    row.get::<_, String>(6)?,
-                    row.get::<_, String>(7)?,
-                ))
-            },
+            |row| <(String, String, String, String, String, String, String, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a page revision")?;
@@ -969,13 +921,7 @@ fn read_compilation(
         .query_row(
             "SELECT run, diagnosis, compiler FROM compilations WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            },
+            |row| <(String, String, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a compilation")?;
@@ -988,13 +934,7 @@ fn read_compilation(
         .prepare_cached("SELECT id, guideline, applies_when FROM insights WHERE compilation = ?1 ORDER BY position")
         .ctx("reading insights")?;
     let rows = stmt
-        .query_map([cid], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-            ))
-        })
+        .query_map([cid], |row| <(String, String, String)>::try_from(row))
         .ctx("reading insights")?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading insights")?;

@@ -426,16 +426,7 @@ fn read_run(conn: &rusqlite::Connection, id: &RunId) -> Result<Option<Run>> {
         .query_row(
             "SELECT namespace, external_ref, task, success, reward, metadata FROM runs WHERE id = ?1",
             [id.as_str()],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, Option<bool>>(3)?,
-                    row.get::<_, Option<f64>>(4)?,
-                    row.get::<_, String>(5)?,
-                ))
-            },
+            |row| <(String, String, String, Option<bool>, Option<f64>, String)>::try_from(row),
         )
         .optional()
         .ctx("reading a run")?;

@@ -550,3 +550,15 @@ fn delete_namespace_removes_everything() {
     assert!(!store.delete_namespace(&ns()).unwrap());
     assert!(store.check().unwrap().ok());
 }
+
+#[test]
+fn data_version_moves_for_other_connections_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Store::open(dir.path()).unwrap();
+    let b = Store::open(dir.path()).unwrap();
+    let (a0, b0) = (a.data_version().unwrap(), b.data_version().unwrap());
+    a.ingest_messages("test", &messages()).unwrap();
+    // The writer's own commit does not move its version; the other connection's does.
+    assert_eq!(a.data_version().unwrap(), a0);
+    assert_ne!(b.data_version().unwrap(), b0);
+}
