@@ -7,39 +7,15 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use half::f16;
 use std::hint::black_box;
+use trajwiki_compute::synthetic::{unit_rows, Rng};
 use trajwiki_compute::{
     Candidate, CoverageWeights, CpuScoring, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
     SetWords,
 };
 
-/// A fixed-seed xorshift64* generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-}
-
-/// `n` random L2-normalised rows of dimension `d`.
-fn unit_rows(rng: &mut Rng, n: usize, d: usize) -> Vec<f32> {
-    let mut v: Vec<f32> = (0..n * d).map(|_| rng.unit()).collect();
-    for row in v.chunks_exact_mut(d) {
-        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        row.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
-}
-
 fn bench_topk(c: &mut Criterion) {
     let (n, d, k) = (100_000, 384, 10);
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let rows = unit_rows(&mut rng, n, d);
     let rows16: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
     let queries = unit_rows(&mut rng, 64, d);
@@ -68,7 +44,7 @@ fn bench_select(c: &mut Criterion) {
         items: 2,
         terms: 2,
     };
-    let mut rng = Rng(0xc0ffee);
+    let mut rng = Rng::new(0xc0ffee);
     // Sparse sets: each word keeps about 1 bit in 8.
     let sparse = |rng: &mut Rng, n: usize| -> Vec<u64> {
         (0..n)

@@ -3,7 +3,8 @@
 # no Rust) and collects them in gpu-bin/ with stable names, plus the CUDA headers NVRTC needs at
 # run time (from scripts/fetch-nvrtc.sh) and the PyTorch baseline. Carry `gpu-bin` to the device
 # and run `scripts/gpu-check.sh` there. Binaries: ptx, twins, qwen3_twin (tests), gpu_scoring,
-# gpu_qwen3 (benches); scripts torch_topk.py, torch_qwen3.py; the qwen3_tiny fixture.
+# gpu_qwen3 (benches); the Python extension built with `cuda` (python/) and its check
+# gpu_python_check.py; scripts torch_topk.py, torch_qwen3.py; the qwen3_tiny fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/fetch-nvrtc.sh)"
@@ -26,6 +27,16 @@ for line in sys.stdin:
 }
 collect test cargo test -p trajwiki-cuda --features cuda --no-run
 collect bench cargo bench -p trajwiki-cuda --features cuda --no-run
+# The Python extension with the CUDA backend, unpacked (the device has Python but no network:
+# gpu-check.sh puts the folder on sys.path). Stripped to stay within the carry limit.
+venv=target/py-venv
+[[ -x "$venv/bin/maturin" ]] || { python3 -m venv "$venv" && "$venv/bin/python" -m pip install --quiet "maturin>=1.9,<2"; }
+"$venv/bin/maturin" build --profile dev --strip --features cuda --manifest-path python/Cargo.toml \
+    --interpreter "$venv/bin/python" --out gpu-bin/wheel-build
+python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+    gpu-bin/wheel-build/trajwiki-*.whl gpu-bin/python
+rm -rf gpu-bin/wheel-build
+cp scripts/gpu_python_check.py gpu-bin/
 cp -r "$TRAJWIKI_CUDA_INCLUDE" gpu-bin/cuda-include
 cp scripts/torch_topk.py scripts/torch_qwen3.py gpu-bin/
 # The tiny random Qwen3 model the twin test compares on (gpu-check.sh points the test at it).

@@ -14,3 +14,5 @@ TRAJWIKI_REQUIRE_NVRTC=1 cargo test -p trajwiki-cuda --features cuda --test ptx 
 cargo test -p trajwiki-cuda --features cuda --test twins --test qwen3_twin
 # The root crate with the GPU backend compiled in (`--device cuda|auto`).
 cargo clippy --all-targets --features cuda -- -D warnings
+# The Python extension with it (`device="cuda"|"auto"`).
+cargo clippy -p trajwiki-py --features cuda -- -D warnings

@@ -2,7 +2,8 @@
 # One call on a lent GPU machine (no Rust there): runs the carried `--features cuda` binaries
 # from gpu-bin/ (or the directory given as $1) — the PTX check, the CUDA-vs-CPU twin tests of the
 # scoring kernels and of the Qwen3 model, the scoring benchmark, the Qwen3-Embedding-0.6B-shaped
-# forward benchmark — and the PyTorch baselines (top-k; transformers Qwen3Model with SDPA on the
+# forward benchmark, the Python bindings with device="cuda" against device="cpu" — and the
+# PyTorch baselines (top-k; transformers Qwen3Model with SDPA on the
 # same weights and token ids, with the deviation of the pooled vectors), then prints a results
 # table last and writes it to $OUT/gpu-results.md. All steps together stay within 8 minutes
 # (each step's timeout is cut to what is left). Build the binaries first with
@@ -68,6 +69,11 @@ step twins 90 "$bin/twins" --test-threads 1
 step qwen3_twin 60 "$bin/qwen3_twin" --test-threads 1 --nocapture
 step gpu_qwen3 120 env TRAJWIKI_QWEN3_BENCH_DIR="$qwen3_dir" "$bin/gpu_qwen3" --bench
 step gpu_scoring 120 "$bin/gpu_scoring" --bench
+if [[ -d "$bin/python/trajwiki" ]] && python3 -c 'import numpy' >/dev/null 2>&1; then
+    step python_cuda 60 python3 "$bin/gpu_python_check.py" "$bin/python" "$PWD" "$bin/qwen3_tiny"
+else
+    rows+=("| python_cuda | skipped (no extension in $bin/python, or no NumPy) | |")
+fi
 if python3 -c 'import torch, transformers' >/dev/null 2>&1; then
     step torch_qwen3 120 python3 "$bin/torch_qwen3.py" "$qwen3_dir"
     step torch_topk 60 python3 "$bin/torch_topk.py"

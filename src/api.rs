@@ -29,7 +29,9 @@ use trajwiki_core::{
     PageId, ReplayError, Run, RunId, Snapshot, SnapshotId, SourceMessage, Timestamp, Trajectory,
     TrajectoryId, WikiPage, TIMESTAMP_FORMAT,
 };
-use trajwiki_retrieve::{Context, IndexError, Mode, Ranking, RetrievalConfig};
+use trajwiki_cuda::{CudaQwen3Embedder, Device};
+use trajwiki_embed::{Architecture, EmbedOptions};
+use trajwiki_retrieve::{Context, Index, IndexError, Mode, Ranking, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
 
 use crate::pipeline::PipelineError;
@@ -92,9 +94,37 @@ impl ApiError {
     }
 }
 
-/// Loads an embedding model by name: a model folder, a name in the model cache (`minilm`), or
-/// `hashing[-DIM]` (lexical, no model files; 384 dimensions unless given).
+/// Loads an embedding model by name, on the CPU: a model folder, a name in the model cache
+/// (`minilm`), or `hashing[-DIM]` (lexical, no model files; 384 dimensions unless given).
 pub fn load_embedder(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
+    Ok(load_model(spec, &EmbedOptions::default(), Device::Cpu)?.embedder)
+}
+
+/// An embedding model loaded for a device.
+pub struct LoadedModel {
+    /// The model.
+    pub embedder: Box<dyn Embedder>,
+    /// Where it runs: `cpu` or `cuda`.
+    pub backend: &'static str,
+    /// Why a model runs on the CPU although a GPU was asked for, to tell the user once.
+    pub note: Option<String>,
+}
+
+/// Loads model `spec` (as [`load_embedder`]) for `device`. Qwen3-Embedding runs on the GPU with
+/// `cuda`, and with `auto` when a GPU is usable; BERT-family models (MiniLM) and the hashing
+/// embedder always run on the CPU (with a [`LoadedModel::note`] when `cuda` was asked for).
+/// `cuda` for a Qwen3 model without a usable GPU, or in a build without the `cuda` feature, is
+/// [`EmbedError::DeviceUnavailable`].
+pub fn load_model(
+    spec: &str,
+    opts: &EmbedOptions,
+    device: Device,
+) -> Result<LoadedModel, EmbedError> {
+    let cpu = |embedder: Box<dyn Embedder>, note: Option<String>| LoadedModel {
+        embedder,
+        backend: "cpu",
+        note: note.filter(|_| device == Device::Cuda),
+    };
     if let Some(rest) = spec.strip_prefix("hashing") {
         let dim = match rest.strip_prefix('-') {
             None if rest.is_empty() => Some(384),
@@ -102,14 +132,41 @@ pub fn load_embedder(spec: &str) -> Result<Box<dyn Embedder>, EmbedError> {
             None => None,
         };
         return match dim {
-            Some(dim) => Ok(Box::new(HashingEmbedder::new(dim))),
+            Some(dim) => Ok(cpu(
+                Box::new(HashingEmbedder::new(dim)),
+                Some(format!(
+                    "note: {spec} is lexical and runs on the CPU; device cuda applies to scoring"
+                )),
+            )),
             None => Err(EmbedError::ModelNotFound {
                 path: PathBuf::from(spec),
                 hint: "the lexical model is named hashing or hashing-<dimension>".into(),
             }),
         };
     }
-    trajwiki_embed::load_embedder(spec, &trajwiki_embed::EmbedOptions::default())
+    if device == Device::Cpu {
+        return Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None));
+    }
+    let dir = trajwiki_embed::resolve_model(spec)?;
+    match trajwiki_embed::architecture_of(&dir)? {
+        Architecture::Qwen3 => match CudaQwen3Embedder::load(&dir, opts, 0) {
+            Ok(m) => Ok(LoadedModel {
+                embedder: Box::new(m),
+                backend: "cuda",
+                note: None,
+            }),
+            Err(EmbedError::DeviceUnavailable { .. }) if device == Device::Auto => {
+                Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None))
+            }
+            Err(e) => Err(e),
+        },
+        Architecture::Bert => Ok(cpu(
+            trajwiki_embed::load_embedder(spec, opts)?,
+            Some(format!(
+                "note: {spec} is a BERT-family model, which runs on the CPU; device cuda applies to scoring"
+            )),
+        )),
+    }
 }
 
 /// The namespaces of a store that hold messages, in name order.
@@ -295,19 +352,35 @@ pub struct Search {
     pub embedded_on_load: usize,
 }
 
-/// Answers a question from a built namespace: a context of at most `budget` whitespace tokens,
-/// each of its source messages with its snapshot, trajectory and claims, and the retrieval path.
-#[allow(clippy::too_many_arguments)] // each is a distinct input of one query; bindings pass them positionally
-pub fn search(
+/// One question to a namespace.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    /// The question.
+    pub question: &'a str,
+    /// The retrieval mode.
+    pub mode: Mode,
+    /// The context budget, in whitespace tokens.
+    pub budget: usize,
+    /// The retrieval constants.
+    pub config: &'a RetrievalConfig,
+}
+
+/// A namespace's retrieval index, read from the store once and searched any number of times.
+pub struct LoadedIndex {
+    /// The index.
+    pub index: Index,
+    /// Milliseconds spent reading the records and building the index.
+    pub load_ms: f64,
+    /// Texts that had to be embedded to build it (not in the embedding cache).
+    pub embedded_on_load: usize,
+}
+
+/// Loads the retrieval index of a built namespace.
+pub fn open_index(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
-    question: &str,
-    mode: Mode,
-    budget: usize,
-    config: &RetrievalConfig,
-    backend: &dyn ScoringBackend,
-) -> Result<Search, ApiError> {
+) -> Result<LoadedIndex, ApiError> {
     if store.namespace_counts(ns)?.0 == 0 {
         return Err(ApiError::UnknownNamespace {
             namespace: ns.clone(),
@@ -319,7 +392,44 @@ pub fn search(
     }
     let t0 = Instant::now();
     let (index, embedded_on_load) = load_index(store, ns, embedder)?;
-    let index_load = t0.elapsed().as_secs_f64() * 1000.0;
+    Ok(LoadedIndex {
+        index,
+        load_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        embedded_on_load,
+    })
+}
+
+/// Answers a question from a built namespace: a context of at most `budget` whitespace tokens,
+/// each of its source messages with its snapshot, trajectory and claims, and the retrieval path.
+/// Loads the index first; [`search_index`] answers from one already loaded.
+pub fn search(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    query: &Query<'_>,
+    backend: &dyn ScoringBackend,
+) -> Result<Search, ApiError> {
+    let loaded = open_index(store, ns, embedder)?;
+    search_index(&loaded, true, embedder, query, backend)
+}
+
+/// [`search`] on a loaded index. `loaded_now` says whether the index was loaded for this search:
+/// its load time and embedded texts are then reported in the answer, else they are zero.
+/// `embedder` must be the model the index was loaded with.
+pub fn search_index(
+    loaded: &LoadedIndex,
+    loaded_now: bool,
+    embedder: &dyn Embedder,
+    query: &Query<'_>,
+    backend: &dyn ScoringBackend,
+) -> Result<Search, ApiError> {
+    let index = &loaded.index;
+    let Query {
+        question,
+        mode,
+        budget,
+        config,
+    } = *query;
     let (qvec, query_embedding) = embed_query(embedder, question)?;
     let ranking = index.rank(question, &qvec, mode, config, backend)?;
     let t1 = Instant::now();
@@ -373,12 +483,16 @@ pub fn search(
         evidence,
         ranking,
         timings: SearchTimings {
-            index_load,
+            index_load: if loaded_now { loaded.load_ms } else { 0.0 },
             query_embedding,
             stages,
             render,
         },
-        embedded_on_load,
+        embedded_on_load: if loaded_now {
+            loaded.embedded_on_load
+        } else {
+            0
+        },
     })
 }
 

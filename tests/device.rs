@@ -41,27 +41,9 @@ fn device_cpu_gives_the_same_retrieval_as_the_default() {
     std::fs::write(&data, serde_json::to_vec(&all[..1]).unwrap()).unwrap();
     let run = |name: &str, extra: &[&str]| {
         let out = dir.path().join(name);
-        let mut args = vec![
-            "eval",
-            "locomo",
-            "--data",
-            data.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--model",
-            "hashing",
-            "--budget",
-            "700",
-            "--budget",
-            "2700",
-            "--mode",
-            "full",
-            "--mode",
-            "turn-hybrid",
-            "-q",
-        ];
+        let mut args = vec!["-q"];
         args.extend_from_slice(extra);
-        common::ok(&args);
+        common::eval_locomo(&data, &out, &[700, 2700], &["full", "turn-hybrid"], &args);
         without_latency(&out.join("retrieval.jsonl"))
     };
     let default = run("default", &[]);

@@ -140,24 +140,7 @@ fn query_cli_and_eval_on_a_locomo_layout_file() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let stdout = common::ok(&[
-        "eval",
-        "locomo",
-        "--data",
-        data.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--model",
-        "hashing",
-        "--budget",
-        "40",
-        "--budget",
-        "400",
-        "--mode",
-        "full",
-        "--mode",
-        "turn-bm25",
-    ]);
+    let stdout = common::eval_locomo(&data, &out, &[40, 400], &["full", "turn-bm25"], &[]);
     assert!(
         stdout.contains("full") && stdout.contains("turn-bm25"),
         "{stdout}"
@@ -230,7 +213,7 @@ fn query_cli_and_eval_on_a_locomo_layout_file() {
 
 #[test]
 fn search_gives_every_context_line_its_provenance() {
-    use trajwiki::api::{get, history, search, ApiError, Record};
+    use trajwiki::api::{get, history, open_index, search, search_index, ApiError, Query, Record};
 
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path()).unwrap();
@@ -238,30 +221,22 @@ fn search_gives_every_context_line_its_provenance() {
     store.ingest_messages("demo", &msgs).unwrap();
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
-    let q = "What pieces did Maya keep from the pottery workshop?";
-    let not_built = search(
-        &mut store,
-        &ns,
-        &e,
-        q,
-        Mode::Full,
-        300,
-        &Default::default(),
-        &CpuScoring,
-    );
+    let config = RetrievalConfig::default();
+    let query = Query {
+        question: "What pieces did Maya keep from the pottery workshop?",
+        mode: Mode::Full,
+        budget: 300,
+        config: &config,
+    };
+    let not_built = search(&mut store, &ns, &e, &query, &CpuScoring);
     assert!(matches!(not_built, Err(ApiError::NotBuilt(_))));
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
-    let found = search(
-        &mut store,
-        &ns,
-        &e,
-        q,
-        Mode::Full,
-        300,
-        &Default::default(),
-        &CpuScoring,
-    )
-    .unwrap();
+    let found = search(&mut store, &ns, &e, &query, &CpuScoring).unwrap();
+    // A loaded index answers the same, without reading the store again.
+    let loaded = open_index(&mut store, &ns, &e).unwrap();
+    let again = search_index(&loaded, false, &e, &query, &CpuScoring).unwrap();
+    assert_eq!(again.context.text, found.context.text);
+    assert_eq!(again.timings.index_load, 0.0);
     let refs: Vec<&str> = found
         .evidence
         .iter()
@@ -292,16 +267,7 @@ fn search_gives_every_context_line_its_provenance() {
     let early = history(&store, trajectory.as_str(), Some(msgs[0].timestamp)).unwrap();
     assert!(early.entries.len() <= h.entries.len());
     let other = Namespace::new("nobody").unwrap();
-    let unknown = search(
-        &mut store,
-        &other,
-        &e,
-        q,
-        Mode::Full,
-        300,
-        &Default::default(),
-        &CpuScoring,
-    );
+    let unknown = search(&mut store, &other, &e, &query, &CpuScoring);
     assert!(matches!(unknown, Err(ApiError::UnknownNamespace { .. })));
     assert!(matches!(
         history(&store, found.evidence[0].message.id.as_str(), None),

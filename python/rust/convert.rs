@@ -3,11 +3,16 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde::Serialize;
+use trajwiki::api::LoadedModel;
+use trajwiki_compute::ScoringBackend;
+use trajwiki_core::EmbedError;
 use trajwiki_cuda::Device;
+use trajwiki_embed::EmbedOptions;
 use trajwiki_memory::MemoryConfig;
 
 use crate::errors::{raise, Kind, OrRaise};
@@ -71,17 +76,26 @@ fn type_name(value: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "an unknown type".into())
 }
 
-/// The device to run on. Embedding runs on the CPU in the bindings for now: `auto` and `cpu`
-/// select it, `cuda` is refused rather than silently served by the CPU.
+/// The device to run on: `cpu`, `cuda` or `auto` (a GPU when one is usable, else the CPU).
 pub fn device(spec: &str) -> PyResult<Device> {
-    let device = Device::from_str(spec).map_err(|e| raise(Kind::Input, e))?;
-    if device == Device::Cuda {
-        return Err(raise(
+    Device::from_str(spec).map_err(|e| raise(Kind::Input, e))
+}
+
+/// The scoring backend of `device`; `cuda` that cannot run (no GPU, or a wheel built without the
+/// `cuda` feature) raises `ModelError` naming why.
+pub fn scoring(device: Device) -> PyResult<Arc<dyn ScoringBackend>> {
+    trajwiki_cuda::scoring_backend(device).map_err(|e| {
+        raise(
             Kind::Model,
-            "device \"cuda\" is not available from Python yet: the bindings embed on the CPU; use device=\"cpu\" or \"auto\"",
-        ));
-    }
-    Ok(device)
+            format!("device \"{device}\": {e}; use device=\"cpu\" or \"auto\""),
+        )
+    })
+}
+
+/// Loads `model` for `device` (see `trajwiki::api::load_model`), without the GIL held by the
+/// caller.
+pub fn load_model(model: &str, device: Device) -> Result<LoadedModel, EmbedError> {
+    trajwiki::api::load_model(model, &EmbedOptions::default(), device)
 }
 
 /// The memory configuration in a TOML file, or the defaults.

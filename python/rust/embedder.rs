@@ -17,21 +17,34 @@ use crate::errors::{raise, Kind, OrRaise};
 pub struct Embedder {
     inner: Arc<dyn RustEmbedder>,
     device: Device,
+    backend: &'static str,
 }
 
 #[pymethods]
 impl Embedder {
-    /// Loads the model.
+    /// Loads the model for `device` (`cpu`, `cuda` or `auto`). Qwen3-Embedding models run on
+    /// the GPU with `cuda` (and with `auto` when one is usable); BERT-family models and
+    /// `hashing` run on the CPU. `cuda` that cannot run the model raises `ModelError`.
     #[new]
     #[pyo3(signature = (model = "minilm", device = "auto"))]
     fn new(py: Python<'_>, model: &str, device: &str) -> PyResult<Self> {
         let device = crate::convert::device(device)?;
-        let inner = py
-            .detach(|| trajwiki::api::load_embedder(model))
+        let loaded = py
+            .detach(|| crate::convert::load_model(model, device))
             .or_raise()?;
+        if let Some(note) = &loaded.note {
+            let note = std::ffi::CString::new(note.as_str()).unwrap_or_default();
+            PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                &note,
+                1,
+            )?;
+        }
         Ok(Embedder {
-            inner: inner.into(),
+            inner: loaded.embedder.into(),
             device,
+            backend: loaded.backend,
         })
     }
 
@@ -90,10 +103,16 @@ impl Embedder {
         self.inner.model_id().to_string()
     }
 
-    /// The device (`cpu` or `auto`).
+    /// The device asked for (`cpu`, `cuda` or `auto`).
     #[getter]
     fn device(&self) -> String {
         self.device.to_string()
+    }
+
+    /// Where the model runs: `cpu` or `cuda`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.backend
     }
 
     fn __repr__(&self) -> String {

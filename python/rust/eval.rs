@@ -27,7 +27,8 @@ pub fn eval_locomo(
     config: Option<PathBuf>,
     device: &str,
 ) -> PyResult<(Py<PyAny>, String)> {
-    self::device(device)?;
+    let device = self::device(device)?;
+    let scoring = crate::convert::scoring(device)?;
     let modes = modes
         .unwrap_or_default()
         .iter()
@@ -36,7 +37,9 @@ pub fn eval_locomo(
     let (budgets, modes) = grid(&budgets.unwrap_or_default(), &modes).or_raise()?;
     let memory = memory_config(config)?;
     let summary = py.detach(|| -> PyResult<_> {
-        let embedder = trajwiki::api::load_embedder(model).or_raise()?;
+        let embedder = crate::convert::load_model(model, device)
+            .or_raise()?
+            .embedder;
         run_locomo(&EvalOptions {
             data,
             store: store.unwrap_or_else(|| out.join("store")),
@@ -46,7 +49,7 @@ pub fn eval_locomo(
             memory,
             retrieval: RetrievalConfig::default(),
             embedder: embedder.as_ref(),
-            scoring: &trajwiki_compute::CpuScoring,
+            scoring: scoring.as_ref(),
             progress: &|_, _| {},
         })
         .or_raise()

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use trajwiki::api::{self, namespaces_with_messages};
+use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
 use trajwiki::pipeline::build_namespace;
+use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{EmbedError, Embedder, Namespace, SourceMessage, TIMESTAMP_FORMAT};
 use trajwiki_cuda::Device;
 use trajwiki_ingest::{jsonl, locomo};
@@ -31,14 +32,56 @@ pub struct Memory {
     store: Mutex<Store>,
     model: String,
     device: Device,
+    scoring: Arc<dyn ScoringBackend>,
     config: MemoryConfig,
     embedder: Mutex<Option<Arc<dyn Embedder>>>,
+    indexes: Mutex<IndexCache>,
+}
+
+/// The retrieval indexes of the namespaces searched so far, so that a search does not read the
+/// store again. Emptied by this memory's own writes, and when another connection has written
+/// (SQLite's `data_version` moved).
+#[derive(Default)]
+struct IndexCache {
+    version: Option<i64>,
+    by_namespace: HashMap<Namespace, Arc<LoadedIndex>>,
 }
 
 impl Memory {
+    /// The store. Lock order: the store before the index cache.
     fn store(&self) -> MutexGuard<'_, Store> {
         // A panic while the lock was held rolled its transaction back; the store is consistent.
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn indexes(&self) -> MutexGuard<'_, IndexCache> {
+        self.indexes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the cached indexes; called with the store locked, after this memory wrote to it.
+    fn forget_indexes(&self, _store: &MutexGuard<'_, Store>) {
+        self.indexes().by_namespace.clear();
+    }
+
+    /// The index of `ns`, cached, and whether it was loaded now.
+    fn index(
+        &self,
+        ns: &Namespace,
+        embedder: &dyn Embedder,
+    ) -> Result<(Arc<LoadedIndex>, bool), ApiError> {
+        let mut store = self.store();
+        let version = store.data_version()?;
+        let mut cache = self.indexes();
+        if cache.version != Some(version) {
+            cache.by_namespace.clear();
+            cache.version = Some(version);
+        }
+        if let Some(found) = cache.by_namespace.get(ns) {
+            return Ok((Arc::clone(found), false));
+        }
+        let loaded = Arc::new(api::open_index(&mut store, ns, embedder)?);
+        cache.by_namespace.insert(ns.clone(), Arc::clone(&loaded));
+        Ok((loaded, true))
     }
 
     /// The embedder, loaded on first use (reading or deleting records needs none). Called
@@ -48,7 +91,9 @@ impl Memory {
         if let Some(e) = slot.as_ref() {
             return Ok(Arc::clone(e));
         }
-        let loaded: Arc<dyn Embedder> = api::load_embedder(&self.model)?.into();
+        let loaded: Arc<dyn Embedder> = crate::convert::load_model(&self.model, self.device)?
+            .embedder
+            .into();
         *slot = Some(Arc::clone(&loaded));
         Ok(loaded)
     }
@@ -73,6 +118,7 @@ impl Memory {
         config: Option<PathBuf>,
     ) -> PyResult<Self> {
         let device = crate::convert::device(device)?;
+        let scoring = crate::convert::scoring(device)?;
         let config = memory_config(config)?;
         let store = py.detach(|| Store::open(&path)).or_raise()?;
         Ok(Memory {
@@ -80,8 +126,10 @@ impl Memory {
             store: Mutex::new(store),
             model: model.to_string(),
             device,
+            scoring,
             config,
             embedder: Mutex::new(None),
+            indexes: Mutex::new(IndexCache::default()),
         })
     }
 
@@ -97,10 +145,16 @@ impl Memory {
         &self.model
     }
 
-    /// The device (`cpu` or `auto`).
+    /// The device asked for (`cpu`, `cuda` or `auto`).
     #[getter]
     fn device(&self) -> String {
         self.device.to_string()
+    }
+
+    /// Where retrieval candidates are scored: `cpu` or `cuda`.
+    #[getter]
+    fn scoring_backend(&self) -> &'static str {
+        self.scoring.name()
     }
 
     /// The namespaces that hold messages.
@@ -136,7 +190,9 @@ impl Memory {
                 .map_err(|e| raise(Kind::Input, format!("messages: {e}")))?;
             let mut store = self.store();
             let parsed = parse_messages(&store, value, ns.as_ref())?;
-            store.ingest_messages(source, &parsed).or_raise()
+            let report = store.ingest_messages(source, &parsed).or_raise()?;
+            self.forget_indexes(&store);
+            Ok(report)
         })?;
         to_python(
             py,
@@ -169,10 +225,10 @@ impl Memory {
             }
             let mut reports = Vec::with_capacity(namespaces.len());
             for ns in &namespaces {
-                let (_, report) =
-                    build_namespace(&mut store, ns, embedder.as_ref(), &self.config, rebuild)
-                        .or_raise()?;
-                reports.push(report);
+                let built =
+                    build_namespace(&mut store, ns, embedder.as_ref(), &self.config, rebuild);
+                self.forget_indexes(&store);
+                reports.push(built.or_raise()?.1);
             }
             Ok(reports)
         })?;
@@ -210,15 +266,19 @@ impl Memory {
         }
         let found = py.detach(|| -> PyResult<_> {
             let embedder = self.embedder().or_raise()?;
-            api::search(
-                &mut self.store(),
-                &ns,
-                embedder.as_ref(),
-                &question,
+            let (loaded, fresh) = self.index(&ns, embedder.as_ref()).or_raise()?;
+            let query = Query {
+                question: &question,
                 mode,
                 budget,
-                &config,
-                &trajwiki_compute::CpuScoring,
+                config: &config,
+            };
+            api::search_index(
+                &loaded,
+                fresh,
+                embedder.as_ref(),
+                &query,
+                self.scoring.as_ref(),
             )
             .or_raise()
         })?;
@@ -295,7 +355,13 @@ impl Memory {
     /// shared between namespaces and stay.
     fn delete(&self, py: Python<'_>, namespace: &str) -> PyResult<bool> {
         let ns = self::namespace(namespace)?;
-        py.detach(|| self.store().delete_namespace(&ns)).or_raise()
+        py.detach(|| {
+            let mut store = self.store();
+            let deleted = store.delete_namespace(&ns);
+            self.forget_indexes(&store);
+            deleted
+        })
+        .or_raise()
     }
 
     fn __repr__(&self) -> String {

@@ -16,7 +16,7 @@ from trajwiki import Embedder, InputError
 
 def test_hashing_rows_are_normalised_float32() -> None:
     e = Embedder("hashing-64")
-    assert e.dim == 64 and e.device == "auto"
+    assert e.dim == 64 and e.device == "auto" and e.backend == "cpu"
     a = e.embed(["I moved to Oslo.", "Bergen is rainy.", "I moved to Oslo."])
     assert isinstance(a, np.ndarray) and a.dtype == np.float32 and a.shape == (3, 64)
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
@@ -77,3 +77,39 @@ def test_the_gil_is_released_while_embedding() -> None:
     main_done = time.perf_counter()
     worker.join()
     assert finished and main_done < finished[0], "the embedding held the GIL"
+
+
+def test_a_model_that_stays_on_the_cpu_under_cuda_says_so() -> None:
+    with pytest.warns(UserWarning, match="runs on the CPU"):
+        e = Embedder("hashing-32", device="cuda")
+    assert e.device == "cuda" and e.backend == "cpu"
+    assert e.embed(["x"]).shape == (1, 32)
+
+
+def short_texts(n: int) -> list[str]:
+    """`n` distinct short texts of varied length (4 to 13 words)."""
+    words = ["we", "hiked", "near", "Bergen", "with", "the", "kids", "and", "painted", "a",
+             "sunset", "after", "pottery", "class"]
+    return [
+        f"note {i}: " + " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(2 + i % 10))
+        for i in range(n)
+    ]
+
+
+def test_ten_thousand_texts_are_identical_to_the_command_line(
+    minilm: str, cli: Path, tmp_path: Path
+) -> None:
+    texts = short_texts(10_000)
+    ours = Embedder(minilm, device="cpu").embed(texts)
+    assert ours.dtype == np.float32 and ours.shape == (10_000, 384)
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "cli.npy"
+    subprocess.run(
+        [str(cli), "embed", "--model", minilm, "--input", str(tmp_path / "in.txt"),
+         "--format", "npy", "--output", str(out)],
+        check=True,
+    )
+    theirs = np.load(out)
+    assert theirs.dtype == np.float32
+    # The same batches through the same kernels: bit for bit.
+    assert np.array_equal(ours, theirs)

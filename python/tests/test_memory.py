@@ -74,6 +74,29 @@ def test_search_returns_context_with_provenance(memory: Memory) -> None:
     assert set(d["timings_ms"]) >= {"index_load", "query_embedding", "render", "stages"}
 
 
+def test_the_index_is_loaded_once_and_follows_every_write(memory: Memory, tmp_path: Path) -> None:
+    first = memory.search("Where does Ann live now?", namespace="ann")
+    again = memory.search("Where does Ann live now?", namespace="ann")
+    assert first.diagnostics["timings_ms"]["index_load"] > 0
+    assert again.diagnostics["timings_ms"]["index_load"] == 0
+    assert again.context == first.context
+    # This memory's own write is seen by the next search.
+    fact = {"speaker": "Ann", "text": "I adopted a cat named Pixel.",
+            "timestamp": "2024-06-01T10:00:00", "session": 3}
+    memory.add([fact], namespace="ann")
+    memory.build(rebuild=True)
+    assert "Pixel" in memory.search("What is Ann's cat called?", namespace="ann").context
+    # So is a write through another connection to the same store.
+    other = Memory(memory.path, model="hashing")
+    other.add([dict(fact, text="I also adopted a parrot named Kiwi.", timestamp="2024-06-02T10:00:00")],
+              namespace="ann")
+    other.build(rebuild=True)
+    assert "Kiwi" in memory.search("What is Ann's parrot called?", namespace="ann").context
+    other.delete("ann")
+    with pytest.raises(NotFoundError):
+        memory.search("Kiwi", namespace="ann")
+
+
 def test_search_options(memory: Memory) -> None:
     one = memory.search("hiking", namespace="ann", k=1, mode="no-wiki", budget=50)
     assert len(one.trajectories) <= 1 and one.mode == "no-wiki"
@@ -200,3 +223,11 @@ def test_add_accepts_datetimes_and_locomo_lists(tmp_path: Path) -> None:
     assert report["new_namespaces"] == ["s1", "s2"]
     assert m.add(sample, namespace="renamed")["new_namespaces"] == ["renamed"]
     assert m.namespaces() == ["ann", "renamed", "s1", "s2"]
+
+
+def test_device_selects_the_scoring_backend(tmp_path: Path) -> None:
+    cpu = Memory(tmp_path / "a", model="hashing", device="cpu")
+    assert cpu.device == "cpu" and cpu.scoring_backend == "cpu"
+    auto = Memory(tmp_path / "b", model="hashing")
+    # `auto` takes the GPU only where one is usable (and the wheel was built with `cuda`).
+    assert auto.device == "auto" and auto.scoring_backend in ("cpu", "cuda")

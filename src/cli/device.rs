@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use trajwiki::api::LoadedModel;
 use trajwiki_compute::ScoringBackend;
-use trajwiki_core::Embedder;
-use trajwiki_cuda::{CudaQwen3Embedder, Device};
-use trajwiki_embed::{Architecture, EmbedError, EmbedOptions};
+use trajwiki_cuda::Device;
+use trajwiki_embed::{EmbedError, EmbedOptions};
 
 use super::{Global, UsageError};
 
@@ -31,62 +31,27 @@ pub(crate) fn scoring(device: Device) -> anyhow::Result<Arc<dyn ScoringBackend>>
     })
 }
 
-/// An embedder and the backend it runs on (`cpu` or `cuda`).
-pub(crate) struct LoadedEmbedder {
-    /// The model.
-    pub embedder: Box<dyn Embedder>,
-    /// `cpu` or `cuda`.
-    pub backend: &'static str,
-}
-
-/// Loads model `spec` (a folder or a cached model name) for `device`; the CUDA Qwen3 model where
-/// the architecture and device allow it, the CPU model otherwise.
+/// Loads model `spec` (a folder, a cached model name or `hashing[-DIM]`) for `device`, as
+/// [`trajwiki::api::load_model`] decides; a model that is not there, or `cuda` that cannot run
+/// it, is a usage error. The note on a model that stays on the CPU is said once.
 pub(crate) fn load_model(
     spec: &str,
     opts: &EmbedOptions,
     device: Device,
     global: Global,
-) -> anyhow::Result<LoadedEmbedder> {
-    let not_found = |e: EmbedError| match e {
-        e @ EmbedError::ModelNotFound { .. } => anyhow::Error::from(UsageError(e.to_string())),
-        e => e.into(),
-    };
-    let cpu = |global: Global, why: Option<String>| -> anyhow::Result<LoadedEmbedder> {
-        if let Some(why) = why {
-            global.say(why);
-        }
-        Ok(LoadedEmbedder {
-            embedder: trajwiki_embed::load_embedder(spec, opts).map_err(not_found)?,
-            backend: "cpu",
-        })
-    };
-    if device == Device::Cpu {
-        return cpu(global, None);
-    }
-    let dir = trajwiki_embed::resolve_model(spec).map_err(not_found)?;
-    match trajwiki_embed::architecture_of(&dir).map_err(not_found)? {
-        Architecture::Qwen3 => match CudaQwen3Embedder::load(&dir, opts, 0) {
-            Ok(m) => Ok(LoadedEmbedder {
-                embedder: Box::new(m),
-                backend: "cuda",
-            }),
-            Err(e @ EmbedError::DeviceUnavailable { .. }) if device == Device::Cuda => {
-                Err(UsageError(format!(
-                    "--device cuda: cannot run Qwen3 on CUDA: {e} (use --device cpu or auto)"
-                ))
-                .into())
+) -> anyhow::Result<LoadedModel> {
+    match trajwiki::api::load_model(spec, opts, device) {
+        Ok(loaded) => {
+            if let Some(note) = &loaded.note {
+                global.say(note.replace("device cuda", "--device cuda"));
             }
-            Err(EmbedError::DeviceUnavailable { .. }) => cpu(global, None),
-            Err(e) => Err(not_found(e)),
-        },
-        Architecture::Bert => cpu(
-            global,
-            (device == Device::Cuda).then(|| {
-                format!(
-                    "note: {spec} is a BERT-family model, which runs on the CPU; \
-                     --device cuda applies to scoring"
-                )
-            }),
-        ),
+            Ok(loaded)
+        }
+        Err(e @ EmbedError::ModelNotFound { .. }) => Err(UsageError(e.to_string()).into()),
+        Err(e @ EmbedError::DeviceUnavailable { .. }) => Err(UsageError(format!(
+            "--device {device}: cannot run Qwen3 on CUDA: {e} (model {spec}; use --device cpu or auto)"
+        ))
+        .into()),
+        Err(e) => Err(e.into()),
     }
 }

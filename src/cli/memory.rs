@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
 use trajwiki_memory::MemoryConfig;
 
-use super::device::{load_model, LoadedEmbedder};
+use super::device::load_model;
 use super::{Global, StoreArg, UsageError};
+use trajwiki::api::LoadedModel;
 use trajwiki::pipeline::build_namespace;
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
@@ -14,23 +15,14 @@ pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dy
     Ok(load_embedder_on(spec, global)?.embedder)
 }
 
-/// [`load_embedder`], with the backend the model runs on. The lexical `hashing[-DIM]` embedder
-/// always runs on the CPU; a model that is not there is a usage error.
-pub(crate) fn load_embedder_on(spec: &str, global: Global) -> anyhow::Result<LoadedEmbedder> {
-    if spec.starts_with("hashing") {
-        let embedder = trajwiki::api::load_embedder(spec).map_err(|e| match e {
-            e @ trajwiki_core::EmbedError::ModelNotFound { .. } => {
-                anyhow::Error::from(UsageError(e.to_string()))
-            }
-            e => e.into(),
-        })?;
-        return Ok(LoadedEmbedder {
-            embedder,
-            backend: "cpu",
-        });
-    }
-    let opts = trajwiki_embed::EmbedOptions::default();
-    load_model(spec, &opts, global.device, global)
+/// [`load_embedder`], with the backend the model runs on.
+pub(crate) fn load_embedder_on(spec: &str, global: Global) -> anyhow::Result<LoadedModel> {
+    load_model(
+        spec,
+        &trajwiki_embed::EmbedOptions::default(),
+        global.device,
+        global,
+    )
 }
 
 /// Reads `--config FILE`, or the defaults.

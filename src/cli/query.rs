@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use trajwiki::api::search;
+use trajwiki::api::{search, Query};
 use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
@@ -57,10 +57,12 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
         &mut store,
         &ns,
         embedder.as_ref(),
-        &args.question,
-        args.mode,
-        args.budget,
-        &RetrievalConfig::default(),
+        &Query {
+            question: &args.question,
+            mode: args.mode,
+            budget: args.budget,
+            config: &RetrievalConfig::default(),
+        },
         backend.as_ref(),
     )?;
     let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);

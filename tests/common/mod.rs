@@ -31,6 +31,36 @@ pub fn ok(args: &[&str]) -> String {
     out
 }
 
+/// Runs `trajwiki eval locomo` on `data` with the lexical `hashing` model, writing to `out`, at
+/// each of `budgets` and `modes`; `extra` arguments follow. Asserts success, returns stdout.
+pub fn eval_locomo(
+    data: &Path,
+    out: &Path,
+    budgets: &[usize],
+    modes: &[&str],
+    extra: &[&str],
+) -> String {
+    let budgets: Vec<String> = budgets.iter().map(usize::to_string).collect();
+    let mut args = vec![
+        "eval",
+        "locomo",
+        "--data",
+        data.to_str().expect("a UTF-8 path"),
+        "--out",
+        out.to_str().expect("a UTF-8 path"),
+        "--model",
+        "hashing",
+    ];
+    for b in &budgets {
+        args.extend(["--budget", b.as_str()]);
+    }
+    for m in modes {
+        args.extend(["--mode", m]);
+    }
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
 /// `../shared/data/<rel>` when present; `None` (with a message) otherwise.
 pub fn shared_data(rel: &str) -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -36,6 +36,7 @@ pub mod reference;
 pub mod rrf;
 pub mod select;
 pub mod sparse;
+pub mod synthetic;
 pub mod topk;
 
 pub use backend::{CpuScoring, ScoringBackend};

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use half::bf16;
 use safetensors::tensor::{Dtype, TensorView};
+use trajwiki_compute::synthetic::Rng;
 use trajwiki_cuda::CudaQwen3Embedder;
 use trajwiki_embed::{EmbedError, EmbedOptions};
 
@@ -39,21 +40,6 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn result(name: &str, value: f64, unit: &str) {
     println!("RESULT|{name}|{value:.4}|{unit}");
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    /// Uniform in [-1, 1).
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
 }
 
 /// `n` bf16 values `center + scale · U(-1, 1)`, as little-endian bytes.
@@ -111,7 +97,7 @@ fn write_model(dir: &Path, s: &Shape) -> anyhow::Result<Vec<Vec<u32>>> {
     });
     std::fs::write(dir.join("tokenizer.json"), serde_json::to_vec(&tokenizer)?)?;
 
-    let mut rng = Rng(0x5157_454e_3345_4d42);
+    let mut rng = Rng::new(0x5157_454e_3345_4d42);
     let (h, d) = (s.hidden, s.head_dim);
     let w = 1.0 / (h as f32).sqrt();
     let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = vec![(
@@ -170,7 +156,7 @@ fn write_model(dir: &Path, s: &Shape) -> anyhow::Result<Vec<Vec<u32>>> {
         .map(|i| {
             let len = MAX_LEN - (i * 37) % 64;
             let mut v: Vec<u32> = (0..len - 1)
-                .map(|_| (rng.next() % (END_ID as u64)) as u32)
+                .map(|_| rng.below(END_ID as u64) as u32)
                 .collect();
             v.push(END_ID);
             v

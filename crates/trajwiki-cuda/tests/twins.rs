@@ -5,6 +5,7 @@
 //! TRAJWIKI_REQUIRE_GPU=1, which `scripts/gpu-check.sh` sets.
 
 use half::{bf16, f16};
+use trajwiki_compute::synthetic::{unit_rows, Rng};
 use trajwiki_compute::{
     Candidate, CoverageWeights, CpuScoring, Hit, MatrixView, QueryWants, ScoringBackend,
     SelectionBatch, SetWords,
@@ -38,27 +39,9 @@ fn skip(e: &trajwiki_cuda::CudaError) {
     eprintln!("skipping the CUDA run: {e}");
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-}
-
 /// Unit rows, with every 10th row a copy of the one before (exact ties).
 fn rows(rng: &mut Rng, n: usize, d: usize) -> Vec<f32> {
-    let mut v: Vec<f32> = (0..n * d).map(|_| rng.unit()).collect();
-    for r in v.chunks_exact_mut(d) {
-        let norm = r.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-        r.iter_mut().for_each(|x| *x /= norm);
-    }
+    let mut v = unit_rows(rng, n, d);
     for i in (10..n).step_by(10) {
         let (a, b) = v.split_at_mut(i * d);
         b[..d].copy_from_slice(&a[(i - 1) * d..]);
@@ -92,7 +75,7 @@ fn assert_hits_close(got: &[Vec<Hit>], want: &[Vec<Hit>], tol: f32, what: &str) 
 }
 
 fn cosine_topk(backend: &dyn ScoringBackend) {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let (n, d) = (3000, 384);
     let m = rows(&mut rng, n, d);
     let m16: Vec<f16> = m.iter().map(|&x| f16::from_f32(x)).collect();
@@ -123,7 +106,7 @@ fn cosine_topk(backend: &dyn ScoringBackend) {
 test_backends!(cosine_topk);
 
 fn cosine_topk_subset(backend: &dyn ScoringBackend) {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let (n, d) = (3000, 256);
     let m: Vec<f16> = rows(&mut rng, n, d)
         .iter()
@@ -134,7 +117,7 @@ fn cosine_topk_subset(backend: &dyn ScoringBackend) {
     let lists: Vec<Vec<u32>> = (0..16)
         .map(|i| {
             (0..200 + i * 10)
-                .map(|_| (rng.next() % n as u64) as u32)
+                .map(|_| rng.below(n as u64) as u32)
                 .collect()
         })
         .collect();
@@ -146,15 +129,11 @@ fn cosine_topk_subset(backend: &dyn ScoringBackend) {
 test_backends!(cosine_topk_subset);
 
 fn rrf_batch(backend: &dyn ScoringBackend) {
-    let mut rng = Rng(13);
+    let mut rng = Rng::new(13);
     let rankings: Vec<Vec<Vec<u32>>> = (0..64)
         .map(|_| {
-            (0..2 + (rng.next() % 3) as usize)
-                .map(|_| {
-                    (0..rng.next() % 60)
-                        .map(|_| (rng.next() % 80) as u32)
-                        .collect()
-                })
+            (0..2 + rng.below(3) as usize)
+                .map(|_| (0..rng.below(60)).map(|_| rng.below(80) as u32).collect())
                 .collect()
         })
         .collect();
@@ -170,7 +149,7 @@ fn rrf_batch(backend: &dyn ScoringBackend) {
 test_backends!(rrf_batch);
 
 fn coverage_select(backend: &dyn ScoringBackend) {
-    let mut rng = Rng(17);
+    let mut rng = Rng::new(17);
     let words = SetWords {
         entities: 1,
         facets: 1,
@@ -181,7 +160,7 @@ fn coverage_select(backend: &dyn ScoringBackend) {
     for qi in 0..64 {
         let sparse = |rng: &mut Rng, n: usize| -> Vec<u64> {
             (0..n)
-                .map(|_| rng.next() & rng.next() & rng.next())
+                .map(|_| rng.next_u64() & rng.next_u64() & rng.next_u64())
                 .collect()
         };
         let qe = sparse(&mut rng, 1);
@@ -190,7 +169,7 @@ fn coverage_select(backend: &dyn ScoringBackend) {
         let n = if qi == 0 {
             0
         } else {
-            1 + (rng.next() % 500) as usize
+            1 + rng.below(500) as usize
         };
         let feats: Vec<[Vec<u64>; 4]> = (0..n)
             .map(|_| {
@@ -217,7 +196,7 @@ fn coverage_select(backend: &dyn ScoringBackend) {
                 },
                 inventory: i % 5 == 0,
                 has_counts: i % 7 == 0,
-                family_score: (rng.next() % 5) as f32 * 0.25,
+                family_score: (rng.next_u64() % 5) as f32 * 0.25,
                 family_mismatch: i % 11 == 0,
             })
             .collect();
@@ -246,7 +225,7 @@ fn resident_matrix_matches_the_upload_path() {
         Ok(g) => g,
         Err(e) => return skip(&e),
     };
-    let mut rng = Rng(19);
+    let mut rng = Rng::new(19);
     let d = 128;
     let m = rows(&mut rng, 1000, d);
     let view = MatrixView::f32(&m, d).unwrap();

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::{
-    rrf, Candidate, CoverageWeights, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
+    Bm25Index, Candidate, CoverageWeights, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
     SetWords, NO_CLUSTER,
 };
 
@@ -102,6 +102,12 @@ pub struct RetrievalConfig {
     /// ("what activities", "how many pets"), the turns that mention an item of that family, in
     /// dense order.
     pub family_weight: f32,
+    /// Exponent of the length prior in the final message order: a turn's fused score is
+    /// multiplied by its length in tokens to this power. Longer documents are more often
+    /// relevant than a length-blind score predicts (the observation behind pivoted length
+    /// normalisation, Singhal et al. 1996); in dialogue, short acknowledgements share a
+    /// question's topic words without holding any fact.
+    pub length_prior: f32,
     /// Coverage selection weights.
     pub coverage: CoverageWeights,
 }
@@ -119,6 +125,7 @@ impl Default for RetrievalConfig {
             neighbour_weight: 1.0,
             speaker_weight: 1.0,
             family_weight: 1.0,
+            length_prior: 0.5,
             coverage: CoverageWeights::default(),
         }
     }
@@ -156,8 +163,9 @@ pub struct Ranking {
     pub timings: BTreeMap<String, f64>,
 }
 
-/// Weighted reciprocal rank fusion: Σ w / (k + rank), rank from 1; ties by lower index.
-fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<usize> {
+/// Weighted reciprocal rank fusion: Σ w / (k + rank), rank from 1. Returns every listed id
+/// with its fused score, in id order.
+fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<(usize, f32)> {
     let mut score: BTreeMap<u32, f32> = BTreeMap::new();
     for (list, w) in lists {
         let mut seen = BTreeSet::new();
@@ -167,9 +175,21 @@ fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<usize> {
             }
         }
     }
-    let mut out: Vec<(u32, f32)> = score.into_iter().collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    out.into_iter().map(|(i, _)| i as usize).collect()
+    score.into_iter().map(|(i, s)| (i as usize, s)).collect()
+}
+
+/// Orders scored messages by `score · tokens^exponent`, best first, ties by index.
+fn with_length_prior(
+    scored: Vec<(usize, f32)>,
+    exponent: f32,
+    tokens: impl Fn(usize) -> usize,
+) -> Vec<usize> {
+    let mut v: Vec<(usize, f32)> = scored
+        .into_iter()
+        .map(|(i, s)| (i, s * (tokens(i).max(1) as f32).powf(exponent)))
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.into_iter().map(|(i, _)| i).collect()
 }
 
 fn ranks(hits: &[(u32, f32)]) -> Vec<u32> {
@@ -213,6 +233,35 @@ impl Index {
             .unwrap_or_default())
     }
 
+    /// Reciprocal rank fusion of one query's rankings, on the backend.
+    fn fuse(
+        &self,
+        lists: &[&[u32]],
+        k_const: f32,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Vec<(u32, f32)>, IndexError> {
+        Ok(backend
+            .rrf_batch(&[lists], k_const)?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// BM25 top-`k` of one query over `index`, on the backend.
+    fn bm25(
+        &self,
+        index: &Bm25Index,
+        q_terms: &[u32],
+        k: usize,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Vec<(u32, f32)>, IndexError> {
+        Ok(backend
+            .bm25_topk_batch(index, &[q_terms], k)?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
     /// Ranks the namespace's messages for a question, in the given mode.
     pub fn rank(
         &self,
@@ -243,10 +292,10 @@ impl Index {
         let depth = n_msgs;
         let t0 = Instant::now();
         let msg_dense = || self.dense(&self.vectors.messages, qvec, depth, backend);
-        let msg_sparse = || self.msg_bm25.topk(&q_terms, depth);
+        let msg_sparse = || self.bm25(&self.msg_bm25, &q_terms, depth, backend);
         match mode {
             Mode::TurnBm25 => {
-                ranking.messages = ranks(&msg_sparse())
+                ranking.messages = ranks(&msg_sparse()?)
                     .into_iter()
                     .map(|i| i as usize)
                     .collect()
@@ -258,18 +307,22 @@ impl Index {
                     .collect()
             }
             Mode::TurnHybrid => {
-                let (d, s) = (ranks(&msg_dense()?), ranks(&msg_sparse()));
-                ranking.messages = rrf(&[&d, &s], config.rrf_k)?
+                let (d, s) = (ranks(&msg_dense()?), ranks(&msg_sparse()?));
+                ranking.messages = self
+                    .fuse(&[&d, &s], config.rrf_k, backend)?
                     .into_iter()
                     .map(|h| h.0 as usize)
                     .collect();
             }
             Mode::Flat => {
-                let mut scored: Vec<(usize, f32)> = self
-                    .msg_terms
-                    .iter()
+                let docs: Vec<&[u32]> = self.msg_terms.iter().map(Vec::as_slice).collect();
+                let mut scored: Vec<(usize, f32)> = backend
+                    .jaccard_batch(&[&q_terms], &docs)?
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default()
+                    .into_iter()
                     .enumerate()
-                    .map(|(i, t)| (i, trajwiki_compute::jaccard(&q_terms, t).unwrap_or(0.0)))
                     .filter(|(_, s)| *s > 0.0)
                     .collect();
                 scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -338,8 +391,8 @@ impl Index {
         if use_wiki && !self.pages.is_empty() {
             let all = self.pages.len();
             let d = ranks(&self.dense(&self.vectors.pages, qvec, all, backend)?);
-            let s = ranks(&self.page_bm25.topk(q_terms, all));
-            let fused = rrf(&[&d, &s], config.rrf_k)?;
+            let s = ranks(&self.bm25(&self.page_bm25, q_terms, all, backend)?);
+            let fused = self.fuse(&[&d, &s], config.rrf_k, backend)?;
             for (rank, (p, score)) in fused.iter().take(config.pages).enumerate() {
                 let page = &self.records.pages[self.pages[*p as usize]];
                 ranking.pages.push(crate::retrieve::PathItem {
@@ -394,8 +447,7 @@ impl Index {
         dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let pool_set: BTreeSet<u32> = pool.iter().map(|&t| t as u32).collect();
         let sparse: Vec<u32> = self
-            .traj_bm25
-            .topk(q_terms, n_traj)
+            .bm25(&self.traj_bm25, q_terms, n_traj, backend)?
             .into_iter()
             .map(|h| h.0)
             .filter(|t| pool_set.contains(t))
@@ -409,7 +461,7 @@ impl Index {
         } else {
             vec![&d, &sparse]
         };
-        let fused = rrf(&lists, config.rrf_k)?;
+        let fused = self.fuse(&lists, config.rrf_k, backend)?;
         timings.insert("score".into(), ms(t0));
 
         // 3. Selection of k: coverage-aware for list/count/comparison/multi-entity queries.
@@ -436,8 +488,8 @@ impl Index {
         let t0 = Instant::now();
         let n_snap = self.records.snapshots.len();
         let snap_d = self.dense(sv, qvec, n_snap, backend)?;
-        let snap_s = self.snap_bm25.topk(q_terms, n_snap);
-        let snap_fused = rrf(&[&ranks(&snap_d), &ranks(&snap_s)], config.rrf_k)?;
+        let snap_s = self.bm25(&self.snap_bm25, q_terms, n_snap, backend)?;
+        let snap_fused = self.fuse(&[&ranks(&snap_d), &ranks(&snap_s)], config.rrf_k, backend)?;
         let snap_rank: BTreeMap<u32, usize> = snap_fused
             .iter()
             .enumerate()
@@ -524,10 +576,10 @@ impl Index {
         ranking.messages = if direct {
             let depth = config.direct_depth.min(self.records.messages.len());
             let md = ranks(&self.dense(&self.vectors.messages, qvec, depth, backend)?);
-            let msp = ranks(&self.msg_bm25.topk(q_terms, depth));
+            let msp = ranks(&self.bm25(&self.msg_bm25, q_terms, depth, backend)?);
             // The turns next to the best direct hits: an answer often sits beside the turn that
             // matches the question's words (a question and its reply).
-            let direct_hits = rrf(&[&md, &msp], config.rrf_k)?;
+            let direct_hits = self.fuse(&[&md, &msp], config.rrf_k, backend)?;
             let mut beside: Vec<u32> = Vec::new();
             for h in direct_hits.iter().take(config.neighbour_seeds) {
                 let m = h.0 as usize;
@@ -580,7 +632,13 @@ impl Index {
                 (&msp_own, config.speaker_weight),
                 (&family_route, config.family_weight),
             ];
-            weighted_rrf(&lists, config.rrf_k)
+            // A length prior on the fused score: short turns ("Thanks!", "Sounds fun!") match a
+            // question's words as easily as informative ones but rarely hold its answer.
+            with_length_prior(
+                weighted_rrf(&lists, config.rrf_k),
+                config.length_prior,
+                |i| self.lines[i].1,
+            )
         } else {
             evidence.into_iter().map(|m| m as usize).collect()
         };
@@ -727,5 +785,30 @@ impl Index {
             .into_iter()
             .map(|i| cands[i as usize] as u32)
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weighted_rrf_sums_weighted_reciprocal_ranks_once_per_list() {
+        let a: &[u32] = &[3, 1, 3];
+        let b: &[u32] = &[1];
+        let got = weighted_rrf(&[(a, 1.0), (b, 2.0)], 60.0);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], (1, 1.0 / 62.0 + 2.0 / 61.0));
+        assert_eq!(got[1], (3, 1.0 / 61.0));
+    }
+
+    #[test]
+    fn length_prior_lets_a_longer_turn_overtake_a_short_one() {
+        // Message 0: "Thanks!" (1 token) scored 1.0; message 1: 16 tokens scored 0.3.
+        let scored = vec![(0, 1.0), (1, 0.3), (2, 0.3)];
+        let len = |i: usize| [1, 16, 16][i];
+        assert_eq!(with_length_prior(scored.clone(), 0.0, len), vec![0, 1, 2]);
+        // 0.3 · 16^0.5 = 1.2 > 1.0; equal scores keep index order.
+        assert_eq!(with_length_prior(scored, 0.5, len), vec![1, 2, 0]);
     }
 }

@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     locomo.add_argument("--model", default=DEFAULT_MODEL, help="Embedding model.")
     locomo.add_argument("--config", help="Memory configuration (TOML).")
-    locomo.add_argument("--device", default="auto", help="cpu or auto.")
+    locomo.add_argument(
+        "--device", default="auto", help="cpu, cuda or auto (a GPU when one is usable)."
+    )
     locomo.add_argument("-q", "--quiet", action="store_true", help="Print only the results.")
     return parser
 
