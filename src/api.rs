@@ -106,8 +106,28 @@ pub struct LoadedModel {
     pub embedder: Box<dyn Embedder>,
     /// Where it runs: `cpu` or `cuda`.
     pub backend: &'static str,
-    /// Why a model runs on the CPU although a GPU was asked for, to tell the user once.
-    pub note: Option<String>,
+    /// Set when a GPU was asked for but the model runs on the CPU, to tell the user once.
+    pub note: Option<CpuOnly>,
+}
+
+/// A model that runs on the CPU although `cuda` was asked for; the GPU still scores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuOnly {
+    /// The model as it was named.
+    pub model: String,
+    /// Why it stays on the CPU, e.g. "is a BERT-family model".
+    pub reason: &'static str,
+}
+
+impl CpuOnly {
+    /// The note, naming the device setting as the caller spells it (`--device cuda` on the
+    /// command line, `device="cuda"` in Python).
+    pub fn message(&self, device_setting: &str) -> String {
+        format!(
+            "note: {} {}, which runs on the CPU; {device_setting} applies to scoring",
+            self.model, self.reason
+        )
+    }
 }
 
 /// Loads model `spec` (as [`load_embedder`]) for `device`. Qwen3-Embedding runs on the GPU with
@@ -120,10 +140,15 @@ pub fn load_model(
     opts: &EmbedOptions,
     device: Device,
 ) -> Result<LoadedModel, EmbedError> {
-    let cpu = |embedder: Box<dyn Embedder>, note: Option<String>| LoadedModel {
+    let cpu = |embedder: Box<dyn Embedder>, reason: Option<&'static str>| LoadedModel {
         embedder,
         backend: "cpu",
-        note: note.filter(|_| device == Device::Cuda),
+        note: reason
+            .filter(|_| device == Device::Cuda)
+            .map(|reason| CpuOnly {
+                model: spec.to_owned(),
+                reason,
+            }),
     };
     if let Some(rest) = spec.strip_prefix("hashing") {
         let dim = match rest.strip_prefix('-') {
@@ -132,12 +157,7 @@ pub fn load_model(
             None => None,
         };
         return match dim {
-            Some(dim) => Ok(cpu(
-                Box::new(HashingEmbedder::new(dim)),
-                Some(format!(
-                    "note: {spec} is lexical and runs on the CPU; device cuda applies to scoring"
-                )),
-            )),
+            Some(dim) => Ok(cpu(Box::new(HashingEmbedder::new(dim)), Some("is lexical"))),
             None => Err(EmbedError::ModelNotFound {
                 path: PathBuf::from(spec),
                 hint: "the lexical model is named hashing or hashing-<dimension>".into(),
@@ -162,9 +182,7 @@ pub fn load_model(
         },
         Architecture::Bert => Ok(cpu(
             trajwiki_embed::load_embedder(spec, opts)?,
-            Some(format!(
-                "note: {spec} is a BERT-family model, which runs on the CPU; device cuda applies to scoring"
-            )),
+            Some("is a BERT-family model"),
         )),
     }
 }

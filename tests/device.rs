@@ -135,3 +135,32 @@ fn device_cuda_without_a_gpu_is_a_usage_error() {
     let (code, _, err) = common::trajwiki(&["--device", "cpu", "stats", "--store", store]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn a_model_that_stays_on_the_cpu_says_so_only_when_cuda_was_asked_for() {
+    use trajwiki::api::{load_model, CpuOnly};
+    use trajwiki_cuda::Device;
+    use trajwiki_embed::EmbedOptions;
+
+    let opts = EmbedOptions::default();
+    // The lexical model loads without a GPU whatever the device; only `cuda` earns a note.
+    let cuda = load_model("hashing-64", &opts, Device::Cuda).unwrap();
+    assert_eq!(cuda.backend, "cpu");
+    assert_eq!(
+        cuda.note,
+        Some(CpuOnly {
+            model: "hashing-64".into(),
+            reason: "is lexical",
+        })
+    );
+    let note = cuda.note.unwrap();
+    assert_eq!(
+        note.message("--device cuda"),
+        "note: hashing-64 is lexical, which runs on the CPU; --device cuda applies to scoring"
+    );
+    for device in [Device::Cpu, Device::Auto] {
+        let loaded = load_model("hashing-64", &opts, device).unwrap();
+        assert_eq!((loaded.backend, loaded.note), ("cpu", None), "{device}");
+    }
+    assert!(load_model("hashing-0", &opts, Device::Cpu).is_err());
+}

@@ -33,7 +33,7 @@ impl Embedder {
             .detach(|| crate::convert::load_model(model, device))
             .or_raise()?;
         if let Some(note) = &loaded.note {
-            let note = std::ffi::CString::new(note.as_str()).unwrap_or_default();
+            let note = std::ffi::CString::new(note.message("device=\"cuda\"")).unwrap_or_default();
             PyErr::warn(
                 py,
                 &py.get_type::<pyo3::exceptions::PyUserWarning>(),

@@ -43,7 +43,7 @@ pub(crate) fn load_model(
     match trajwiki::api::load_model(spec, opts, device) {
         Ok(loaded) => {
             if let Some(note) = &loaded.note {
-                global.say(note.replace("device cuda", "--device cuda"));
+                global.say(note.message("--device cuda"));
             }
             Ok(loaded)
         }
