@@ -15,6 +15,10 @@ if [ -f ../shared/data/locomo/locomo7.json ]; then
   $tw ingest --store "$store" ../shared/data/runs/*.jsonl
 fi
 $tw build --store "$store"
+if [ -f ../shared/data/locomo/locomo7.json ]; then
+  $tw trace compile --store "$store"
+  $tw trace context --store "$store" --namespace alfworld --budget 150 "heat some potato and put it in fridge."
+fi
 $tw check --store "$store"
 $tw stats --store "$store"
 $tw wiki --store "$store" --namespace demo

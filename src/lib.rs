@@ -25,4 +25,6 @@ pub mod export;
 pub mod pipeline;
 pub mod plot;
 pub mod retrieval;
+pub mod trace;
 pub use trajwiki_retrieve as retrieve;
+pub use trajwiki_trace as wikitrace;

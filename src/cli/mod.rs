@@ -17,6 +17,7 @@ mod inspect;
 mod memory;
 mod model;
 mod query;
+mod trace;
 
 use std::path::PathBuf;
 
@@ -71,6 +72,10 @@ enum Command {
     /// Evaluate retrieval.
     #[command(subcommand)]
     Eval(query::EvalCommand),
+    /// WikiTrace: compile agent runs into insights, the first context for a new task, and
+    /// descent to an insight's compilation and raw run.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
 }
 
 /// The store a command works on.
@@ -158,6 +163,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Embed(args) => embed::run(&args, global),
         Command::Query(args) => query::query(&args, global),
         Command::Eval(cmd) => query::eval(&cmd, global),
+        Command::Trace(cmd) => trace::run(&cmd, global),
     }
 }
 

@@ -480,6 +480,18 @@ impl Store {
         )
     }
 
+    /// A namespace's compilations with their insights, by run id then compiler.
+    pub fn compilations(&self, ns: &Namespace) -> Result<Vec<(Compilation, Vec<Insight>)>> {
+        list(
+            &self.conn,
+            "SELECT c.id FROM compilations c JOIN runs r ON r.id = c.run WHERE r.namespace = ?1 ORDER BY c.run, c.compiler",
+            ns,
+            "compilations",
+            CompilationId::parse,
+            read_compilation,
+        )
+    }
+
     /// One compilation with its insights.
     pub fn compilation(&self, id: &CompilationId) -> Result<Option<(Compilation, Vec<Insight>)>> {
         read_compilation(&self.conn, id)

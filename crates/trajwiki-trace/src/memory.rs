@@ -365,7 +365,7 @@ impl RunMemory {
             }
         }
         text.push_str(
-            "\nOpen an insight's compilation and run with open_insight(ID), a run with open_run(ID), or search every run with grep_runs(TEXT).\n",
+            "\nTo check a lesson, open its insight id (its compilation, run and cited steps), open a run id, or search every run's text.\n",
         );
         FirstContext {
             insights: shown,

@@ -1,0 +1,376 @@
+//! `trajwiki trace`: WikiTrace, the memory of past agent runs: compile runs into diagnoses and
+//! insights, read the first context for a new task, and descend to an insight's compilation and
+//! raw run, or search every run.
+
+use trajwiki::trace::{
+    compile_namespace, grep_semantic, load_run_memory, namespaces_with_runs, CompileReport,
+};
+use trajwiki_core::{InsightId, Namespace, RunId};
+use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry, RunMemory};
+
+use super::memory::load_embedder;
+use super::{Global, StoreArg, UsageError};
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum TraceCommand {
+    /// Compile ingested runs into a diagnosis and at most 3 insights each (deterministic).
+    Compile(CompileArgs),
+    /// The first context for a new task: every insight tagged with its run's outcome, and the
+    /// most similar past runs.
+    Context(ContextArgs),
+    /// Open an insight: its guideline, its compilation, its run and the steps it cites.
+    Insight(OpenArgs),
+    /// Open a run: every step, its compilation and insights.
+    Run(OpenArgs),
+    /// Search every run's task, actions and observations (exact, or by meaning).
+    Grep(GrepArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompileArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// Namespaces to compile (default: every namespace with runs).
+    #[arg(long)]
+    namespace: Vec<String>,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ContextArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The namespace of the runs.
+    #[arg(long)]
+    namespace: String,
+    /// The new task.
+    task: String,
+    /// Whitespace tokens the insights may take (default: every insight).
+    #[arg(long)]
+    budget: Option<usize>,
+    /// Similar past runs to show.
+    #[arg(long, default_value_t = 3)]
+    similar: usize,
+    /// Leave this run out (replaying a past task without its own lessons).
+    #[arg(long)]
+    exclude: Option<String>,
+    /// Embedding model for task similarity.
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// Print the context as JSON (insights, omitted, similar runs, text).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct OpenArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The insight (`ins_…`) or run (`run_…`) id.
+    id: String,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct GrepArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The namespace of the runs.
+    #[arg(long)]
+    namespace: String,
+    /// Text to find (case-insensitive), or a query with --semantic.
+    pattern: String,
+    /// Rank steps by meaning instead of matching text.
+    #[arg(long)]
+    semantic: bool,
+    /// Hits to print at most.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
+    /// Embedding model for --semantic.
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(cmd: &TraceCommand, global: Global) -> anyhow::Result<()> {
+    match cmd {
+        TraceCommand::Compile(args) => compile(args, global),
+        TraceCommand::Context(args) => context(args, global),
+        TraceCommand::Insight(args) => insight(args),
+        TraceCommand::Run(args) => open_run(args),
+        TraceCommand::Grep(args) => grep(args, global),
+    }
+}
+
+fn namespace(name: &str) -> anyhow::Result<Namespace> {
+    Namespace::new(name).map_err(|e| UsageError(e.to_string()).into())
+}
+
+fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let namespaces = if args.namespace.is_empty() {
+        namespaces_with_runs(&store)?
+    } else {
+        args.namespace
+            .iter()
+            .map(|n| namespace(n))
+            .collect::<anyhow::Result<_>>()?
+    };
+    if namespaces.is_empty() {
+        return Err(
+            UsageError("no namespace with runs; ingest a runs JSONL file first".into()).into(),
+        );
+    }
+    let bar = global.bar(namespaces.len() as u64, "compiling");
+    let mut reports: Vec<CompileReport> = Vec::new();
+    for ns in &namespaces {
+        bar.set_message(format!("compiling {ns}"));
+        reports.push(compile_namespace(&mut store, ns, &DeterministicCompiler)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&reports)?)?;
+        return Ok(());
+    }
+    outln!(
+        "{:<12} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "namespace",
+        "runs",
+        "insights",
+        "success",
+        "partial",
+        "failure",
+        "unknown",
+        "ms"
+    )?;
+    for r in &reports {
+        outln!(
+            "{:<12} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
+            r.namespace.as_str(),
+            r.runs,
+            r.insights,
+            r.success,
+            r.partial,
+            r.failure,
+            r.unknown,
+            r.ms
+        )?;
+    }
+    Ok(())
+}
+
+fn memory_of(
+    store: &mut trajwiki_store::Store,
+    ns: &Namespace,
+    embedder: Option<&dyn trajwiki_core::Embedder>,
+) -> anyhow::Result<RunMemory> {
+    let memory = match load_run_memory(store, ns, embedder) {
+        Err(e @ trajwiki::trace::TraceError::NoRuns(_)) => {
+            return Err(UsageError(e.to_string()).into())
+        }
+        other => other?,
+    };
+    if memory.insight_count() == 0 && memory.entries().iter().all(|e| e.compilation.is_none()) {
+        return Err(UsageError(format!(
+            "the runs of namespace {ns} are not compiled yet; run `trajwiki trace compile --namespace {ns}`"
+        ))
+        .into());
+    }
+    Ok(memory)
+}
+
+fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let ns = namespace(&args.namespace)?;
+    let embedder = load_embedder(&args.model, global)?;
+    let memory = memory_of(&mut store, &ns, Some(embedder.as_ref()))?;
+    let exclude = match &args.exclude {
+        Some(id) => {
+            let id = RunId::parse(id).map_err(|e| UsageError(e.to_string()))?;
+            if memory.open_run(&id).is_none() {
+                return Err(UsageError(format!("no run {id} in namespace {ns}")).into());
+            }
+            Some(id)
+        }
+        None => None,
+    };
+    let q = embedder.embed(&[args.task.as_str()], trajwiki_core::EmbedKind::Query)?;
+    let ctx = memory.first_context(
+        &args.task,
+        q.row(0),
+        &ContextOptions {
+            similar_runs: args.similar,
+            budget: args.budget,
+            exclude,
+        },
+    );
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&ctx)?)?;
+    } else {
+        outln!("{}", ctx.text.trim_end())?;
+    }
+    Ok(())
+}
+
+/// Finds the store entry of a run or insight id across namespaces: the run's namespace is what
+/// the memory is loaded for.
+fn entry_namespace(store: &trajwiki_store::Store, run: &RunId) -> anyhow::Result<Namespace> {
+    Ok(store
+        .run(run)?
+        .ok_or_else(|| UsageError(format!("no run {run} in this store")))?
+        .namespace)
+}
+
+fn print_steps(entry: &RunEntry, only: Option<&[usize]>) -> anyhow::Result<()> {
+    for (i, s) in entry.run.steps.iter().enumerate() {
+        if only.is_some_and(|o| !o.contains(&(i + 1))) {
+            continue;
+        }
+        outln!("[step {}] > {}", i + 1, s.action)?;
+        for line in s.observation.lines().filter(|l| !l.trim().is_empty()) {
+            outln!("           {}", line.trim_end())?;
+        }
+    }
+    Ok(())
+}
+
+fn offline_memory(store: &mut trajwiki_store::Store, ns: &Namespace) -> anyhow::Result<RunMemory> {
+    // Opening and exact search rank nothing: no model, nothing written.
+    memory_of(store, ns, None)
+}
+
+fn insight(args: &OpenArgs) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let id = InsightId::parse(&args.id).map_err(|e| UsageError(e.to_string()))?;
+    let stored = store
+        .insight(&id)?
+        .ok_or_else(|| UsageError(format!("no insight {id} in this store")))?;
+    let ns = entry_namespace(&store, &stored.run)?;
+    let memory = offline_memory(&mut store, &ns)?;
+    let opened = memory
+        .open_insight(&id)
+        .ok_or_else(|| UsageError(format!("insight {id} has no compilation in this store")))?;
+    let e = opened.entry;
+    if args.json {
+        let steps: Vec<_> = opened
+            .cited_steps
+            .iter()
+            .map(|&p| serde_json::json!({"step": p, "action": e.run.steps[p - 1].action, "observation": e.run.steps[p - 1].observation}))
+            .collect();
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "insight": opened.insight,
+                "compilation": opened.compilation,
+                "run": {"id": e.run.id, "external_ref": e.run.external_ref, "task": e.run.task, "outcome": e.outcome(), "steps": e.run.steps.len()},
+                "cited_steps": steps,
+            }))?
+        )?;
+        return Ok(());
+    }
+    outln!("insight {} (compilation {})", id, opened.compilation.id)?;
+    outln!("guideline: {}", opened.insight.guideline)?;
+    outln!("applies when: {}", opened.insight.applies_when)?;
+    outln!(
+        "run {} [{}] in {}: {} — {} steps",
+        e.run.id,
+        e.run.external_ref,
+        e.run.namespace,
+        e.outcome(),
+        e.run.steps.len()
+    )?;
+    outln!("task: {}", e.run.task)?;
+    outln!(
+        "diagnosis ({}): {}",
+        opened.compilation.compiler,
+        opened.compilation.diagnosis
+    )?;
+    outln!("cited steps:")?;
+    print_steps(e, Some(&opened.cited_steps))
+}
+
+fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let id = RunId::parse(&args.id).map_err(|e| UsageError(e.to_string()))?;
+    let ns = entry_namespace(&store, &id)?;
+    let memory = offline_memory(&mut store, &ns)?;
+    let e = memory
+        .open_run(&id)
+        .ok_or_else(|| UsageError(format!("no run {id} in namespace {ns}")))?;
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "run": e.run,
+                "outcome": e.outcome(),
+                "compilation": e.compilation,
+                "insights": e.insights,
+            }))?
+        )?;
+        return Ok(());
+    }
+    outln!(
+        "run {} [{}] in {}: {} — {} steps",
+        e.run.id,
+        e.run.external_ref,
+        e.run.namespace,
+        e.outcome(),
+        e.run.steps.len()
+    )?;
+    outln!("task: {}", e.run.task)?;
+    if let Some(c) = &e.compilation {
+        outln!("diagnosis ({}): {}", c.compiler, c.diagnosis)?;
+    }
+    for (i, ins) in e.insights.iter().enumerate() {
+        outln!("insight {} {}: {}", i + 1, ins.id, ins.guideline)?;
+    }
+    print_steps(e, None)
+}
+
+fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
+    let mut store = args.store.open()?;
+    let ns = namespace(&args.namespace)?;
+    if args.semantic {
+        let embedder = load_embedder(&args.model, global)?;
+        let memory = memory_of(&mut store, &ns, Some(embedder.as_ref()))?;
+        let hits = grep_semantic(
+            &mut store,
+            &memory,
+            embedder.as_ref(),
+            &args.pattern,
+            args.limit,
+        )?;
+        if args.json {
+            outln!("{}", serde_json::to_string_pretty(&hits)?)?;
+        } else {
+            for h in &hits {
+                outln!("{} [step {}] {:.3} {}", h.run, h.step, h.score, h.action)?;
+            }
+        }
+        return Ok(());
+    }
+    let memory = offline_memory(&mut store, &ns)?;
+    let hits = memory.grep(&args.pattern, args.limit);
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&hits)?)?;
+    } else {
+        for h in &hits {
+            let at = match h.step {
+                0 => "task".to_string(),
+                s => format!("[step {s}] {}", h.field),
+            };
+            outln!("{} {at}: {}", h.run, h.excerpt)?;
+        }
+        if hits.is_empty() {
+            global.say(format!("no run in {ns} contains \"{}\"", args.pattern));
+        }
+    }
+    Ok(())
+}

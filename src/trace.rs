@@ -1,0 +1,218 @@
+//! WikiTrace over the store: compiling a namespace's runs, and assembling the run memory an
+//! agent reads (task vectors through the store's embedding cache).
+
+use std::time::Instant;
+
+use serde::Serialize;
+use trajwiki_core::{Embedder, Namespace};
+use trajwiki_store::Store;
+use trajwiki_trace::{CompileError, OutcomeClass, RunCompiler, RunEntry, RunMemory};
+
+use crate::pipeline::{embed_cached, PipelineError};
+
+/// A failure of the run memory.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The store or the embedding failed.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// A compiler wrote an invalid compilation; nothing of that run was stored.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The memory could not be assembled.
+    #[error(transparent)]
+    Memory(#[from] trajwiki_trace::MemoryError),
+    /// The namespace holds no runs.
+    #[error("namespace {0} has no agent runs (ingest a runs JSONL file first)")]
+    NoRuns(Namespace),
+}
+
+impl From<trajwiki_store::StoreError> for TraceError {
+    fn from(e: trajwiki_store::StoreError) -> Self {
+        TraceError::Pipeline(e.into())
+    }
+}
+
+/// What compiling a namespace did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileReport {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// Runs read.
+    pub runs: usize,
+    /// Insights written (or found written before).
+    pub insights: usize,
+    /// Runs by outcome: solved, partial, failed, unknown.
+    pub success: usize,
+    /// Runs with a reward strictly between 0 and 1.
+    pub partial: usize,
+    /// Runs not solved.
+    pub failure: usize,
+    /// Runs without a recorded outcome.
+    pub unknown: usize,
+    /// The compiler.
+    pub compiler: String,
+    /// Wall time in milliseconds.
+    pub ms: u128,
+}
+
+/// The namespaces of a store that hold runs, in name order.
+pub fn namespaces_with_runs(store: &Store) -> Result<Vec<Namespace>, TraceError> {
+    let mut out = Vec::new();
+    for ns in store.namespaces()? {
+        if store.namespace_counts(&ns)?.1 > 0 {
+            out.push(ns);
+        }
+    }
+    Ok(out)
+}
+
+/// Compiles every run of `ns` and stores each compilation with its insights in one transaction
+/// per run. Compiling again with the same compiler is a no-op; a compilation that fails
+/// validation stops the namespace before that run is written.
+pub fn compile_namespace(
+    store: &mut Store,
+    ns: &Namespace,
+    compiler: &dyn RunCompiler,
+) -> Result<CompileReport, TraceError> {
+    let started = Instant::now();
+    let runs = store.runs(ns)?;
+    if runs.is_empty() {
+        return Err(TraceError::NoRuns(ns.clone()));
+    }
+    let mut report = CompileReport {
+        namespace: ns.clone(),
+        runs: runs.len(),
+        insights: 0,
+        success: 0,
+        partial: 0,
+        failure: 0,
+        unknown: 0,
+        compiler: compiler.name().to_string(),
+        ms: 0,
+    };
+    for run in &runs {
+        let compiled = compiler.compile(run)?;
+        trajwiki_trace::validate(run, &compiled)?;
+        store.commit_compilation(&compiled.compilation, &compiled.insights)?;
+        report.insights += compiled.insights.len();
+        match OutcomeClass::of(&run.outcome) {
+            OutcomeClass::Success => report.success += 1,
+            OutcomeClass::Partial { .. } => report.partial += 1,
+            OutcomeClass::Failure => report.failure += 1,
+            OutcomeClass::Unknown => report.unknown += 1,
+        }
+    }
+    report.ms = started.elapsed().as_millis();
+    Ok(report)
+}
+
+/// The run memory of `ns`: its runs with their stored compilations (the first by compiler name
+/// when several compilers wrote one), and their task statements embedded through the cache.
+/// Without an embedder the memory opens and searches records but ranks nothing (every task
+/// vector is zero), and nothing is written to the store.
+pub fn load_run_memory(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: Option<&dyn Embedder>,
+) -> Result<RunMemory, TraceError> {
+    let runs = store.runs(ns)?;
+    if runs.is_empty() {
+        return Err(TraceError::NoRuns(ns.clone()));
+    }
+    let mut compiled: std::collections::HashMap<_, _> = std::collections::HashMap::new();
+    for (c, insights) in store.compilations(ns)? {
+        compiled.entry(c.run.clone()).or_insert((c, insights));
+    }
+    let vectors = match embedder {
+        Some(embedder) => {
+            let tasks: Vec<&str> = runs.iter().map(|r| r.task.as_str()).collect();
+            embed_cached(store, embedder, &tasks)?.0
+        }
+        None => vec![vec![0.0]; runs.len()],
+    };
+    let entries = runs
+        .into_iter()
+        .map(|run| {
+            let (compilation, insights) = match compiled.remove(&run.id) {
+                Some((c, i)) => (Some(c), i),
+                None => (None, Vec::new()),
+            };
+            RunEntry {
+                run,
+                compilation,
+                insights,
+            }
+        })
+        .collect();
+    Ok(RunMemory::new(entries, vectors)?)
+}
+
+/// Text embedded for a step in semantic run search: its action and the start of its
+/// observation.
+pub fn step_text(action: &str, observation: &str) -> String {
+    let obs: String = observation.chars().take(300).collect();
+    format!("{action}\n{obs}")
+}
+
+/// A step found by meaning.
+#[derive(Debug, Clone, Serialize)]
+pub struct SemanticHit {
+    /// The run.
+    pub run: trajwiki_core::RunId,
+    /// 1-based step.
+    pub step: usize,
+    /// Cosine similarity to the query.
+    pub score: f32,
+    /// The step's action.
+    pub action: String,
+}
+
+/// Searches every step of the memory's runs by meaning: the query against each step's
+/// [`step_text`] (embedded once, then cached in the store); the best `limit`, ties by run and
+/// step.
+pub fn grep_semantic(
+    store: &mut Store,
+    memory: &RunMemory,
+    embedder: &dyn Embedder,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<SemanticHit>, TraceError> {
+    let mut at = Vec::new();
+    let mut texts = Vec::new();
+    for e in memory.entries() {
+        for (i, s) in e.run.steps.iter().enumerate() {
+            at.push((e, i));
+            texts.push(step_text(&s.action, &s.observation));
+        }
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (vectors, _) = embed_cached(store, embedder, &refs)?;
+    let q = embedder
+        .embed(&[query], trajwiki_core::EmbedKind::Query)
+        .map_err(|source| {
+            PipelineError::Build(trajwiki_memory::BuildError::Embed {
+                stage: "query",
+                source,
+            })
+        })?;
+    let q = q.row(0);
+    let mut hits: Vec<SemanticHit> = at
+        .iter()
+        .zip(&vectors)
+        .map(|((e, i), v)| SemanticHit {
+            run: e.run.id.clone(),
+            step: i + 1,
+            score: v.iter().zip(q).map(|(a, b)| a * b).sum(),
+            action: e.run.steps[*i].action.clone(),
+        })
+        .collect();
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.run.cmp(&b.run))
+            .then(a.step.cmp(&b.step))
+    });
+    hits.truncate(limit);
+    Ok(hits)
+}
