@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use serde::Serialize;
-use trajwiki_core::{Embedder, Namespace};
+use trajwiki_core::{Embedder, InsightId, Namespace, RunId};
 use trajwiki_store::Store;
-use trajwiki_trace::{CompileError, OutcomeClass, RunCompiler, RunEntry, RunMemory};
+use trajwiki_trace::{CompileError, OpenedInsight, OutcomeClass, RunCompiler, RunEntry, RunMemory};
 
 use crate::pipeline::{embed_cached, PipelineError};
 
@@ -25,6 +25,17 @@ pub enum TraceError {
     /// The namespace holds no runs.
     #[error("namespace {0} has no agent runs (ingest a runs JSONL file first)")]
     NoRuns(Namespace),
+    /// The namespace's runs were never compiled.
+    #[error("the runs of namespace {0} are not compiled yet; run `trajwiki trace compile --namespace {0}`")]
+    NotCompiled(Namespace),
+    /// No run or insight with this id.
+    #[error("no {kind} {id} in this store")]
+    Unknown {
+        /// `run` or `insight`.
+        kind: &'static str,
+        /// The id asked for.
+        id: String,
+    },
 }
 
 impl From<trajwiki_store::StoreError> for TraceError {
@@ -146,6 +157,80 @@ pub fn load_run_memory(
         })
         .collect();
     Ok(RunMemory::new(entries, vectors)?)
+}
+
+/// [`load_run_memory`] for reading: an error when nothing of the namespace was compiled.
+pub fn compiled_run_memory(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: Option<&dyn Embedder>,
+) -> Result<RunMemory, TraceError> {
+    let memory = load_run_memory(store, ns, embedder)?;
+    if memory.entries().iter().all(|e| e.compilation.is_none()) {
+        return Err(TraceError::NotCompiled(ns.clone()));
+    }
+    Ok(memory)
+}
+
+/// The run memory (unranked, see [`load_run_memory`]) of the namespace holding run `id`.
+pub fn memory_of_run(store: &mut Store, id: &RunId) -> Result<RunMemory, TraceError> {
+    let ns = store
+        .run(id)?
+        .ok_or_else(|| TraceError::Unknown {
+            kind: "run",
+            id: id.to_string(),
+        })?
+        .namespace;
+    compiled_run_memory(store, &ns, None)
+}
+
+/// The run memory (unranked) of the namespace holding insight `id`.
+pub fn memory_of_insight(store: &mut Store, id: &InsightId) -> Result<RunMemory, TraceError> {
+    let insight = store.insight(id)?.ok_or_else(|| TraceError::Unknown {
+        kind: "insight",
+        id: id.to_string(),
+    })?;
+    memory_of_run(store, &insight.run)
+}
+
+/// An opened insight as JSON: the insight, its compilation, its run (summary) and the steps it
+/// cites with their actions and observations.
+pub fn opened_insight_json(opened: &OpenedInsight<'_>) -> serde_json::Value {
+    let run = &opened.entry.run;
+    let steps: Vec<_> = opened
+        .cited_steps
+        .iter()
+        .map(|&p| {
+            serde_json::json!({
+                "step": p,
+                "action": run.steps[p - 1].action,
+                "observation": run.steps[p - 1].observation,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "insight": opened.insight,
+        "compilation": opened.compilation,
+        "run": {
+            "id": run.id,
+            "namespace": run.namespace,
+            "external_ref": run.external_ref,
+            "task": run.task,
+            "outcome": opened.entry.outcome(),
+            "steps": run.steps.len(),
+        },
+        "cited_steps": steps,
+    })
+}
+
+/// A run with its compilation and insights as JSON.
+pub fn run_entry_json(entry: &RunEntry) -> serde_json::Value {
+    serde_json::json!({
+        "run": entry.run,
+        "outcome": entry.outcome(),
+        "compilation": entry.compilation,
+        "insights": entry.insights,
+    })
 }
 
 /// Text embedded for a step in semantic run search: its action and the start of its

@@ -11,6 +11,7 @@ use pyo3::PyErr;
 use trajwiki::api::ApiError;
 use trajwiki::eval::EvalError;
 use trajwiki::pipeline::PipelineError;
+use trajwiki::trace::TraceError;
 use trajwiki_core::{EmbedError, IdError};
 use trajwiki_ingest::IngestError;
 use trajwiki_memory::{BuildError, ConfigError};
@@ -173,6 +174,18 @@ impl Classify for EvalError {
             EvalError::Pipeline(e) => e.kind(),
             EvalError::Store(e) => e.kind(),
             EvalError::Retrieve(_) | EvalError::Plot(_) | EvalError::Io { .. } => Kind::Other,
+        }
+    }
+}
+
+impl Classify for TraceError {
+    fn kind(&self) -> Kind {
+        match self {
+            TraceError::Pipeline(e) => e.kind(),
+            TraceError::Compile(_) | TraceError::Memory(_) => Kind::Other,
+            TraceError::NoRuns(_) | TraceError::NotCompiled(_) | TraceError::Unknown { .. } => {
+                Kind::NotFound
+            }
         }
     }
 }

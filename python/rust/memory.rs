@@ -9,8 +9,12 @@ use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
 use trajwiki::pipeline::build_namespace;
+use trajwiki::trace;
+use trajwiki::wikitrace::ContextOptions;
 use trajwiki_compute::ScoringBackend;
-use trajwiki_core::{EmbedError, Embedder, Namespace, SourceMessage, TIMESTAMP_FORMAT};
+use trajwiki_core::{
+    EmbedError, EmbedKind, Embedder, InsightId, Namespace, RunId, SourceMessage, TIMESTAMP_FORMAT,
+};
 use trajwiki_cuda::Device;
 use trajwiki_ingest::{jsonl, locomo};
 use trajwiki_memory::MemoryConfig;
@@ -362,6 +366,184 @@ impl Memory {
             deleted
         })
         .or_raise()
+    }
+
+    /// Adds agent runs: dicts in the runs JSONL layout (`id`, `task`, `steps` of `action` and
+    /// `observation`, `success`, `reward`; every other key is kept as metadata). The namespace is
+    /// `namespace`, else each run's `namespace`, else its `env`. Adding the same runs again
+    /// changes nothing. Returns counts like `add`.
+    #[pyo3(signature = (runs, namespace = None, source = "python"))]
+    fn add_runs(
+        &self,
+        py: Python<'_>,
+        runs: &Bound<'_, PyAny>,
+        namespace: Option<&str>,
+        source: &str,
+    ) -> PyResult<Py<PyAny>> {
+        let text = to_json_text(runs, "runs")?;
+        let ns = namespace.map(self::namespace).transpose()?;
+        let report = py.detach(|| -> PyResult<_> {
+            let value: Value = serde_json::from_str(&text)
+                .map_err(|e| raise(Kind::Input, format!("runs: {e}")))?;
+            let Value::Array(items) = value else {
+                return Err(raise(Kind::Input, "runs must be a list of dicts"));
+            };
+            let lines: Vec<String> = items.iter().map(Value::to_string).collect();
+            let parsed = jsonl::parse_runs(Path::new("<runs>"), &lines.join("\n"), ns.as_ref())
+                .or_raise()?;
+            let mut store = self.store();
+            store.ingest_runs(source, &parsed).or_raise()
+        })?;
+        to_python(
+            py,
+            &serde_json::json!({
+                "added": report.added,
+                "unchanged": report.unchanged,
+                "new_namespaces": report.new_namespaces,
+            }),
+        )
+    }
+
+    /// Compiles the runs of `namespace`, or of every namespace with runs, into a diagnosis and
+    /// at most 3 insights each (the deterministic compiler); returns one report per namespace.
+    /// Compiling again changes nothing.
+    #[pyo3(signature = (namespace = None))]
+    fn compile_runs(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<Py<PyAny>> {
+        let chosen = namespace.map(self::namespace).transpose()?;
+        let reports = py.detach(|| -> PyResult<_> {
+            let mut store = self.store();
+            let namespaces = match chosen {
+                Some(ns) => vec![ns],
+                None => trace::namespaces_with_runs(&store).or_raise()?,
+            };
+            if namespaces.is_empty() {
+                return Err(raise(
+                    Kind::NotFound,
+                    "no namespace with runs to compile; add runs first",
+                ));
+            }
+            namespaces
+                .iter()
+                .map(|ns| {
+                    trace::compile_namespace(
+                        &mut store,
+                        ns,
+                        &trajwiki::wikitrace::DeterministicCompiler,
+                    )
+                    .or_raise()
+                })
+                .collect::<PyResult<Vec<_>>>()
+        })?;
+        to_python(py, &reports)
+    }
+
+    /// The first context for a new task from the compiled runs of `namespace`: every insight
+    /// (within `budget` whitespace tokens when given), most similar task first, each with its
+    /// run's `outcome` and the reasons to `descend` before trusting it; the `similar` most
+    /// similar past runs with their diagnoses; and the rendered `text`. `exclude` leaves one run
+    /// (`run_…`) out, to replay a past task without its own lessons.
+    #[pyo3(signature = (task, namespace, budget = None, similar = 3, exclude = None))]
+    fn first_context(
+        &self,
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        namespace: &str,
+        budget: Option<usize>,
+        similar: usize,
+        exclude: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let task = string(task, "task")?;
+        let ns = self::namespace(namespace)?;
+        let exclude = exclude.map(RunId::parse).transpose().or_raise()?;
+        let ctx = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
+            let memory = {
+                let mut store = self.store();
+                trace::compiled_run_memory(&mut store, &ns, Some(embedder.as_ref())).or_raise()?
+            };
+            if let Some(id) = &exclude {
+                if memory.open_run(id).is_none() {
+                    return Err(raise(
+                        Kind::NotFound,
+                        format!("no run {id} in namespace {ns}"),
+                    ));
+                }
+            }
+            let q = embedder
+                .embed(&[task.as_str()], EmbedKind::Query)
+                .or_raise()?;
+            Ok(memory.first_context(
+                &task,
+                q.row(0),
+                &ContextOptions {
+                    similar_runs: similar,
+                    budget,
+                    exclude,
+                },
+            ))
+        })?;
+        to_python(py, &ctx)
+    }
+
+    /// Descends from an insight (`ins_…`): the insight, its compilation, its run and the steps
+    /// it cites (action and observation).
+    fn open_insight(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let id = InsightId::parse(&string(id, "id")?).or_raise()?;
+        let value = py.detach(|| -> PyResult<_> {
+            let memory = trace::memory_of_insight(&mut self.store(), &id).or_raise()?;
+            let opened = memory.open_insight(&id).ok_or_else(|| {
+                raise(
+                    Kind::NotFound,
+                    format!("insight {id} has no compilation in this store"),
+                )
+            })?;
+            Ok(trace::opened_insight_json(&opened))
+        })?;
+        to_python(py, &value)
+    }
+
+    /// A raw run (`run_…`) with every step, its outcome, compilation and insights.
+    fn open_run(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let id = RunId::parse(&string(id, "id")?).or_raise()?;
+        let value = py.detach(|| -> PyResult<_> {
+            let memory = trace::memory_of_run(&mut self.store(), &id).or_raise()?;
+            let entry = memory
+                .open_run(&id)
+                .ok_or_else(|| raise(Kind::NotFound, format!("no run {id} in this store")))?;
+            Ok(trace::run_entry_json(entry))
+        })?;
+        to_python(py, &value)
+    }
+
+    /// Searches every run of `namespace`: case-insensitive text in tasks, actions and
+    /// observations (hits with `run`, `step` (0 for the task), `field`, `excerpt`), or with
+    /// `semantic=True` steps ranked by meaning (`run`, `step`, `score`, `action`).
+    #[pyo3(signature = (text, namespace, semantic = false, limit = 20))]
+    fn grep_runs(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        namespace: &str,
+        semantic: bool,
+        limit: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let text = string(text, "text")?;
+        let ns = self::namespace(namespace)?;
+        let hits = py.detach(|| -> PyResult<Value> {
+            if semantic {
+                let embedder = self.embedder().or_raise()?;
+                let mut store = self.store();
+                let memory = trace::compiled_run_memory(&mut store, &ns, Some(embedder.as_ref()))
+                    .or_raise()?;
+                let hits =
+                    trace::grep_semantic(&mut store, &memory, embedder.as_ref(), &text, limit)
+                        .or_raise()?;
+                return Ok(serde_json::to_value(hits).expect("hits serialize"));
+            }
+            let memory = trace::compiled_run_memory(&mut self.store(), &ns, None).or_raise()?;
+            Ok(serde_json::to_value(memory.grep(&text, limit)).expect("hits serialize"))
+        })?;
+        to_python(py, &hits)
     }
 
     fn __repr__(&self) -> String {

@@ -3,10 +3,11 @@
 //! raw run, or search every run.
 
 use trajwiki::trace::{
-    compile_namespace, grep_semantic, load_run_memory, namespaces_with_runs, CompileReport,
+    compile_namespace, compiled_run_memory, grep_semantic, memory_of_insight, memory_of_run,
+    namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport, TraceError,
 };
 use trajwiki_core::{InsightId, Namespace, RunId};
-use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry, RunMemory};
+use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry};
 
 use super::memory::load_embedder;
 use super::{Global, StoreArg, UsageError};
@@ -166,31 +167,21 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn memory_of(
-    store: &mut trajwiki_store::Store,
-    ns: &Namespace,
-    embedder: Option<&dyn trajwiki_core::Embedder>,
-) -> anyhow::Result<RunMemory> {
-    let memory = match load_run_memory(store, ns, embedder) {
-        Err(e @ trajwiki::trace::TraceError::NoRuns(_)) => {
-            return Err(UsageError(e.to_string()).into())
+/// Trace errors a user can fix (unknown ids or namespaces, nothing compiled) exit with 2.
+fn usage(e: TraceError) -> anyhow::Error {
+    match e {
+        TraceError::NoRuns(_) | TraceError::NotCompiled(_) | TraceError::Unknown { .. } => {
+            UsageError(e.to_string()).into()
         }
-        other => other?,
-    };
-    if memory.insight_count() == 0 && memory.entries().iter().all(|e| e.compilation.is_none()) {
-        return Err(UsageError(format!(
-            "the runs of namespace {ns} are not compiled yet; run `trajwiki trace compile --namespace {ns}`"
-        ))
-        .into());
+        other => other.into(),
     }
-    Ok(memory)
 }
 
 fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = namespace(&args.namespace)?;
     let embedder = load_embedder(&args.model, global)?;
-    let memory = memory_of(&mut store, &ns, Some(embedder.as_ref()))?;
+    let memory = compiled_run_memory(&mut store, &ns, Some(embedder.as_ref())).map_err(usage)?;
     let exclude = match &args.exclude {
         Some(id) => {
             let id = RunId::parse(id).map_err(|e| UsageError(e.to_string()))?;
@@ -219,15 +210,6 @@ fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Finds the store entry of a run or insight id across namespaces: the run's namespace is what
-/// the memory is loaded for.
-fn entry_namespace(store: &trajwiki_store::Store, run: &RunId) -> anyhow::Result<Namespace> {
-    Ok(store
-        .run(run)?
-        .ok_or_else(|| UsageError(format!("no run {run} in this store")))?
-        .namespace)
-}
-
 fn print_steps(entry: &RunEntry, only: Option<&[usize]>) -> anyhow::Result<()> {
     for (i, s) in entry.run.steps.iter().enumerate() {
         if only.is_some_and(|o| !o.contains(&(i + 1))) {
@@ -241,37 +223,18 @@ fn print_steps(entry: &RunEntry, only: Option<&[usize]>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn offline_memory(store: &mut trajwiki_store::Store, ns: &Namespace) -> anyhow::Result<RunMemory> {
-    // Opening and exact search rank nothing: no model, nothing written.
-    memory_of(store, ns, None)
-}
-
 fn insight(args: &OpenArgs) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let id = InsightId::parse(&args.id).map_err(|e| UsageError(e.to_string()))?;
-    let stored = store
-        .insight(&id)?
-        .ok_or_else(|| UsageError(format!("no insight {id} in this store")))?;
-    let ns = entry_namespace(&store, &stored.run)?;
-    let memory = offline_memory(&mut store, &ns)?;
+    let memory = memory_of_insight(&mut store, &id).map_err(usage)?;
     let opened = memory
         .open_insight(&id)
         .ok_or_else(|| UsageError(format!("insight {id} has no compilation in this store")))?;
     let e = opened.entry;
     if args.json {
-        let steps: Vec<_> = opened
-            .cited_steps
-            .iter()
-            .map(|&p| serde_json::json!({"step": p, "action": e.run.steps[p - 1].action, "observation": e.run.steps[p - 1].observation}))
-            .collect();
         outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "insight": opened.insight,
-                "compilation": opened.compilation,
-                "run": {"id": e.run.id, "external_ref": e.run.external_ref, "task": e.run.task, "outcome": e.outcome(), "steps": e.run.steps.len()},
-                "cited_steps": steps,
-            }))?
+            serde_json::to_string_pretty(&opened_insight_json(&opened))?
         )?;
         return Ok(());
     }
@@ -299,21 +262,12 @@ fn insight(args: &OpenArgs) -> anyhow::Result<()> {
 fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let id = RunId::parse(&args.id).map_err(|e| UsageError(e.to_string()))?;
-    let ns = entry_namespace(&store, &id)?;
-    let memory = offline_memory(&mut store, &ns)?;
+    let memory = memory_of_run(&mut store, &id).map_err(usage)?;
     let e = memory
         .open_run(&id)
-        .ok_or_else(|| UsageError(format!("no run {id} in namespace {ns}")))?;
+        .ok_or_else(|| UsageError(format!("no run {id} in this store")))?;
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "run": e.run,
-                "outcome": e.outcome(),
-                "compilation": e.compilation,
-                "insights": e.insights,
-            }))?
-        )?;
+        outln!("{}", serde_json::to_string_pretty(&run_entry_json(e))?)?;
         return Ok(());
     }
     outln!(
@@ -339,7 +293,8 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
     let ns = namespace(&args.namespace)?;
     if args.semantic {
         let embedder = load_embedder(&args.model, global)?;
-        let memory = memory_of(&mut store, &ns, Some(embedder.as_ref()))?;
+        let memory =
+            compiled_run_memory(&mut store, &ns, Some(embedder.as_ref())).map_err(usage)?;
         let hits = grep_semantic(
             &mut store,
             &memory,
@@ -356,7 +311,7 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let memory = offline_memory(&mut store, &ns)?;
+    let memory = compiled_run_memory(&mut store, &ns, None).map_err(usage)?;
     let hits = memory.grep(&args.pattern, args.limit);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&hits)?)?;
