@@ -107,7 +107,9 @@ pub trait Classify: Error {
 impl Classify for RustStoreError {
     fn kind(&self) -> Kind {
         match self {
-            RustStoreError::Conflict { .. } | RustStoreError::Dangling { .. } => Kind::Input,
+            RustStoreError::Conflict { .. }
+            | RustStoreError::Dangling { .. }
+            | RustStoreError::TooManyInsights { .. } => Kind::Input,
             RustStoreError::NotAStore { .. } => Kind::NotFound,
             _ => Kind::Store,
         }

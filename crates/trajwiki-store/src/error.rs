@@ -61,6 +61,14 @@ pub enum StoreError {
         /// The dimension offered.
         got: usize,
     },
+    /// A compilation with more insights than SPEC §4 allows.
+    #[error("compilation {compilation} has {count} insights; at most {MAX_INSIGHTS} are allowed")]
+    TooManyInsights {
+        /// The compilation.
+        compilation: String,
+        /// Insights offered.
+        count: usize,
+    },
     /// A record refers to one that does not exist.
     #[error("{what} refers to {missing}, which is not in the store")]
     Dangling {
@@ -96,3 +104,6 @@ impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
         self.map_err(|source| StoreError::Sqlite { context, source })
     }
 }
+
+/// Insights one compilation may hold (SPEC §4).
+pub const MAX_INSIGHTS: usize = 3;

@@ -297,6 +297,12 @@ impl Store {
         compilation: &Compilation,
         insights: &[Insight],
     ) -> Result<()> {
+        if insights.len() > crate::error::MAX_INSIGHTS {
+            return Err(StoreError::TooManyInsights {
+                compilation: compilation.id.to_string(),
+                count: insights.len(),
+            });
+        }
         let tx = self
             .conn
             .transaction()

@@ -290,8 +290,25 @@ fn every_record_round_trips() {
             applies_when: "shopping".into(),
         })
         .collect();
+    // A fourth insight is refused before anything is written.
+    let mut four = insights.clone();
+    four.push(Insight {
+        id: InsightId::derive(&ns(), "r1/3"),
+        guideline: "lesson 3".into(),
+        ..insights[0].clone()
+    });
+    let err = store.commit_compilation(&comp, &four).unwrap_err();
+    assert!(
+        err.to_string().contains("has 4 insights; at most 3"),
+        "{err}"
+    );
+    assert_eq!(store.compilation(&comp.id).unwrap(), None);
     store.commit_compilation(&comp, &insights).unwrap();
     store.commit_compilation(&comp, &insights).unwrap();
+    assert_eq!(
+        store.compilations(&ns()).unwrap(),
+        vec![(comp.clone(), insights.clone())]
+    );
     assert_eq!(
         store.compilation(&comp.id).unwrap(),
         Some((comp.clone(), insights.clone()))
