@@ -320,7 +320,9 @@ impl RunMemory {
         for ins in insights {
             let line = render_insight(&ins);
             let tokens = line.split_whitespace().count();
-            if opts.budget.is_some_and(|b| used + tokens > b) {
+            // The insights shown are a prefix of the ranking: once one does not fit, the rest
+            // (less similar) are left out too, so nothing less relevant jumps the queue.
+            if omitted > 0 || opts.budget.is_some_and(|b| used + tokens > b) {
                 omitted += 1;
                 continue;
             }

@@ -155,6 +155,26 @@ fn a_budget_leaves_out_the_least_similar_insights_and_says_so() {
     );
     assert_eq!(ctx.insights.len(), 1);
     assert_eq!(ctx.omitted, m.insight_count() - 1);
+    // A budget one token short of the first two insights shows the first only, even where a
+    // shorter, less similar insight would still fit.
+    let lines: Vec<&str> = all.text.lines().filter(|l| l.starts_with("- [")).collect();
+    let two = lines[0].split_whitespace().count() + lines[1].split_whitespace().count();
+    let shortest = lines[2..]
+        .iter()
+        .map(|l| l.split_whitespace().count())
+        .min()
+        .unwrap();
+    assert!(shortest < lines[1].split_whitespace().count());
+    let ctx = m.first_context(
+        "t",
+        &[1.0, 0.0, 0.0],
+        &ContextOptions {
+            budget: Some(two - 1),
+            ..ContextOptions::default()
+        },
+    );
+    assert_eq!(ctx.insights.len(), 1);
+    assert_eq!(ctx.insights[0].id, all.insights[0].id);
     assert!(ctx
         .text
         .contains(&format!("({} more insights", ctx.omitted)));
