@@ -6,7 +6,10 @@ use std::time::Instant;
 use serde::Serialize;
 use trajwiki_core::{Embedder, InsightId, Namespace, RunId};
 use trajwiki_store::Store;
-use trajwiki_trace::{CompileError, OpenedInsight, OutcomeClass, RunCompiler, RunEntry, RunMemory};
+use trajwiki_trace::{
+    CompileError, ContextOptions, FirstContext, OpenedInsight, OutcomeClass, RunCompiler, RunEntry,
+    RunMemory,
+};
 
 use crate::pipeline::{embed_cached, PipelineError};
 
@@ -28,6 +31,14 @@ pub enum TraceError {
     /// The namespace's runs were never compiled.
     #[error("the runs of namespace {0} are not compiled yet; run `trajwiki trace compile --namespace {0}`")]
     NotCompiled(Namespace),
+    /// A run named for a namespace that does not hold it.
+    #[error("no run {run} in namespace {namespace}")]
+    NotInNamespace {
+        /// The run.
+        run: RunId,
+        /// The namespace.
+        namespace: Namespace,
+    },
     /// No run or insight with this id.
     #[error("no {kind} {id} in this store")]
     Unknown {
@@ -172,6 +183,34 @@ pub fn compiled_run_memory(
     Ok(memory)
 }
 
+/// The first context for `task` from the compiled runs of `ns` (see
+/// [`RunMemory::first_context`]); a run to exclude must be one of the namespace's.
+pub fn first_context(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    task: &str,
+    opts: &ContextOptions,
+) -> Result<FirstContext, TraceError> {
+    let memory = compiled_run_memory(store, ns, Some(embedder))?;
+    if let Some(id) = &opts.exclude {
+        if memory.open_run(id).is_none() {
+            return Err(TraceError::NotInNamespace {
+                run: id.clone(),
+                namespace: ns.clone(),
+            });
+        }
+    }
+    let q = embedder
+        .embed(&[task], trajwiki_core::EmbedKind::Query)
+        .map_err(|source| embed_error("query", source))?;
+    Ok(memory.first_context(task, q.row(0), opts))
+}
+
+fn embed_error(stage: &'static str, source: trajwiki_core::EmbedError) -> TraceError {
+    PipelineError::Build(trajwiki_memory::BuildError::Embed { stage, source }).into()
+}
+
 /// The run memory (unranked, see [`load_run_memory`]) of the namespace holding run `id`.
 pub fn memory_of_run(store: &mut Store, id: &RunId) -> Result<RunMemory, TraceError> {
     let ns = store
@@ -275,12 +314,7 @@ pub fn grep_semantic(
     let (vectors, _) = embed_cached(store, embedder, &refs)?;
     let q = embedder
         .embed(&[query], trajwiki_core::EmbedKind::Query)
-        .map_err(|source| {
-            PipelineError::Build(trajwiki_memory::BuildError::Embed {
-                stage: "query",
-                source,
-            })
-        })?;
+        .map_err(|source| embed_error("query", source))?;
     let q = q.row(0);
     let mut hits: Vec<SemanticHit> = at
         .iter()

@@ -154,6 +154,24 @@ fn bad_requests_are_clear_usage_errors() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("namespace nowhere has no agent runs"), "{err}");
+    let (code, _, err) = trajwiki(&[
+        "trace",
+        "context",
+        "--store",
+        store,
+        "--namespace",
+        "kitchen",
+        "--model",
+        "hashing",
+        "--exclude",
+        "run_0000000000000000",
+        "x",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no run run_0000000000000000 in namespace kitchen"),
+        "{err}"
+    );
     // Runs ingested but never compiled.
     let fresh = dir.path().join("fresh");
     let fresh = fresh.to_str().unwrap();

@@ -185,9 +185,10 @@ impl Classify for TraceError {
         match self {
             TraceError::Pipeline(e) => e.kind(),
             TraceError::Compile(_) | TraceError::Memory(_) => Kind::Other,
-            TraceError::NoRuns(_) | TraceError::NotCompiled(_) | TraceError::Unknown { .. } => {
-                Kind::NotFound
-            }
+            TraceError::NoRuns(_)
+            | TraceError::NotCompiled(_)
+            | TraceError::NotInNamespace { .. }
+            | TraceError::Unknown { .. } => Kind::NotFound,
         }
     }
 }

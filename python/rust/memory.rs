@@ -13,13 +13,13 @@ use trajwiki::trace;
 use trajwiki::wikitrace::ContextOptions;
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{
-    EmbedError, EmbedKind, Embedder, InsightId, Namespace, RunId, SourceMessage, TIMESTAMP_FORMAT,
+    EmbedError, Embedder, InsightId, Namespace, RunId, SourceMessage, TIMESTAMP_FORMAT,
 };
 use trajwiki_cuda::Device;
 use trajwiki_ingest::{jsonl, locomo};
 use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::Store;
+use trajwiki_store::{IngestReport, Store};
 
 use crate::convert::{memory_config, string, to_json_text, to_python};
 use crate::errors::{raise, Kind, OrRaise};
@@ -101,6 +101,18 @@ impl Memory {
         *slot = Some(Arc::clone(&loaded));
         Ok(loaded)
     }
+}
+
+/// What `add` and `add_runs` return: counts of new and unchanged records, new namespaces.
+fn ingest_report(py: Python<'_>, report: &IngestReport) -> PyResult<Py<PyAny>> {
+    to_python(
+        py,
+        &serde_json::json!({
+            "added": report.added,
+            "unchanged": report.unchanged,
+            "new_namespaces": report.new_namespaces,
+        }),
+    )
 }
 
 fn namespace(name: &str) -> PyResult<Namespace> {
@@ -198,14 +210,7 @@ impl Memory {
             self.forget_indexes(&store);
             Ok(report)
         })?;
-        to_python(
-            py,
-            &serde_json::json!({
-                "added": report.added,
-                "unchanged": report.unchanged,
-                "new_namespaces": report.new_namespaces,
-            }),
-        )
+        ingest_report(py, &report)
     }
 
     /// Builds the memory (snapshots, claims, trajectories, wiki) of `namespace`, or of every
@@ -394,14 +399,7 @@ impl Memory {
             let mut store = self.store();
             store.ingest_runs(source, &parsed).or_raise()
         })?;
-        to_python(
-            py,
-            &serde_json::json!({
-                "added": report.added,
-                "unchanged": report.unchanged,
-                "new_namespaces": report.new_namespaces,
-            }),
-        )
+        ingest_report(py, &report)
     }
 
     /// Compiles the runs of `namespace`, or of every namespace with runs, into a diagnosis and
@@ -457,30 +455,12 @@ impl Memory {
         let exclude = exclude.map(RunId::parse).transpose().or_raise()?;
         let ctx = py.detach(|| -> PyResult<_> {
             let embedder = self.embedder().or_raise()?;
-            let memory = {
-                let mut store = self.store();
-                trace::compiled_run_memory(&mut store, &ns, Some(embedder.as_ref())).or_raise()?
+            let opts = ContextOptions {
+                similar_runs: similar,
+                budget,
+                exclude,
             };
-            if let Some(id) = &exclude {
-                if memory.open_run(id).is_none() {
-                    return Err(raise(
-                        Kind::NotFound,
-                        format!("no run {id} in namespace {ns}"),
-                    ));
-                }
-            }
-            let q = embedder
-                .embed(&[task.as_str()], EmbedKind::Query)
-                .or_raise()?;
-            Ok(memory.first_context(
-                &task,
-                q.row(0),
-                &ContextOptions {
-                    similar_runs: similar,
-                    budget,
-                    exclude,
-                },
-            ))
+            trace::first_context(&mut self.store(), &ns, embedder.as_ref(), &task, &opts).or_raise()
         })?;
         to_python(py, &ctx)
     }

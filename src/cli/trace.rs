@@ -3,8 +3,9 @@
 //! raw run, or search every run.
 
 use trajwiki::trace::{
-    compile_namespace, compiled_run_memory, grep_semantic, memory_of_insight, memory_of_run,
-    namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport, TraceError,
+    compile_namespace, compiled_run_memory, first_context, grep_semantic, memory_of_insight,
+    memory_of_run, namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport,
+    TraceError,
 };
 use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry};
@@ -170,9 +171,10 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
 /// Trace errors a user can fix (unknown ids or namespaces, nothing compiled) exit with 2.
 fn usage(e: TraceError) -> anyhow::Error {
     match e {
-        TraceError::NoRuns(_) | TraceError::NotCompiled(_) | TraceError::Unknown { .. } => {
-            UsageError(e.to_string()).into()
-        }
+        TraceError::NoRuns(_)
+        | TraceError::NotCompiled(_)
+        | TraceError::NotInNamespace { .. }
+        | TraceError::Unknown { .. } => UsageError(e.to_string()).into(),
         other => other.into(),
     }
 }
@@ -180,33 +182,45 @@ fn usage(e: TraceError) -> anyhow::Error {
 fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = namespace(&args.namespace)?;
+    let exclude = args
+        .exclude
+        .as_deref()
+        .map(RunId::parse)
+        .transpose()
+        .map_err(|e| UsageError(e.to_string()))?;
     let embedder = load_embedder(&args.model, global)?;
-    let memory = compiled_run_memory(&mut store, &ns, Some(embedder.as_ref())).map_err(usage)?;
-    let exclude = match &args.exclude {
-        Some(id) => {
-            let id = RunId::parse(id).map_err(|e| UsageError(e.to_string()))?;
-            if memory.open_run(&id).is_none() {
-                return Err(UsageError(format!("no run {id} in namespace {ns}")).into());
-            }
-            Some(id)
-        }
-        None => None,
-    };
-    let q = embedder.embed(&[args.task.as_str()], trajwiki_core::EmbedKind::Query)?;
-    let ctx = memory.first_context(
+    let ctx = first_context(
+        &mut store,
+        &ns,
+        embedder.as_ref(),
         &args.task,
-        q.row(0),
         &ContextOptions {
             similar_runs: args.similar,
             budget: args.budget,
             exclude,
         },
-    );
+    )
+    .map_err(usage)?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&ctx)?)?;
     } else {
         outln!("{}", ctx.text.trim_end())?;
     }
+    Ok(())
+}
+
+/// The line naming a run, its outcome and length, then its task.
+fn print_run_header(entry: &RunEntry) -> anyhow::Result<()> {
+    let run = &entry.run;
+    outln!(
+        "run {} [{}] in {}: {} — {} steps",
+        run.id,
+        run.external_ref,
+        run.namespace,
+        entry.outcome(),
+        run.steps.len()
+    )?;
+    outln!("task: {}", run.task)?;
     Ok(())
 }
 
@@ -241,15 +255,7 @@ fn insight(args: &OpenArgs) -> anyhow::Result<()> {
     outln!("insight {} (compilation {})", id, opened.compilation.id)?;
     outln!("guideline: {}", opened.insight.guideline)?;
     outln!("applies when: {}", opened.insight.applies_when)?;
-    outln!(
-        "run {} [{}] in {}: {} — {} steps",
-        e.run.id,
-        e.run.external_ref,
-        e.run.namespace,
-        e.outcome(),
-        e.run.steps.len()
-    )?;
-    outln!("task: {}", e.run.task)?;
+    print_run_header(e)?;
     outln!(
         "diagnosis ({}): {}",
         opened.compilation.compiler,
@@ -270,15 +276,7 @@ fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
         outln!("{}", serde_json::to_string_pretty(&run_entry_json(e))?)?;
         return Ok(());
     }
-    outln!(
-        "run {} [{}] in {}: {} — {} steps",
-        e.run.id,
-        e.run.external_ref,
-        e.run.namespace,
-        e.outcome(),
-        e.run.steps.len()
-    )?;
-    outln!("task: {}", e.run.task)?;
+    print_run_header(e)?;
     if let Some(c) = &e.compilation {
         outln!("diagnosis ({}): {}", c.compiler, c.diagnosis)?;
     }

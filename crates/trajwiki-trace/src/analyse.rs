@@ -146,6 +146,11 @@ fn metadata_str(run: &Run, keys: &[&str]) -> Option<String> {
     })
 }
 
+/// The family of a run's task, from its metadata ([`rules::FAMILY_KEYS`]).
+pub fn family(run: &Run) -> Option<String> {
+    metadata_str(run, rules::FAMILY_KEYS)
+}
+
 /// Reads a run through the rules.
 pub fn analyse(run: &Run) -> RunAnalysis {
     let steps: Vec<StepView> = run
@@ -232,7 +237,7 @@ pub fn analyse(run: &Run) -> RunAnalysis {
         last_view,
         unmet_terms,
         env: metadata_str(run, rules::ENV_KEYS),
-        family: metadata_str(run, rules::FAMILY_KEYS),
+        family: family(run),
         impossible: rules::IMPOSSIBLE_KEYS
             .iter()
             .any(|k| run.metadata.get(*k) == Some(&serde_json::Value::Bool(true))),

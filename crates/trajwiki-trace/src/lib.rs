@@ -32,6 +32,7 @@
 //!     BTreeMap::new(),
 //! );
 //! let compiled = DeterministicCompiler.compile(&run).unwrap();
+//! trajwiki_trace::validate(&run, &compiled).unwrap();
 //! assert!(compiled.compilation.diagnosis.starts_with("Success"));
 //! assert!(compiled.insights[0].guideline.contains("had no effect"));
 //! assert!(compiled.insights.iter().all(|i| i.guideline.contains("[step")));

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use trajwiki_core::{Compilation, Insight, InsightId, Run, RunId};
 
-use crate::analyse::{analyse, OutcomeClass};
+use crate::analyse::{family, OutcomeClass};
 use crate::compile::{citations, quote};
 
 /// One past run with what was compiled from it.
@@ -180,12 +180,9 @@ pub struct RunMemory {
     by_insight: HashMap<InsightId, (usize, usize)>,
 }
 
-fn unit(mut v: Vec<f32>) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
-    }
-    v
+/// `v` scaled to unit length (zero stays zero).
+fn unit(v: &[f32]) -> Vec<f32> {
+    trajwiki_core::centroid([v], v.len())
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -232,7 +229,7 @@ impl RunMemory {
             .collect();
         let kinds = entries
             .iter()
-            .map(|e| match analyse(&e.run).family {
+            .map(|e| match family(&e.run) {
                 Some(family) => format!("family {family}"),
                 None => format!("task {}", e.run.task.trim().to_lowercase()),
             })
@@ -240,7 +237,7 @@ impl RunMemory {
         Ok(RunMemory {
             kinds,
             entries,
-            vectors: task_vectors.into_iter().map(unit).collect(),
+            vectors: task_vectors.iter().map(|v| unit(v)).collect(),
             by_run,
             by_insight,
         })
@@ -258,7 +255,7 @@ impl RunMemory {
 
     /// Runs ranked by the similarity of their task to `task_vector`, best first, ties by run id.
     pub fn rank_runs(&self, task_vector: &[f32], exclude: Option<&RunId>) -> Vec<(usize, f32)> {
-        let q = unit(task_vector.to_vec());
+        let q = unit(task_vector);
         let mut scored: Vec<(usize, f32)> = self
             .vectors
             .iter()

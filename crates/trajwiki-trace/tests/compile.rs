@@ -273,6 +273,7 @@ fn every_real_run_compiles_validly() {
     ] {
         for r in trajwiki_ingest::jsonl::read_runs(&dir.join(f), None).unwrap() {
             let c = DeterministicCompiler.compile(&r).unwrap();
+            validate(&r, &c).unwrap();
             runs += 1;
             insights += c.insights.len();
             // Every run that took a step leaves at least one lesson.
