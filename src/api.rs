@@ -90,6 +90,9 @@ impl ApiError {
                 | ApiError::UnknownNamespace { .. }
                 | ApiError::NotBuilt(_)
                 | ApiError::NoHistory(_)
+                | ApiError::Pipeline(
+                    PipelineError::Stale { .. } | PipelineError::ModelMismatch { .. }
+                )
         )
     }
 }
@@ -368,6 +371,8 @@ pub struct Search {
     pub timings: SearchTimings,
     /// Texts that had to be embedded to load the index (not in the cache).
     pub embedded_on_load: usize,
+    /// Messages of the namespace not built yet (found through the direct turn routes only).
+    pub unbuilt_messages: usize,
 }
 
 /// One question to a namespace.
@@ -511,6 +516,7 @@ pub fn search_index(
         } else {
             0
         },
+        unbuilt_messages: index.unbuilt,
     })
 }
 

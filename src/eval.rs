@@ -15,7 +15,7 @@ use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
-use crate::pipeline::{build_namespace, PipelineError};
+use crate::pipeline::{build_namespace, BuildOptions, PipelineError};
 use crate::retrieval::{embed_query, load_index};
 
 /// Default context budgets, in whitespace tokens.
@@ -205,7 +205,16 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
     let mut store = Store::open(&o.store)?;
     for s in &samples {
         store.ingest_messages(&o.data.display().to_string(), &s.messages)?;
-        build_namespace(&mut store, &s.namespace, o.embedder, &o.memory, false)?;
+        build_namespace(
+            &mut store,
+            &s.namespace,
+            o.embedder,
+            &o.memory,
+            BuildOptions {
+                flush: true,
+                ..BuildOptions::default()
+            },
+        )?;
     }
     let build_seconds = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();

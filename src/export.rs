@@ -19,7 +19,9 @@ pub enum ExportError {
 
 /// Writes a namespace's derived memory as JSONL: trajectories (by id), snapshots (by trajectory
 /// and version), claims (by id, with their current status), ops (by seq), current pages (by kind
-/// and id). Returns the number of records. The same memory always gives the same bytes.
+/// and id). Returns the number of records. The content of the memory only, never its build
+/// history (no page revision numbers): the same memory always gives the same bytes, whether it
+/// was built at once or message by message.
 pub fn write_memory(
     store: &Store,
     ns: &Namespace,
@@ -46,7 +48,11 @@ pub fn write_memory(
         line(json!({"record": "claim_op", "value": op}))?;
     }
     for p in store.pages(ns)? {
-        line(json!({"record": "page", "value": p}))?;
+        let mut value = serde_json::to_value(&p).map_err(std::io::Error::from)?;
+        if let Some(fields) = value.as_object_mut() {
+            fields.remove("revision");
+        }
+        line(json!({"record": "page", "value": value}))?;
     }
     Ok(n)
 }

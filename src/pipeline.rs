@@ -1,12 +1,12 @@
 //! The glue between store, embedder and memory construction: embedding with the store's cache,
 //! building a namespace and committing it in one transaction.
 
-use trajwiki_core::{EmbedError, EmbedKind, Embedder, Namespace};
+use trajwiki_core::{EmbedError, EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_memory::{
-    build, BuildError, BuildReport, Builders, BuiltMemory, DeterministicDecider,
-    DeterministicExtractor, DeterministicJudge, MemoryConfig,
+    exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
+    DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig,
 };
-use trajwiki_store::{MemoryBatch, Store, StoreError};
+use trajwiki_store::{FoldRecord, FoldWrite, MemoryBatch, Store, StoreError};
 
 /// A failure of [`build_namespace`].
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +20,21 @@ pub enum PipelineError {
     /// The retrieval index could not be built.
     #[error(transparent)]
     Index(Box<trajwiki_retrieve::IndexError>),
+    /// A query with another embedding model than the build's.
+    #[error("namespace {namespace} was built with model {built}; it cannot be queried with {asked} (pass --model {built}, or rebuild with `trajwiki build --rebuild --model {asked}`)")]
+    ModelMismatch {
+        /// The namespace.
+        namespace: Namespace,
+        /// The build's model.
+        built: String,
+        /// The model asked for.
+        asked: String,
+    },
     /// The namespace has no messages.
     #[error("namespace {0} has no messages to build from (ingest a conversation first)")]
     Empty(Namespace),
-    /// The namespace was built before from other messages or another configuration.
-    #[error("namespace {namespace} already holds a memory built differently ({detail}); rebuild it with `trajwiki build --rebuild`")]
+    /// The namespace was built before with another model or configuration.
+    #[error("namespace {namespace} already holds a memory built differently ({detail}); `trajwiki build --rebuild` replaces it")]
     Stale {
         /// The namespace.
         namespace: Namespace,
@@ -91,20 +101,126 @@ pub fn embed_cached(
     Ok((rows.into_iter().map(|r| r.expect("cached")).collect(), 0))
 }
 
-/// Builds the memory of `ns` from its stored messages with the deterministic builders and commits
-/// it in one transaction. With `rebuild`, the namespace's derived memory is cleared first (in the
-/// same way a fresh store would start); without it, a memory built differently before is an error.
+/// How [`build_namespace`] treats what it finds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BuildOptions {
+    /// Replace a memory built with another model or configuration (or by an earlier version),
+    /// folding every message again.
+    pub rebuild: bool,
+    /// Build the open exchange too (its reply may never come), instead of keeping it pending.
+    pub flush: bool,
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_allocvec(value).expect("fold state serialises")
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    ns: &Namespace,
+    bytes: &[u8],
+) -> Result<T, PipelineError> {
+    postcard::from_bytes(bytes).map_err(|e| {
+        PipelineError::Store(StoreError::Corrupt {
+            table: "memory_builds",
+            column: "header",
+            id: ns.to_string(),
+            reason: format!("fold state: {e}"),
+        })
+    })
+}
+
+/// Builds what arrived in `ns` since its last build and commits it in one transaction.
+///
+/// Construction is a fold over exchanges in ingest order (SPEC §2.6): the fold's state is read
+/// back from the store, the messages ingested since are grouped into exchanges after the pending
+/// tail, every closed exchange is appended (snapshots, claims and ops are only ever added), the
+/// changed trajectories and the wiki are updated, and the fold's state is written back. The last
+/// exchange stays pending (its reply may yet come) unless `flush`. A memory built with another
+/// model or configuration is an error unless `rebuild`, which replaces it.
 pub fn build_namespace(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
     config: &MemoryConfig,
-    rebuild: bool,
-) -> Result<(BuiltMemory, BuildReport), PipelineError> {
-    let messages = store.messages(ns)?;
-    if messages.is_empty() {
+    options: BuildOptions,
+) -> Result<BuildReport, PipelineError> {
+    let model_id = embedder.model_id().to_string();
+    let config_json = serde_json::to_string(config).expect("configuration serialises");
+    let stale = |detail: String| PipelineError::Stale {
+        namespace: ns.clone(),
+        detail,
+    };
+    let record = store.fold_record(ns)?;
+    let mut replaced = None;
+    let (mut fold, cursor, pending) = match record {
+        Some(r) if !options.rebuild || (r.model_id == model_id && r.config == config_json) => {
+            if r.model_id != model_id {
+                return Err(stale(format!(
+                    "built with model {}, asked for {model_id}",
+                    r.model_id
+                )));
+            }
+            if r.config != config_json {
+                return Err(stale(format!(
+                    "built with another configuration: {}",
+                    r.config
+                )));
+            }
+            let header = decode(ns, &r.header)?;
+            let trajectories = store
+                .fold_trajectories(ns)?
+                .iter()
+                .map(|bytes| decode(ns, bytes))
+                .collect::<Result<_, _>>()?;
+            (
+                Fold::resume(ns.clone(), header, trajectories),
+                r.cursor,
+                r.pending,
+            )
+        }
+        Some(r) => {
+            replaced = Some(format!("a memory built with model {}", r.model_id));
+            (Fold::new(ns.clone()), 0, Vec::new())
+        }
+        None if store.has_memory(ns)? => {
+            if !options.rebuild {
+                return Err(stale(
+                    "built by an earlier version of trajwiki, which cannot be appended to".into(),
+                ));
+            }
+            replaced = Some("a memory built by an earlier version".into());
+            (Fold::new(ns.clone()), 0, Vec::new())
+        }
+        None => (Fold::new(ns.clone()), 0, Vec::new()),
+    };
+    let replace = replaced.is_some();
+
+    // The pending tail, then what arrived since, in arrival order.
+    let mut sequence = Vec::with_capacity(pending.len());
+    for id in &pending {
+        let m = store.message(id)?.ok_or_else(|| StoreError::Dangling {
+            what: format!("pending exchange of namespace {ns}"),
+            missing: id.to_string(),
+        })?;
+        sequence.push(m);
+    }
+    let arrived = store.messages_after(ns, cursor)?;
+    let cursor = arrived.last().map_or(cursor, |(rowid, _)| *rowid);
+    sequence.extend(arrived.into_iter().map(|(_, m)| m));
+    if sequence.is_empty() && fold.header.messages == 0 {
         return Err(PipelineError::Empty(ns.clone()));
     }
+    let mut groups: Vec<Vec<&SourceMessage>> = exchanges(&sequence)
+        .into_iter()
+        .map(|g| g.into_iter().map(|i| &sequence[i]).collect())
+        .collect();
+    let tail: Vec<&SourceMessage> = if options.flush {
+        Vec::new()
+    } else {
+        groups.pop().unwrap_or_default()
+    };
+    let unchanged = groups.is_empty() && tail.len() == pending.len() && !replace;
+
     let extractor = DeterministicExtractor::new(config.clone());
     let decider = DeterministicDecider::new(config.clone());
     let judge = DeterministicJudge::new(config.clone());
@@ -114,8 +230,9 @@ pub fn build_namespace(
         decider: &decider,
         judge: &judge,
     };
+    let mut report = BuildReport::default();
     let mut computed = 0;
-    let built = {
+    let delta = {
         let mut embed = |texts: &[&str]| -> Result<Vec<Vec<f32>>, EmbedError> {
             match embed_cached(store, embedder, texts) {
                 Ok((rows, n)) => {
@@ -129,28 +246,61 @@ pub fn build_namespace(
                 }),
             }
         };
-        build(&messages, &mut embed, &builders)?
+        fold_exchanges(&mut fold, &groups, &mut embed, &builders, &mut report)?
     };
-    let batch = MemoryBatch {
-        namespace: ns.clone(),
-        trajectories: built.trajectories.clone(),
-        snapshots: built.snapshots.clone(),
-        claims: built.claims.clone(),
-        ops: built.ops.clone(),
-        pages: Some(built.pages.clone()),
-        replace: rebuild,
+    let pages = if unchanged {
+        None
+    } else {
+        Some(trajwiki_memory::wiki(&fold, config, &mut report))
     };
-    match store.commit_memory(&batch) {
-        Ok(()) => {}
-        Err(StoreError::Conflict { kind, id, .. }) if !rebuild => {
-            return Err(PipelineError::Stale {
-                namespace: ns.clone(),
-                detail: format!("{kind} {id} differs"),
-            });
+    let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
+    let pending_count = pending.len();
+    if !unchanged {
+        let dirty = fold.take_dirty();
+        let batch = MemoryBatch {
+            namespace: ns.clone(),
+            trajectories: dirty
+                .iter()
+                .map(|&t| fold.trajectories[t].record(ns))
+                .collect(),
+            snapshots: delta.snapshots,
+            claims: delta.claims,
+            ops: delta.ops,
+            pages: pages.clone(),
+            replace,
+            fold: Some(FoldWrite {
+                record: FoldRecord {
+                    model_id,
+                    config: config_json,
+                    cursor,
+                    pending,
+                    header: encode(&fold.header),
+                },
+                trajectories: dirty
+                    .iter()
+                    .map(|&t| (t, encode(&fold.trajectories[t])))
+                    .collect(),
+            }),
+        };
+        match store.commit_memory(&batch) {
+            Ok(()) => {}
+            Err(StoreError::Conflict { kind, id, .. }) => {
+                return Err(stale(format!("{kind} {id} differs")));
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e.into()),
     }
-    let mut report = built.report.clone();
-    report.embedded_texts = computed;
-    Ok((built, report))
+    let pages = match pages {
+        Some(p) => p,
+        None => store.pages(ns)?,
+    };
+    let mut out = BuildReport::of(&fold, &pages, fold.header.messages + pending_count);
+    out.appended = groups.len();
+    out.pending_messages = pending_count;
+    out.replaced = replaced;
+    out.embedded_texts = computed;
+    out.embed_ms = report.embed_ms;
+    out.match_ms = report.match_ms;
+    out.wiki_ms = report.wiki_ms;
+    Ok(out)
 }

@@ -20,6 +20,27 @@ pub fn load_index(
     if messages.is_empty() {
         return Err(PipelineError::Empty(ns.clone()));
     }
+    // One configuration: the build's model and settings apply at query time.
+    let config = match store.fold_record(ns)? {
+        Some(r) => {
+            if r.model_id != embedder.model_id() {
+                return Err(PipelineError::ModelMismatch {
+                    namespace: ns.clone(),
+                    built: r.model_id,
+                    asked: embedder.model_id().to_string(),
+                });
+            }
+            serde_json::from_str(&r.config).map_err(|e| {
+                PipelineError::Store(trajwiki_store::StoreError::Corrupt {
+                    table: "memory_builds",
+                    column: "config",
+                    id: ns.to_string(),
+                    reason: e.to_string(),
+                })
+            })?
+        }
+        None => trajwiki_memory::MemoryConfig::default(),
+    };
     let mut claims = Vec::new();
     for c in store.claims(ns)? {
         let status = store.claim_status(&c.id)?.unwrap_or(c.status);
@@ -31,6 +52,7 @@ pub fn load_index(
         trajectories: store.trajectories(ns)?,
         pages: store.pages(ns)?,
         claims,
+        config,
     };
     let texts = Index::level_texts(&records);
     let mut computed = 0;

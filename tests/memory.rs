@@ -8,7 +8,13 @@ use chrono::NaiveDate;
 use proptest::prelude::*;
 use trajwiki::core::{HashingEmbedder, Namespace, PageKind, SourceMessage};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::build_namespace;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
+
+/// Builds everything, the last exchange too.
+const FLUSH: BuildOptions = BuildOptions {
+    rebuild: false,
+    flush: true,
+};
 use trajwiki::store::Store;
 
 const SPEAKERS: [&str; 3] = ["Maya", "Tom", "Priya"];
@@ -67,7 +73,7 @@ fn built_store(messages: &[SourceMessage], config: &MemoryConfig) -> (tempfile::
     let mut store = Store::open(dir.path()).unwrap();
     store.ingest_messages("gen", messages).unwrap();
     let ns = messages[0].namespace.clone();
-    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), config, false).unwrap();
+    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), config, FLUSH).unwrap();
     (dir, store)
 }
 
@@ -191,7 +197,7 @@ fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
     let ns = messages[0].namespace.clone();
     let before = export(&store, &ns);
     let stats = store.stats().unwrap();
-    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &config, false).unwrap();
+    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &config, FLUSH).unwrap();
     assert_eq!(export(&store, &ns), before);
     assert_eq!(store.stats().unwrap(), stats);
     // Another configuration conflicts unless rebuilding.
@@ -204,7 +210,7 @@ fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
         max_trajectory_len: 1,
         ..config.clone()
     };
-    match build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &other, false) {
+    match build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &other, FLUSH) {
         Err(err) => assert!(err.to_string().contains("--rebuild"), "{err}"),
         Ok(_) => panic!("a differently configured build must not silently mix with the stored one"),
     }
@@ -213,7 +219,17 @@ fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
         before,
         "a refused build changes nothing"
     );
-    build_namespace(&mut store, &ns, &HashingEmbedder::new(128), &other, true).unwrap();
+    build_namespace(
+        &mut store,
+        &ns,
+        &HashingEmbedder::new(128),
+        &other,
+        BuildOptions {
+            rebuild: true,
+            flush: true,
+        },
+    )
+    .unwrap();
     assert_invariants(&store, &ns, &other);
     assert!(store
         .trajectories(&ns)
@@ -297,7 +313,7 @@ fn locomo7_builds_with_every_invariant() {
         locomo.to_str().unwrap(),
     ]);
     common::ok(&[
-        "build", "--quiet", "--store", store_path, "--model", "hashing",
+        "build", "--quiet", "--store", store_path, "--model", "hashing", "--flush",
     ]);
     let store = Store::open_existing(dir.path()).unwrap();
     let config = MemoryConfig::default();

@@ -7,7 +7,13 @@ use std::collections::BTreeSet;
 
 use trajwiki::core::{HashingEmbedder, Namespace};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::build_namespace;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
+
+/// Builds a whole conversation, the last exchange too.
+const FLUSH: BuildOptions = BuildOptions {
+    rebuild: false,
+    flush: true,
+};
 use trajwiki::retrieval::{embed_query, load_index};
 use trajwiki::retrieve::{Mode, RetrievalConfig};
 use trajwiki::store::Store;
@@ -24,7 +30,7 @@ fn demo_index() -> (
     store.ingest_messages("demo", &msgs).unwrap();
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
-    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
+    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
     let (index, computed) = load_index(&mut store, &ns, &e).unwrap();
     // The build embedded every message; snapshots and trajectories take centroids of those
     // vectors, so loading the index embeds at most the page routing texts.
@@ -230,7 +236,7 @@ fn search_gives_every_context_line_its_provenance() {
     };
     let not_built = search(&mut store, &ns, &e, &query, &CpuScoring);
     assert!(matches!(not_built, Err(ApiError::NotBuilt(_))));
-    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), false).unwrap();
+    build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
     let found = search(&mut store, &ns, &e, &query, &CpuScoring).unwrap();
     // A loaded index answers the same, without reading the store again.
     let loaded = open_index(&mut store, &ns, &e).unwrap();

@@ -149,7 +149,7 @@ impl Classify for PipelineError {
             }
             PipelineError::Build(_) | PipelineError::Index(_) => Kind::Other,
             PipelineError::Empty(_) => Kind::NotFound,
-            PipelineError::Stale { .. } => Kind::Input,
+            PipelineError::Stale { .. } | PipelineError::ModelMismatch { .. } => Kind::Input,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `Memory`: one store, its embedding model, and the operations of the command line.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
-use trajwiki::pipeline::build_namespace;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
 use trajwiki::trace;
 use trajwiki::wikitrace::ContextOptions;
 use trajwiki_compute::ScoringBackend;
@@ -60,6 +60,23 @@ impl Memory {
 
     fn indexes(&self) -> MutexGuard<'_, IndexCache> {
         self.indexes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Builds `namespaces` incrementally with this memory's model and configuration.
+    fn build_in(
+        &self,
+        store: &mut MutexGuard<'_, Store>,
+        namespaces: &[Namespace],
+        options: BuildOptions,
+    ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
+        let embedder = self.embedder().or_raise()?;
+        let mut reports = Vec::with_capacity(namespaces.len());
+        for ns in namespaces {
+            let built = build_namespace(store, ns, embedder.as_ref(), &self.config, options);
+            self.forget_indexes(store);
+            reports.push(built.or_raise()?);
+        }
+        Ok(reports)
     }
 
     /// Forgets the cached indexes; called with the store locked, after this memory wrote to it.
@@ -191,36 +208,63 @@ impl Memory {
     /// no-op (without `seq` or `ref`, a message equal to a stored one of its session — speaker,
     /// text and time — is that message); other content under a stored identity is an
     /// `InputError`. Dates and other non-JSON values are read as their `str`.
-    #[pyo3(signature = (messages, namespace = None, source = "python"))]
+    #[pyo3(signature = (messages, namespace = None, source = "python", build = false))]
     fn add(
         &self,
         py: Python<'_>,
         messages: &Bound<'_, PyAny>,
         namespace: Option<&str>,
         source: &str,
+        build: bool,
     ) -> PyResult<Py<PyAny>> {
         let text = to_json_text(messages, "messages")?;
         let ns = namespace.map(self::namespace).transpose()?;
-        let report = py.detach(|| -> PyResult<_> {
+        let (report, built) = py.detach(|| -> PyResult<_> {
             let value: Value = serde_json::from_str(&text)
                 .map_err(|e| raise(Kind::Input, format!("messages: {e}")))?;
             let mut store = self.store();
             let parsed = parse_messages(&store, value, ns.as_ref())?;
             let report = store.ingest_messages(source, &parsed).or_raise()?;
             self.forget_indexes(&store);
-            Ok(report)
+            let mut built = Vec::new();
+            if build {
+                let mut seen = HashSet::new();
+                let touched: Vec<Namespace> = parsed
+                    .iter()
+                    .filter(|m| seen.insert(&m.namespace))
+                    .map(|m| m.namespace.clone())
+                    .collect();
+                built = self.build_in(&mut store, &touched, BuildOptions::default())?;
+            }
+            Ok((report, built))
         })?;
-        ingest_report(py, &report)
+        let mut value = serde_json::json!({
+            "added": report.added,
+            "unchanged": report.unchanged,
+            "new_namespaces": report.new_namespaces,
+        });
+        if build {
+            value["built"] = serde_json::to_value(&built)
+                .map_err(|e| raise(Kind::Input, format!("build report: {e}")))?;
+        }
+        to_python(py, &value)
     }
 
-    /// Builds the memory (snapshots, claims, trajectories, wiki) of `namespace`, or of every
-    /// namespace with messages, and returns one build report per namespace. A namespace built
-    /// before from other messages or another configuration needs `rebuild=True`.
-    #[pyo3(signature = (namespace = None, rebuild = false))]
-    fn build(&self, py: Python<'_>, namespace: Option<&str>, rebuild: bool) -> PyResult<Py<PyAny>> {
+    /// Builds what arrived since the last build of `namespace`, or of every namespace with
+    /// messages, and returns one build report per namespace. Construction is a fold over the
+    /// messages in arrival order: adding and building message by message gives the same memory as
+    /// building once. The last exchange waits for its reply unless `flush=True`. A namespace built
+    /// with another model or configuration needs `rebuild=True`, which replaces its memory.
+    #[pyo3(signature = (namespace = None, rebuild = false, flush = false))]
+    fn build(
+        &self,
+        py: Python<'_>,
+        namespace: Option<&str>,
+        rebuild: bool,
+        flush: bool,
+    ) -> PyResult<Py<PyAny>> {
         let chosen = namespace.map(self::namespace).transpose()?;
         let reports = py.detach(|| -> PyResult<_> {
-            let embedder = self.embedder().or_raise()?;
             let mut store = self.store();
             let namespaces = match chosen {
                 Some(ns) => vec![ns],
@@ -232,14 +276,7 @@ impl Memory {
                     "no namespace with messages to build; add a conversation first",
                 ));
             }
-            let mut reports = Vec::with_capacity(namespaces.len());
-            for ns in &namespaces {
-                let built =
-                    build_namespace(&mut store, ns, embedder.as_ref(), &self.config, rebuild);
-                self.forget_indexes(&store);
-                reports.push(built.or_raise()?.1);
-            }
-            Ok(reports)
+            self.build_in(&mut store, &namespaces, BuildOptions { rebuild, flush })
         })?;
         to_python(py, &reports)
     }
@@ -592,7 +629,7 @@ fn parse_messages(
 /// same messages again is a no-op (and two equal messages stay two).
 #[derive(Default)]
 struct Positions {
-    loaded: Vec<String>,
+    loaded: HashSet<(String, u64)>,
     last: HashMap<(String, u64), u64>,
     stored: HashMap<(String, u64, Content), VecDeque<u64>>,
 }
@@ -606,15 +643,16 @@ impl Positions {
         *slot = (*slot).max(seq);
     }
 
-    fn load(&mut self, store: &Store, ns: &str) -> PyResult<()> {
-        if self.loaded.iter().any(|n| n == ns) {
+    /// Reads the stored messages of one session (not the whole namespace: adding messages one
+    /// at a time must not cost more as the history grows).
+    fn load(&mut self, store: &Store, ns: &str, session: u64) -> PyResult<()> {
+        if !self.loaded.insert((ns.to_string(), session)) {
             return Ok(());
         }
-        self.loaded.push(ns.to_string());
-        let Ok(name) = Namespace::new(ns) else {
-            return Ok(()); // The parser reports the bad name with its position.
+        let (Ok(name), Ok(session)) = (Namespace::new(ns), u32::try_from(session)) else {
+            return Ok(()); // The parser reports the bad name or session with its position.
         };
-        for m in store.messages(&name).or_raise()? {
+        for m in store.session_messages(&name, session).or_raise()? {
             let (session, seq) = (u64::from(m.session), u64::from(m.seq));
             self.record(ns, session, seq);
             let time = m.timestamp.format(TIMESTAMP_FORMAT).to_string();
@@ -700,7 +738,7 @@ fn normalise_messages(
         let session = obj.get("session").and_then(Value::as_u64);
         // Malformed fields are left for the parser, which names them.
         if let (Some(ns), Some(session)) = (ns, session) {
-            positions.load(store, &ns)?;
+            positions.load(store, &ns, session)?;
             let seq = match obj.get("seq") {
                 Some(seq) => seq.as_u64(),
                 None => {

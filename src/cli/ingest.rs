@@ -39,10 +39,18 @@ pub(crate) struct IngestArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Build the memory of the namespaces that received messages (appending what arrived).
+    #[arg(long)]
+    build: bool,
+    #[command(flatten)]
+    flags: super::memory::BuildFlags,
 }
 
 pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
     let namespace = args.namespace.as_deref().map(Namespace::new).transpose()?;
+    if !args.build && (args.flags.rebuild || args.flags.flush || args.flags.config.is_some()) {
+        return Err(UsageError("--rebuild, --flush and --config apply with --build".into()).into());
+    }
     // Read and validate every file before touching the store.
     let mut inputs = Vec::new();
     for file in &args.files {
@@ -96,6 +104,29 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
     } else if !global.quiet {
         for (file, kind, r) in &reports {
             outln!("{}", describe(file, kind, r))?;
+        }
+    }
+    if args.build {
+        // Every namespace that received messages, in the order first seen.
+        let mut namespaces: Vec<Namespace> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (_, input) in &inputs {
+            if let Input::Messages(messages) = input {
+                for m in messages {
+                    if seen.insert(&m.namespace) {
+                        namespaces.push(m.namespace.clone());
+                    }
+                }
+            }
+        }
+        if !namespaces.is_empty() {
+            super::memory::build_and_report(
+                &mut store,
+                &namespaces,
+                &args.flags,
+                args.json,
+                global,
+            )?;
         }
     }
     Ok(())

@@ -8,7 +8,7 @@ use trajwiki_memory::MemoryConfig;
 use super::device::load_model;
 use super::{Global, StoreArg, UsageError};
 use trajwiki::api::LoadedModel;
-use trajwiki::pipeline::build_namespace;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
 pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
@@ -33,6 +33,24 @@ pub(crate) fn load_config(path: Option<&PathBuf>) -> anyhow::Result<MemoryConfig
     })
 }
 
+/// What a build is made with: shared by `build` and `ingest --build`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BuildFlags {
+    /// Embedding model: a model folder, a name in the model cache (`minilm`), or
+    /// `hashing[-DIM]` (lexical, no model files; for tests).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// Memory configuration (TOML); keys left out keep their defaults.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Replace a memory built with another model or configuration (folds every message again).
+    #[arg(long)]
+    pub(crate) rebuild: bool,
+    /// Build the last exchange too, instead of waiting for the message that closes it.
+    #[arg(long)]
+    pub(crate) flush: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct BuildArgs {
     #[command(flatten)]
@@ -40,16 +58,8 @@ pub(crate) struct BuildArgs {
     /// Namespaces to build (default: every namespace with messages).
     #[arg(long)]
     namespace: Vec<String>,
-    /// Embedding model: a model folder, a name in the model cache (`minilm`), or
-    /// `hashing[-DIM]` (lexical, no model files; for tests).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
-    model: String,
-    /// Memory configuration (TOML); keys left out keep their defaults.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Replace memory built before (differently) instead of refusing.
-    #[arg(long)]
-    rebuild: bool,
+    #[command(flatten)]
+    flags: BuildFlags,
     /// Print the build reports as JSON.
     #[arg(long)]
     json: bool,
@@ -57,8 +67,6 @@ pub(crate) struct BuildArgs {
 
 pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
-    let config = load_config(args.config.as_ref())?;
-    let embedder = load_embedder(&args.model, global)?;
     let namespaces: Vec<Namespace> = if args.namespace.is_empty() {
         trajwiki::api::namespaces_with_messages(&store)?
     } else {
@@ -73,18 +81,34 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
         )
         .into());
     }
+    build_and_report(&mut store, &namespaces, &args.flags, args.json, global)
+}
+
+/// Builds `namespaces` incrementally and prints one report line (or JSON object) each.
+pub(crate) fn build_and_report(
+    store: &mut trajwiki_store::Store,
+    namespaces: &[Namespace],
+    flags: &BuildFlags,
+    json: bool,
+    global: Global,
+) -> anyhow::Result<()> {
+    let config = load_config(flags.config.as_ref())?;
+    let embedder = load_embedder(&flags.model, global)?;
+    let options = BuildOptions {
+        rebuild: flags.rebuild,
+        flush: flags.flush,
+    };
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");
     let mut reports = Vec::new();
-    for ns in &namespaces {
+    for ns in namespaces {
         bar.set_message(format!("building {ns}"));
-        let (_, report) =
-            build_namespace(&mut store, ns, embedder.as_ref(), &config, args.rebuild)?;
+        let report = build_namespace(store, ns, embedder.as_ref(), &config, options)?;
         bar.inc(1);
         reports.push(report);
     }
     bar.finish_and_clear();
-    if args.json {
+    if json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
@@ -96,9 +120,10 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<12} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8}",
+        "{:<12} {:>8} {:>7} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8}",
         "namespace",
         "messages",
+        "pending",
         "snapshots",
         "claims",
         "trajs",
@@ -109,11 +134,12 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
         "total ms"
     )?;
     for r in &reports {
-        let total = r.extract_ms + r.embed_ms + r.match_ms + r.wiki_ms;
+        let total = r.embed_ms + r.match_ms + r.wiki_ms;
         outln!(
-            "{:<12} {:>8} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8}",
+            "{:<12} {:>8} {:>7} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8}",
             r.namespace,
             r.messages,
+            r.pending_messages,
             r.snapshots,
             r.claims,
             r.trajectories,
@@ -123,6 +149,15 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
             r.embed_ms,
             total
         )?;
+        if let Some(replaced) = &r.replaced {
+            global.say(format!("{}: replaced {replaced}", r.namespace));
+        }
+    }
+    let pending: usize = reports.iter().map(|r| r.pending_messages).sum();
+    if pending > 0 {
+        global.say(format!(
+            "{pending} message(s) of open exchanges wait for their reply (searchable now; `--flush` builds them)"
+        ));
     }
     global.say(format!(
         "built {} namespace(s) with {} in {:.1} s",

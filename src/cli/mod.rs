@@ -186,6 +186,13 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                 .downcast_ref::<trajwiki::api::ApiError>()
                 .is_some_and(trajwiki::api::ApiError::is_input)
             || matches!(
+                cause.downcast_ref::<trajwiki::pipeline::PipelineError>(),
+                Some(
+                    trajwiki::pipeline::PipelineError::Stale { .. }
+                        | trajwiki::pipeline::PipelineError::ModelMismatch { .. }
+                )
+            )
+            || matches!(
                 cause.downcast_ref::<trajwiki::eval::EvalError>(),
                 Some(trajwiki::eval::EvalError::ZeroBudget)
             )

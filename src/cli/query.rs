@@ -84,12 +84,19 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
                 "snapshots": ranking.snapshots,
                 "timings_ms": timings,
                 "embedded_on_load": found.embedded_on_load,
+                "unbuilt_messages": found.unbuilt_messages,
                 "compute": {"device": global.device.to_string(), "scoring_backend": backend.name(), "embedding_backend": loaded.backend},
             }))?
         )?;
         return Ok(());
     }
     outln!("{}", ctx.text)?;
+    if found.unbuilt_messages > 0 {
+        global.say(format!(
+            "note: {} message(s) of {} are not built yet; only the direct turn routes reach them (`trajwiki build`)",
+            found.unbuilt_messages, args.namespace
+        ));
+    }
     outln!(
         "\n--- retrieval path ({} mode, {} of {} tokens) ---",
         args.mode.name(),

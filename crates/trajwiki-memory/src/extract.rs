@@ -108,44 +108,80 @@ pub fn entity_key(surface: &str) -> String {
         .join(" ")
 }
 
-impl Lexicon {
-    /// Builds the lexicon of one namespace.
-    pub fn build(messages: &[SourceMessage], config: &MemoryConfig) -> Lexicon {
-        let mut counts: BTreeMap<String, (usize, bool, BTreeMap<String, usize>)> = BTreeMap::new();
-        for m in messages {
-            let captions = m.attachments.iter().filter_map(|a| a.caption.as_deref());
-            for text in std::iter::once(m.text.as_str()).chain(captions) {
-                for s in sentences(text) {
-                    for (key, surface, starts) in title_runs(s) {
-                        let e = counts.entry(key).or_default();
-                        e.0 += 1;
-                        e.1 |= !starts;
-                        *e.2.entry(surface).or_default() += 1;
-                    }
+/// Title-Case run statistics of one entity key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct RunCount {
+    /// Occurrences.
+    n: usize,
+    /// Seen at least once inside a sentence (not only as its first word).
+    inner: bool,
+    /// Surface forms and how often each occurred.
+    surfaces: BTreeMap<String, usize>,
+}
+
+/// The entity statistics of the messages folded so far, and the [`Lexicon`] they give. Adding
+/// messages one at a time or all at once gives the same lexicon: it is the construction fold's
+/// view of "the namespace so far" (SPEC §2.6).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LexiconStats {
+    counts: BTreeMap<String, RunCount>,
+    lexicon: Lexicon,
+}
+
+impl LexiconStats {
+    /// Counts one message (its text and image captions) and its speaker.
+    pub fn add(&mut self, m: &SourceMessage, config: &MemoryConfig) {
+        let mut touched = BTreeSet::new();
+        let captions = m.attachments.iter().filter_map(|a| a.caption.as_deref());
+        for text in std::iter::once(m.text.as_str()).chain(captions) {
+            for s in sentences(text) {
+                for (key, surface, starts) in title_runs(s) {
+                    let e = self.counts.entry(key.clone()).or_default();
+                    e.n += 1;
+                    e.inner |= !starts;
+                    *e.surfaces.entry(surface).or_default() += 1;
+                    touched.insert(key);
                 }
             }
         }
-        let mut entities: BTreeMap<String, String> = counts
-            .into_iter()
-            .filter(|(_, (n, inner, _))| *n >= config.entity_min_count && *inner)
-            .map(|(key, (_, _, surfaces))| {
-                let surface = surfaces
-                    .into_iter()
-                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                    .map(|(s, _)| s)
+        for key in touched {
+            if self.lexicon.speakers.contains(&key) {
+                continue;
+            }
+            let c = &self.counts[&key];
+            if c.n >= config.entity_min_count && c.inner {
+                // The most frequent surface; ties go to the smallest.
+                let surface = c
+                    .surfaces
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(s, _)| s.clone())
                     .unwrap_or_default();
-                (key, surface)
-            })
-            .collect();
-        let mut speakers = BTreeSet::new();
-        for m in messages {
-            let key = entity_key(&m.speaker);
-            if !key.is_empty() {
-                entities.insert(key.clone(), m.speaker.clone());
-                speakers.insert(key);
+                self.lexicon.entities.insert(key, surface);
             }
         }
-        Lexicon { entities, speakers }
+        // Speakers are entities whatever their counts; the latest spelling wins.
+        let key = entity_key(&m.speaker);
+        if !key.is_empty() {
+            self.lexicon.entities.insert(key.clone(), m.speaker.clone());
+            self.lexicon.speakers.insert(key);
+        }
+    }
+
+    /// The lexicon of what was added.
+    pub fn lexicon(&self) -> &Lexicon {
+        &self.lexicon
+    }
+}
+
+impl Lexicon {
+    /// Builds the lexicon of a set of messages (the fold of [`LexiconStats::add`] over them).
+    pub fn build(messages: &[SourceMessage], config: &MemoryConfig) -> Lexicon {
+        let mut stats = LexiconStats::default();
+        for m in messages {
+            stats.add(m, config);
+        }
+        stats.lexicon
     }
 
     /// The lexicon entities mentioned in `text` (keys), including speakers named in it.

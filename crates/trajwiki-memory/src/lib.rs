@@ -23,6 +23,7 @@ pub mod build;
 pub mod config;
 pub mod evolve;
 pub mod extract;
+pub mod fold;
 #[rustfmt::skip]
 pub mod lexicon;
 pub mod matcher;
@@ -30,8 +31,13 @@ pub mod temporal;
 pub mod text;
 pub mod wiki;
 
-pub use build::{build, BuildError, BuildReport, Builders, BuiltMemory, EmbedFn};
+pub use build::{
+    build, fold_exchanges, wiki, BuildError, BuildReport, Builders, BuiltMemory, EmbedFn,
+};
 pub use config::{ConfigError, MemoryConfig};
 pub use evolve::{ClaimJudge, DeterministicJudge, Judgement};
-pub use extract::{ClaimDraft, DeterministicExtractor, Extractor, Lexicon, SnapshotDraft};
+pub use extract::{
+    exchanges, ClaimDraft, DeterministicExtractor, Extractor, Lexicon, LexiconStats, SnapshotDraft,
+};
+pub use fold::{ClaimEntry, Delta, Fold, FoldHeader, TrajState};
 pub use matcher::{DeterministicDecider, MatchDecider, MatchScore};

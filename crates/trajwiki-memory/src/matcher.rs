@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trajwiki_core::Facet;
 
 use crate::extract::is_specific;
@@ -28,7 +28,7 @@ pub struct Features {
 }
 
 /// What matching knows of a trajectory.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrajectoryFeatures {
     /// Union of its snapshots' keywords.
     pub keywords: BTreeSet<String>,

@@ -4,28 +4,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use trajwiki_core::{
-    Claim, ClaimStatus, ItemCount, MessageId, Namespace, PageId, PageKind, Trajectory,
-    TrajectoryId, WikiPage,
-};
+use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
 
-use crate::build::{trajectory_label, TrajState};
 use crate::extract::{is_specific, Lexicon};
+use crate::fold::{trajectory_label, TrajState};
 use crate::text::cosine;
 use crate::MemoryConfig;
 
-/// Everything the wiki is compiled from.
-pub(crate) struct WikiInput<'a> {
-    pub namespace: &'a Namespace,
-    pub config: &'a MemoryConfig,
-    pub lexicon: &'a Lexicon,
-    pub trajectories: &'a [Trajectory],
-    pub states: &'a [TrajState],
-    pub embeddings: &'a [Vec<f32>],
-    pub claims: &'a [Claim],
-    pub status: &'a [ClaimStatus],
-    /// Message id → external ref (or id), for citing claims.
-    pub refs: BTreeMap<MessageId, String>,
+/// Everything the wiki is compiled from: the fold's trajectories and lexicon.
+struct WikiInput<'a> {
+    namespace: &'a Namespace,
+    config: &'a MemoryConfig,
+    lexicon: &'a Lexicon,
+    states: &'a [TrajState],
+    /// e_sum of each trajectory.
+    embeddings: Vec<&'a [f32]>,
 }
 
 /// A page before rendering: kind, key (stable id source), title, member trajectories (indices).
@@ -39,7 +32,11 @@ struct Draft {
 
 /// Splits `members` into shards of about `target` by summary-embedding similarity: the first
 /// remaining trajectory seeds a shard and takes its nearest remaining neighbours (ties by index).
-pub fn shard(members: &[usize], embeddings: &[Vec<f32>], target: usize) -> Vec<Vec<usize>> {
+pub fn shard<E: AsRef<[f32]>>(
+    members: &[usize],
+    embeddings: &[E],
+    target: usize,
+) -> Vec<Vec<usize>> {
     let mut remaining: Vec<usize> = members.to_vec();
     remaining.sort_unstable();
     let mut shards = Vec::new();
@@ -55,7 +52,7 @@ pub fn shard(members: &[usize], embeddings: &[Vec<f32>], target: usize) -> Vec<V
         let seed = remaining.remove(0);
         let mut by_sim: Vec<(usize, f32)> = remaining
             .iter()
-            .map(|&i| (i, cosine(&embeddings[seed], &embeddings[i])))
+            .map(|&i| (i, cosine(embeddings[seed].as_ref(), embeddings[i].as_ref())))
             .collect();
         by_sim.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut shard_members = vec![seed];
@@ -72,9 +69,25 @@ pub fn shard(members: &[usize], embeddings: &[Vec<f32>], target: usize) -> Vec<V
     shards
 }
 
-pub(crate) fn compile_wiki(w: &WikiInput<'_>) -> Vec<WikiPage> {
+/// Compiles the Memory Wiki of a namespace's trajectories.
+pub(crate) fn compile_wiki(
+    namespace: &Namespace,
+    config: &MemoryConfig,
+    lexicon: &Lexicon,
+    states: &[TrajState],
+) -> Vec<WikiPage> {
+    let w = &WikiInput {
+        namespace,
+        config,
+        lexicon,
+        states,
+        embeddings: states
+            .iter()
+            .map(|s| s.features.summary_embedding.as_slice())
+            .collect(),
+    };
     let c = w.config;
-    let n = w.trajectories.len();
+    let n = w.states.len();
     let mut drafts: Vec<Draft> = Vec::new();
 
     // Entity pages: trajectories sharing a lexicon entity. Broad ones (speakers, or more than
@@ -199,12 +212,12 @@ pub(crate) fn compile_wiki(w: &WikiInput<'_>) -> Vec<WikiPage> {
             pages.push(d);
             continue;
         }
-        let shards = shard(&d.members, w.embeddings, c.page_target);
+        let shards = shard(&d.members, &w.embeddings, c.page_target);
         let total = shards.len();
         for (i, members) in shards.into_iter().enumerate() {
             pages.push(Draft {
                 kind: d.kind,
-                key: format!("{}#{}", d.key, w.trajectories[members[0]].id),
+                key: format!("{}#{}", d.key, w.states[members[0]].id),
                 title: format!("{} ({}/{total})", d.title, i + 1),
                 members,
             });
@@ -218,14 +231,14 @@ pub(crate) fn compile_wiki(w: &WikiInput<'_>) -> Vec<WikiPage> {
         .collect();
     let orphans: Vec<usize> = (0..n).filter(|t| !reached.contains(t)).collect();
     if !orphans.is_empty() {
-        for members in shard(&orphans, w.embeddings, c.page_target) {
+        for members in shard(&orphans, &w.embeddings, c.page_target) {
             let title = format!(
                 "Notes: {}",
                 trajectory_label(&w.states[members[0]], w.lexicon)
             );
             pages.push(Draft {
                 kind: PageKind::Topic,
-                key: format!("rescue#{}", w.trajectories[members[0]].id),
+                key: format!("rescue#{}", w.states[members[0]].id),
                 title,
                 members,
             });
@@ -253,13 +266,6 @@ fn render(w: &WikiInput<'_>, d: &Draft) -> WikiPage {
     let mut items: BTreeMap<String, u32> = BTreeMap::new();
     let mut facts: Vec<String> = Vec::new();
     let mut conflicts: Vec<String> = Vec::new();
-    let refs_of = |c: &Claim| -> String {
-        c.source_message_ids
-            .iter()
-            .map(|id| w.refs.get(id).cloned().unwrap_or_else(|| id.to_string()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     for &ti in &members {
         let s = &w.states[ti];
         for k in &s.features.keywords {
@@ -272,11 +278,10 @@ fn render(w: &WikiInput<'_>, d: &Draft) -> WikiPage {
         for cnt in &s.counts {
             *items.entry(cnt.clone()).or_default() += 1;
         }
-        for &ci in s.claims.iter().rev() {
-            let claim = &w.claims[ci];
-            match w.status[ci] {
+        for claim in s.claims.iter().rev() {
+            match claim.status {
                 ClaimStatus::Active if facts.len() < 12 && (d.kind != PageKind::Index) => {
-                    facts.push(format!("- {} ({})", claim.text, refs_of(claim)));
+                    facts.push(format!("- {} ({})", claim.draft.text, claim.source_ref));
                 }
                 ClaimStatus::Deprecated
                 | ClaimStatus::Contradictory
@@ -285,9 +290,9 @@ fn render(w: &WikiInput<'_>, d: &Draft) -> WikiPage {
                 {
                     conflicts.push(format!(
                         "- [{}] {} ({})",
-                        w.status[ci].as_str(),
-                        claim.text,
-                        refs_of(claim)
+                        claim.status.as_str(),
+                        claim.draft.text,
+                        claim.source_ref
                     ));
                 }
                 _ => {}
@@ -335,7 +340,7 @@ fn render(w: &WikiInput<'_>, d: &Draft) -> WikiPage {
     for &ti in &members {
         body.push_str(&format!(
             "- {}: {} ({} snapshots)\n",
-            w.trajectories[ti].id,
+            w.states[ti].id,
             trajectory_label(&w.states[ti], w.lexicon),
             w.states[ti].snapshots.len()
         ));
@@ -375,7 +380,7 @@ fn render(w: &WikiInput<'_>, d: &Draft) -> WikiPage {
         keywords,
         trajectory_ids: members
             .iter()
-            .map(|&ti| w.trajectories[ti].id.clone())
+            .map(|&ti| w.states[ti].id.clone())
             .collect::<Vec<TrajectoryId>>(),
         terms,
         items,

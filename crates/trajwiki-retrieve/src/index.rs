@@ -27,6 +27,8 @@ pub struct NamespaceRecords {
     pub pages: Vec<WikiPage>,
     /// Claims with their current status.
     pub claims: Vec<(Claim, ClaimStatus)>,
+    /// The configuration the memory was built with (its lexicon settings apply at query time).
+    pub config: MemoryConfig,
 }
 
 /// The texts of each level, in record order: every level is scored lexically on them; messages
@@ -118,6 +120,9 @@ pub struct Index {
     pub(crate) traj_bm25: Bm25Index,
     pub(crate) page_bm25: Bm25Index,
     pub(crate) lexicon: Lexicon,
+    /// Messages in no snapshot yet (ingested after the last build, or an open exchange): the
+    /// direct turn routes still reach them.
+    pub unbuilt: usize,
     /// Snapshots linked by claim revisions (both ways).
     pub(crate) update_links: Vec<Vec<usize>>,
     /// Per message: superseded statements in it.
@@ -395,7 +400,10 @@ impl Index {
             .iter()
             .map(|m| entity_key(&m.speaker))
             .collect();
-        let lexicon = Lexicon::build(&records.messages, &MemoryConfig::default());
+        let lexicon = Lexicon::build(&records.messages, &records.config);
+        let mut built = vec![false; records.messages.len()];
+        snap_msgs.iter().flatten().for_each(|&mi| built[mi] = true);
+        let unbuilt = built.iter().filter(|b| !**b).count();
         let mut index = Index {
             dim,
             vectors,
@@ -412,6 +420,7 @@ impl Index {
             traj_bm25,
             page_bm25,
             lexicon,
+            unbuilt,
             update_links,
             superseded,
             session_of,

@@ -32,6 +32,7 @@
 mod check;
 mod embeddings;
 mod error;
+mod fold;
 mod memory;
 mod raw;
 
@@ -42,6 +43,7 @@ use serde::{de::DeserializeOwned, Serialize};
 
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
+pub use fold::{Arrived, FoldRecord, FoldWrite};
 pub use memory::MemoryBatch;
 pub use raw::IngestReport;
 
@@ -51,7 +53,10 @@ use error::SqlContext;
 pub const DB_FILE: &str = "trajwiki.db";
 
 /// Schema migrations, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_fold.sql"),
+];
 
 /// The newest schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -285,6 +290,8 @@ pub(crate) fn delete_in(
         "DELETE FROM snapshot_messages WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
         "DELETE FROM snapshots WHERE namespace = ?1",
         "DELETE FROM trajectories WHERE namespace = ?1",
+        "DELETE FROM fold_trajectories WHERE namespace = ?1",
+        "DELETE FROM memory_builds WHERE namespace = ?1",
     ];
     const RAW: &[&str] = &[
         "DELETE FROM insights WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",

@@ -11,6 +11,7 @@ use trajwiki_core::{
 };
 
 use crate::error::{Result, SqlContext, StoreError};
+use crate::fold::{write_fold, FoldWrite};
 use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
 
 /// Everything one memory build (or increment) writes for a namespace, committed at once.
@@ -37,6 +38,8 @@ pub struct MemoryBatch {
     /// Replace the namespace's derived memory: clear it first, in the same transaction, so that a
     /// rebuild is atomic too.
     pub replace: bool,
+    /// The construction fold's state after this batch, written in the same transaction.
+    pub fold: Option<FoldWrite>,
 }
 
 fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
@@ -236,6 +239,7 @@ impl Store {
                 &claims,
             )?;
         }
+        let mut new_ops = Vec::new();
         for op in &batch.ops {
             check_ns(ns, "claim op", &op.namespace)?;
             if let Some(stored) = read_op(&tx, &op.id)? {
@@ -244,6 +248,7 @@ impl Store {
                 }
                 continue;
             }
+            new_ops.push(op);
             tx.execute(
                 "INSERT INTO claim_ops (id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -268,24 +273,14 @@ impl Store {
                 &sources,
             )?;
         }
-        // Claim state is derived: replay the namespace's whole log.
-        let state = replayed_state(&tx, ns)?;
-        tx.execute(
-            "DELETE FROM claim_state WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
-            [ns.as_str()],
-        )
-        .ctx("clearing claim state")?;
-        {
-            let mut stmt = tx
-                .prepare("INSERT INTO claim_state (claim, status) VALUES (?1, ?2)")
-                .ctx("preparing claim state")?;
-            for (claim, status) in &state {
-                stmt.execute(params![claim.as_str(), status.as_str()])
-                    .ctx("writing claim state")?;
-            }
-        }
+        // Claim state is derived from the op log: the new ops are applied to it (a replay of
+        // the whole log gives the same, as `check` verifies).
+        apply_ops(&tx, ns, &new_ops)?;
         if let Some(pages) = &batch.pages {
             write_pages(&tx, ns, pages)?;
+        }
+        if let Some(fold) = &batch.fold {
+            write_fold(&tx, ns, fold)?;
         }
         tx.commit().ctx("committing a memory batch")
     }
@@ -578,6 +573,57 @@ fn id_list<T>(
         .iter()
         .map(|id| parse_stored(parse(id), table, "id", owner))
         .collect()
+}
+
+/// Applies new ops, in seq order, to the stored claim state.
+fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
+    let corrupt = |op: &ClaimOp, reason: String| StoreError::Corrupt {
+        table: "claim_ops",
+        column: "op",
+        id: format!("{ns}: {}", op.id),
+        reason,
+    };
+    let known = |claim: &ClaimId| {
+        exists(
+            tx,
+            "SELECT 1 FROM claim_state WHERE claim = ?1",
+            claim.as_str(),
+        )
+    };
+    let set = |claim: &ClaimId, status: ClaimStatus| -> Result<()> {
+        tx.execute(
+            "INSERT OR REPLACE INTO claim_state (claim, status) VALUES (?1, ?2)",
+            params![claim.as_str(), status.as_str()],
+        )
+        .ctx("writing claim state")
+        .map(|_| ())
+    };
+    for op in ops {
+        let missing = |what: &str| corrupt(op, format!("lacks its {what}"));
+        if let Some(target) = &op.target {
+            if !known(target)? {
+                return Err(corrupt(op, format!("refers to unknown claim {target}")));
+            }
+        }
+        match op.op {
+            OpKind::Add | OpKind::Revise => {
+                let new = op.new_claim.as_ref().ok_or_else(|| missing("new_claim"))?;
+                let created = read_claim(tx, new)?
+                    .ok_or_else(|| corrupt(op, format!("refers to unknown claim {new}")))?;
+                if op.op == OpKind::Revise {
+                    let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
+                    set(target, ClaimStatus::Deprecated)?;
+                }
+                set(new, created.status)?;
+            }
+            OpKind::Deprecate => {
+                let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
+                let status = op.new_status.ok_or_else(|| missing("new_status"))?;
+                set(target, status)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn replayed_state(

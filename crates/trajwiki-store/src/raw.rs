@@ -319,6 +319,22 @@ impl Store {
         rows.into_iter().map(decode_message).collect()
     }
 
+    /// The messages of one session of a namespace, ordered by position.
+    pub fn session_messages(&self, ns: &Namespace, session: u32) -> Result<Vec<SourceMessage>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{MESSAGE_SELECT} WHERE namespace = ?1 AND session = ?2 ORDER BY seq"
+            ))
+            .ctx("listing a session's messages")?;
+        let rows = stmt
+            .query_map(rusqlite::params![ns.as_str(), session], message_row)
+            .ctx("listing a session's messages")?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .ctx("listing a session's messages")?;
+        rows.into_iter().map(decode_message).collect()
+    }
+
     /// The message a namespace's external ref names, e.g. LoCoMo `D3:12`.
     pub fn message_by_ref(
         &self,
@@ -368,7 +384,7 @@ impl Store {
 pub(crate) const MESSAGE_SELECT: &str =
     "SELECT id, namespace, session, seq, speaker, text, timestamp, attachments, external_ref FROM messages";
 
-type MessageRow = (
+pub(crate) type MessageRow = (
     String,
     String,
     u32,
@@ -381,16 +397,21 @@ type MessageRow = (
 );
 
 pub(crate) fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    message_row_at(row, 0)
+}
+
+/// [`message_row`] for a row whose message columns start at column `at`.
+pub(crate) fn message_row_at(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<MessageRow> {
     Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-        row.get(6)?,
-        row.get(7)?,
-        row.get(8)?,
+        row.get(at)?,
+        row.get(at + 1)?,
+        row.get(at + 2)?,
+        row.get(at + 3)?,
+        row.get(at + 4)?,
+        row.get(at + 5)?,
+        row.get(at + 6)?,
+        row.get(at + 7)?,
+        row.get(at + 8)?,
     ))
 }
 

@@ -197,6 +197,7 @@ fn memory(msgs: &[SourceMessage]) -> MemoryBatch {
             page("index", PageKind::Index, "Index"),
         ]),
         replace: false,
+        fold: None,
     }
 }
 

@@ -1,0 +1,551 @@
+//! Construction as a causal fold (SPEC §2.6): [`Fold::append`] consumes one exchange and reads
+//! only what the exchanges before it left — entity statistics so far, the open trajectories
+//! inside the session window, their claims — so building message by message, session by session
+//! or all at once gives the same records.
+//!
+//! The fold's state is plain data ([`FoldHeader`] plus one [`TrajState`] per trajectory), which
+//! the store persists between builds: an append touches one trajectory and the header, so only
+//! those are written again. Candidate trajectories come from an inverted index of specific terms
+//! and entities over the *live* trajectories (open, and at most `max_session_gap` sessions behind
+//! the latest session seen), so the cost of an append does not grow with the history.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use trajwiki_core::{
+    centroid, Claim, ClaimId, ClaimOp, ClaimStatus, Namespace, OpId, OpKind, Signals, Snapshot,
+    SnapshotId, SourceMessage, Trajectory, TrajectoryId,
+};
+
+use crate::build::{BuildError, Builders};
+use crate::evolve::{EarlierClaim, Judgement};
+use crate::extract::{is_specific, ClaimDraft, Lexicon, LexiconStats};
+use crate::matcher::{candidates, score, Features, TrajectoryFeatures};
+
+/// A claim as the fold keeps it: its id, what the extractor drafted, its current status and the
+/// ref of its source message (for citing it on wiki pages).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimEntry {
+    /// The claim's id.
+    pub id: ClaimId,
+    /// The draft it was made from.
+    pub draft: ClaimDraft,
+    /// Current status (as replaying the op log gives it).
+    pub status: ClaimStatus,
+    /// External ref (or id) of the source message.
+    pub source_ref: String,
+}
+
+/// A trajectory as the fold keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrajState {
+    /// The trajectory's id.
+    pub id: TrajectoryId,
+    /// What matching knows of it.
+    pub features: TrajectoryFeatures,
+    /// The running sum of its snapshots' vectors, in order (e_sum is its normalisation).
+    pub sum: Vec<f32>,
+    /// Its snapshots, in version order.
+    pub snapshots: Vec<SnapshotId>,
+    /// Summaries of its last three snapshots.
+    pub notes: Vec<String>,
+    /// Its claims, in creation order.
+    pub claims: Vec<ClaimEntry>,
+    /// The full trajectory it continues.
+    pub continues: Option<TrajectoryId>,
+    /// Whether a newer trajectory continues it (it takes no more snapshots).
+    pub continued: bool,
+    /// (subject, facet tag) pairs its claims state.
+    pub subject_facets: BTreeSet<(String, String)>,
+    /// Item terms with their family.
+    pub items: BTreeSet<(String, String)>,
+    /// Counts mentioned.
+    pub counts: BTreeSet<String>,
+    /// Its summary, written with the lexicon of its latest update.
+    pub summary: String,
+}
+
+impl TrajState {
+    /// The stored record of this trajectory.
+    pub fn record(&self, ns: &Namespace) -> Trajectory {
+        Trajectory {
+            id: self.id.clone(),
+            namespace: ns.clone(),
+            snapshot_ids: self.snapshots.clone(),
+            continues: self.continues.clone(),
+            summary: self.summary.clone(),
+            signals: Signals {
+                keywords: self.features.keywords.iter().cloned().collect(),
+                entities: self.features.entities.iter().cloned().collect(),
+                terms: self.features.terms.iter().cloned().collect(),
+                facets: self.features.facets.iter().cloned().collect(),
+            },
+        }
+    }
+}
+
+/// Everything of the fold's state but the trajectories: statistics, counters and the candidate
+/// index. Small, and bounded by the session window (postings) and the vocabulary (lexicon).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FoldHeader {
+    /// Entity statistics of the exchanges folded so far.
+    pub lexicon: LexiconStats,
+    /// Messages folded.
+    pub messages: usize,
+    /// Snapshots made.
+    pub snapshots: usize,
+    /// Claims made.
+    pub claims: usize,
+    /// Ops in the log.
+    pub ops: u64,
+    /// ADD ops.
+    pub adds: usize,
+    /// REVISE ops.
+    pub revises: usize,
+    /// DEPRECATE ops.
+    pub deprecates: usize,
+    /// Trajectories opened to continue a full one.
+    pub continuations: usize,
+    /// Snapshots that continued an existing trajectory.
+    pub continued_snapshots: usize,
+    /// The latest session seen.
+    pub clock: u32,
+    /// Live trajectories as (last session, index): open and inside the session window.
+    pub live: BTreeSet<(u32, usize)>,
+    /// Specific term or entity key → live trajectories holding it.
+    pub postings: BTreeMap<String, BTreeSet<usize>>,
+}
+
+/// The records one append (or several) produced; trajectories are read from the fold.
+#[derive(Debug, Clone, Default)]
+pub struct Delta {
+    /// New snapshots, in creation order.
+    pub snapshots: Vec<Snapshot>,
+    /// New claims, in creation order.
+    pub claims: Vec<Claim>,
+    /// New ops, in seq order.
+    pub ops: Vec<ClaimOp>,
+}
+
+/// The construction fold of one namespace.
+#[derive(Debug, Clone)]
+pub struct Fold {
+    /// The namespace.
+    pub namespace: Namespace,
+    /// Statistics, counters, candidate index.
+    pub header: FoldHeader,
+    /// Every trajectory, in creation order.
+    pub trajectories: Vec<TrajState>,
+    dirty: BTreeSet<usize>,
+}
+
+/// Normalises a running sum of rows exactly as [`centroid`] does after summing them.
+fn normalised(sum: &[f32]) -> Vec<f32> {
+    centroid(std::iter::once(sum), sum.len())
+}
+
+/// The keys a trajectory is found by: its specific terms and its entity keys.
+fn posting_keys<'a>(
+    terms: impl IntoIterator<Item = &'a String>,
+    entities: impl IntoIterator<Item = &'a String>,
+) -> Vec<String> {
+    terms
+        .into_iter()
+        .filter(|t| is_specific(t))
+        .map(|t| format!("t:{t}"))
+        .chain(entities.into_iter().map(|e| format!("e:{e}")))
+        .collect()
+}
+
+impl Fold {
+    /// An empty fold.
+    pub fn new(namespace: Namespace) -> Fold {
+        Fold::resume(namespace, FoldHeader::default(), Vec::new())
+    }
+
+    /// A fold resumed from persisted state.
+    pub fn resume(namespace: Namespace, header: FoldHeader, trajectories: Vec<TrajState>) -> Fold {
+        Fold {
+            namespace,
+            header,
+            trajectories,
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    /// The lexicon of what was folded so far.
+    pub fn lexicon(&self) -> &Lexicon {
+        self.header.lexicon.lexicon()
+    }
+
+    /// Indices of the trajectories changed since the last [`Fold::take_dirty`].
+    pub fn take_dirty(&mut self) -> BTreeSet<usize> {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Removes trajectory `ti` from the candidate index.
+    fn retire(&mut self, ti: usize) {
+        let t = &self.trajectories[ti];
+        self.header.live.remove(&(t.features.last_session, ti));
+        for key in posting_keys(&t.features.terms, &t.features.entities) {
+            if let Some(set) = self.header.postings.get_mut(&key) {
+                set.remove(&ti);
+                if set.is_empty() {
+                    self.header.postings.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Advances the session clock, retiring trajectories that fell out of the window.
+    fn advance(&mut self, session: u32, gap: u32) {
+        self.header.clock = self.header.clock.max(session);
+        while let Some(&(last, ti)) = self.header.live.first() {
+            if last.saturating_add(gap) >= self.header.clock {
+                break;
+            }
+            self.retire(ti);
+        }
+    }
+
+    /// The live trajectories sharing a specific term or a specific entity with `f`.
+    fn candidate_pool(&self, f: &Features, broad: &BTreeSet<String>) -> BTreeSet<usize> {
+        let entities = f.entities.iter().filter(|e| !broad.contains(*e));
+        let mut pool = BTreeSet::new();
+        for key in posting_keys(&f.terms, entities) {
+            if let Some(set) = self.header.postings.get(&key) {
+                pool.extend(set.iter().copied());
+            }
+        }
+        pool
+    }
+
+    /// Folds one exchange (its messages in order, with their L2-normalised vectors) into the
+    /// memory: one snapshot, its claims and ops, appended to a trajectory.
+    pub fn append(
+        &mut self,
+        exchange: &[&SourceMessage],
+        vectors: &[&[f32]],
+        b: &Builders<'_>,
+        delta: &mut Delta,
+    ) -> Result<(), BuildError> {
+        let c = b.config;
+        let ns = self.namespace.clone();
+        let Some(first) = exchange.first() else {
+            return Ok(());
+        };
+        if let Some(m) = exchange.iter().find(|m| m.namespace != ns) {
+            return Err(BuildError::Namespace(format!("{ns} and {}", m.namespace)));
+        }
+        if vectors.len() != exchange.len() {
+            return Err(BuildError::EmbedCount {
+                stage: "messages",
+                expected: exchange.len(),
+                got: vectors.len(),
+            });
+        }
+        for m in exchange {
+            self.header.lexicon.add(m, c);
+        }
+        let draft = b
+            .extractor
+            .extract(exchange, self.header.lexicon.lexicon())?;
+        let dim = vectors[0].len();
+        let e = centroid(vectors.iter().copied(), dim);
+        let session = first.session;
+        self.advance(session, c.max_session_gap);
+
+        // Matching against the live trajectories that share something specific.
+        let broad = self.lexicon().speakers.clone();
+        let f = Features {
+            keywords: draft.keywords.clone(),
+            entities: draft.entities.clone(),
+            terms: draft.terms.clone(),
+            facets: draft.facets.clone(),
+            embedding: e.clone(),
+            session,
+        };
+        let pool = self.candidate_pool(&f, &broad);
+        let open: Vec<(usize, &TrajectoryFeatures)> = pool
+            .iter()
+            .map(|&i| (i, &self.trajectories[i].features))
+            .collect();
+        let mut scores: Vec<_> = if open.is_empty() {
+            Vec::new()
+        } else {
+            candidates(&f, &open, &broad, c)
+                .into_iter()
+                .map(|i| score(&f, &self.trajectories[i].features, i, &broad, c))
+                .collect()
+        };
+        scores.sort_by(|a, b| b.g.total_cmp(&a.g).then(a.candidate.cmp(&b.candidate)));
+        let chosen = b.decider.decide(&f, &scores).map(|k| scores[k].candidate);
+        let snap_id = SnapshotId::derive(&ns, first.id.as_str());
+        let ti = match chosen {
+            Some(t) if self.trajectories[t].snapshots.len() < c.max_trajectory_len => {
+                self.header.continued_snapshots += 1;
+                self.retire(t);
+                t
+            }
+            full => {
+                let continues = full.map(|t| {
+                    self.retire(t);
+                    self.trajectories[t].continued = true;
+                    self.dirty.insert(t);
+                    self.header.continuations += 1;
+                    self.trajectories[t].id.clone()
+                });
+                self.trajectories.push(TrajState {
+                    id: TrajectoryId::derive(&ns, snap_id.as_str()),
+                    features: TrajectoryFeatures::default(),
+                    sum: vec![0.0; dim],
+                    snapshots: Vec::new(),
+                    notes: Vec::new(),
+                    claims: Vec::new(),
+                    continues,
+                    continued: false,
+                    subject_facets: BTreeSet::new(),
+                    items: BTreeSet::new(),
+                    counts: BTreeSet::new(),
+                    summary: String::new(),
+                });
+                self.trajectories.len() - 1
+            }
+        };
+
+        // Claim evolution against the trajectory's current claims.
+        let mut claim_ids = Vec::with_capacity(draft.claims.len());
+        for (k, claim) in draft.claims.iter().enumerate() {
+            let t = &self.trajectories[ti];
+            let current: Vec<usize> = (0..t.claims.len())
+                .filter(|&i| t.claims[i].status != ClaimStatus::Deprecated)
+                .collect();
+            let earlier: Vec<EarlierClaim<'_>> = current
+                .iter()
+                .map(|&i| EarlierClaim {
+                    draft: &t.claims[i].draft,
+                    status: t.claims[i].status,
+                })
+                .collect();
+            let judgement = b.judge.judge(claim, &earlier);
+            let id = ClaimId::derive(&ns, &format!("{snap_id}/{k}"));
+            let mut revised_from = None;
+            let mut ops: Vec<(OpKind, Option<ClaimId>, Option<ClaimStatus>, String)> = Vec::new();
+            match judgement {
+                Judgement::Add { rationale } => ops.push((OpKind::Add, None, None, rationale)),
+                Judgement::Revise { target, rationale } => {
+                    let old = &mut self.trajectories[ti].claims[current[target]];
+                    old.status = ClaimStatus::Deprecated;
+                    revised_from = Some(old.id.clone());
+                    ops.push((OpKind::Revise, revised_from.clone(), None, rationale));
+                }
+                Judgement::Deprecate { target, rationale } => {
+                    let old = &mut self.trajectories[ti].claims[current[target]];
+                    old.status = ClaimStatus::Deprecated;
+                    let status = Some(ClaimStatus::Deprecated);
+                    ops.push((OpKind::Deprecate, Some(old.id.clone()), status, rationale));
+                    let why = "statement after a withdrawal".to_string();
+                    ops.push((OpKind::Add, None, None, why));
+                }
+            }
+            for (kind, target, new_status, rationale) in ops {
+                let seq = self.header.ops + 1;
+                let new_claim = (kind != OpKind::Deprecate).then(|| id.clone());
+                delta.ops.push(ClaimOp {
+                    id: OpId::derive(&ns, &format!("{snap_id}#{}", self.header.ops)),
+                    namespace: ns.clone(),
+                    seq,
+                    op: kind,
+                    target,
+                    new_claim,
+                    new_status,
+                    source_message_ids: vec![claim.source.clone()],
+                    rationale,
+                    snapshot: snap_id.clone(),
+                });
+                self.header.ops = seq;
+                match kind {
+                    OpKind::Add => self.header.adds += 1,
+                    OpKind::Revise => self.header.revises += 1,
+                    OpKind::Deprecate => self.header.deprecates += 1,
+                }
+            }
+            let source_ref = exchange
+                .iter()
+                .find(|m| m.id == claim.source)
+                .map(|m| m.external_ref.clone().unwrap_or_else(|| m.id.to_string()))
+                .unwrap_or_else(|| claim.source.to_string());
+            delta.claims.push(Claim {
+                id: id.clone(),
+                namespace: ns.clone(),
+                snapshot: snap_id.clone(),
+                text: claim.text.clone(),
+                status: claim.status,
+                source_message_ids: vec![claim.source.clone()],
+                quote: claim.quote.clone(),
+                revised_from,
+            });
+            self.trajectories[ti].claims.push(ClaimEntry {
+                id: id.clone(),
+                draft: claim.clone(),
+                status: claim.status,
+                source_ref,
+            });
+            self.header.claims += 1;
+            claim_ids.push(id);
+        }
+
+        // Fold the snapshot into the trajectory.
+        let t = &mut self.trajectories[ti];
+        t.snapshots.push(snap_id.clone());
+        let version = t.snapshots.len() as u32;
+        t.features.keywords.extend(draft.keywords.iter().cloned());
+        t.features.entities.extend(draft.entities.iter().cloned());
+        t.features.terms.extend(draft.terms.iter().cloned());
+        t.features.facets.extend(draft.facets.iter().cloned());
+        t.items.extend(draft.items.iter().cloned());
+        t.counts.extend(draft.counts.iter().cloned());
+        for claim in &draft.claims {
+            for fct in &claim.facets {
+                t.subject_facets
+                    .insert((claim.subject.clone(), fct.tag.clone()));
+            }
+        }
+        t.sum.iter_mut().zip(&e).for_each(|(s, x)| *s += x);
+        t.features.summary_embedding = normalised(&t.sum);
+        t.features.latest_embedding = e;
+        t.features.last_session = session;
+        t.notes.push(draft.summary.clone());
+        if t.notes.len() > 3 {
+            t.notes.remove(0);
+        }
+        t.summary = summarize(t, self.header.lexicon.lexicon());
+        self.header.live.insert((t.features.last_session, ti));
+        for key in posting_keys(&t.features.terms, &t.features.entities) {
+            self.header.postings.entry(key).or_default().insert(ti);
+        }
+        self.dirty.insert(ti);
+        self.header.snapshots += 1;
+        self.header.messages += exchange.len();
+
+        delta.snapshots.push(Snapshot {
+            id: snap_id,
+            namespace: ns.clone(),
+            trajectory: self.trajectories[ti].id.clone(),
+            version,
+            timestamp: first.timestamp,
+            summary: draft.summary,
+            context: draft.context,
+            keywords: draft.keywords.into_iter().collect(),
+            claim_ids,
+            source_message_ids: exchange.iter().map(|m| m.id.clone()).collect(),
+        });
+        Ok(())
+    }
+}
+
+/// The deterministic trajectory summary, in sections (SPEC §7): profile (label, up to 8
+/// entities, up to 10 active claims), item sets (up to 16 values), relations (facts and the last
+/// 3 snapshot notes), conflicts.
+fn summarize(t: &TrajState, lexicon: &Lexicon) -> String {
+    let label = trajectory_label(t, lexicon);
+    let entities: Vec<&str> = t
+        .features
+        .entities
+        .iter()
+        .filter_map(|k| lexicon.entities.get(k).map(String::as_str))
+        .take(8)
+        .collect();
+    let mut out = format!("Profile: {label}");
+    if !entities.is_empty() {
+        out.push_str(&format!("\nEntities: {}", entities.join(", ")));
+    }
+    let active: Vec<&str> = t
+        .claims
+        .iter()
+        .rev()
+        .filter(|c| c.status == ClaimStatus::Active)
+        .take(10)
+        .map(|c| c.draft.text.as_str())
+        .collect();
+    for c in active.iter().rev() {
+        out.push_str(&format!("\n- {c}"));
+    }
+    let mut items: Vec<&str> = t.items.iter().map(|(i, _)| i.as_str()).collect();
+    items.extend(t.counts.iter().map(String::as_str));
+    items.truncate(16);
+    if !items.is_empty() {
+        out.push_str(&format!("\nItems: {}", items.join(", ")));
+    }
+    let facts: Vec<String> = t
+        .features
+        .facets
+        .iter()
+        .take(8)
+        .map(|f| format!("{}={}", f.tag, f.value))
+        .collect();
+    if !facts.is_empty() {
+        out.push_str(&format!("\nFacts: {}", facts.join("; ")));
+    }
+    for n in &t.notes {
+        out.push_str(&format!("\nNote: {n}"));
+    }
+    let conflicts = t
+        .claims
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.status,
+                ClaimStatus::Deprecated | ClaimStatus::Contradictory
+            )
+        })
+        .take(5);
+    for c in conflicts {
+        out.push_str(&format!("\nSuperseded: {}", c.draft.text));
+    }
+    out
+}
+
+/// A short label: the most specific entity, else the top terms, else the top keywords.
+pub(crate) fn trajectory_label(t: &TrajState, lexicon: &Lexicon) -> String {
+    let specific: Vec<&str> = t
+        .features
+        .entities
+        .iter()
+        .filter(|k| !lexicon.speakers.contains(*k))
+        .filter_map(|k| lexicon.entities.get(k).map(String::as_str))
+        .take(2)
+        .collect();
+    let terms: Vec<&str> = t
+        .features
+        .terms
+        .iter()
+        .map(String::as_str)
+        .take(3)
+        .collect();
+    let speakers: Vec<&str> = t
+        .features
+        .entities
+        .iter()
+        .filter(|k| lexicon.speakers.contains(*k))
+        .filter_map(|k| lexicon.entities.get(k).map(String::as_str))
+        .collect();
+    let topic = if !specific.is_empty() {
+        specific.join(", ")
+    } else if !terms.is_empty() {
+        terms.join(", ")
+    } else {
+        t.features
+            .keywords
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if speakers.is_empty() {
+        topic
+    } else {
+        format!("{} — {topic}", speakers.join(" & "))
+    }
+}

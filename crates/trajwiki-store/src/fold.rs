@@ -1,0 +1,182 @@
+//! The construction fold's persisted state (schema version 2): what a namespace's memory was
+//! built with, where the fold stands in the namespace's messages, and the fold's own state as
+//! opaque blobs (a header and one per trajectory). Derived state: replaced by a rebuild, removed
+//! with the namespace's memory.
+
+use rusqlite::{params, OptionalExtension, Transaction};
+use trajwiki_core::{MessageId, Namespace, SourceMessage};
+
+use crate::error::{Result, SqlContext, StoreError};
+use crate::raw::{decode_message, message_row_at, MESSAGE_SELECT};
+use crate::{from_json, to_json, Store};
+
+/// What a namespace's memory was built with and where its construction fold stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldRecord {
+    /// The embedding model's fingerprint.
+    pub model_id: String,
+    /// The memory configuration, as JSON.
+    pub config: String,
+    /// Ingest position (`messages.rowid`) of the last message the fold consumed.
+    pub cursor: i64,
+    /// Messages of the exchange still open, in arrival order: consumed but not built.
+    pub pending: Vec<MessageId>,
+    /// The fold's header state.
+    pub header: Vec<u8>,
+}
+
+/// The fold state a memory commit writes: its record and the trajectories it changed.
+#[derive(Debug, Clone)]
+pub struct FoldWrite {
+    /// The record (replaced whole).
+    pub record: FoldRecord,
+    /// (position, state) of every trajectory changed or added.
+    pub trajectories: Vec<(usize, Vec<u8>)>,
+}
+
+/// A message with its ingest position.
+pub type Arrived = (i64, SourceMessage);
+
+impl Store {
+    /// The fold record of a namespace, if its memory was built by a fold.
+    pub fn fold_record(&self, ns: &Namespace) -> Result<Option<FoldRecord>> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT model_id, config, cursor, pending, header FROM memory_builds WHERE namespace = ?1",
+                [ns.as_str()],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, Vec<u8>>(4)?,
+                    ))
+                },
+            )
+            .optional()
+            .ctx("reading a fold record")?;
+        let Some((model_id, config, cursor, pending, header)) = row else {
+            return Ok(None);
+        };
+        let pending: Vec<String> = from_json(&pending, "memory_builds", "pending", ns.as_str())?;
+        let pending = pending
+            .into_iter()
+            .map(|id| {
+                MessageId::parse(&id).map_err(|e| StoreError::Corrupt {
+                    table: "memory_builds",
+                    column: "pending",
+                    id: ns.to_string(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Some(FoldRecord {
+            model_id,
+            config,
+            cursor,
+            pending,
+            header,
+        }))
+    }
+
+    /// The fold's trajectory states of a namespace, by position.
+    pub fn fold_trajectories(&self, ns: &Namespace) -> Result<Vec<Vec<u8>>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT position, state FROM fold_trajectories WHERE namespace = ?1 ORDER BY position",
+            )
+            .ctx("reading fold trajectories")?;
+        let rows = stmt
+            .query_map([ns.as_str()], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .ctx("reading fold trajectories")?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (position, state) = row.ctx("reading fold trajectories")?;
+            if position != out.len() as i64 {
+                return Err(StoreError::Corrupt {
+                    table: "fold_trajectories",
+                    column: "position",
+                    id: ns.to_string(),
+                    reason: format!("expected position {}, found {position}", out.len()),
+                });
+            }
+            out.push(state);
+        }
+        Ok(out)
+    }
+
+    /// A namespace's messages ingested after position `cursor`, in arrival order.
+    pub fn messages_after(&self, ns: &Namespace, cursor: i64) -> Result<Vec<Arrived>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{} WHERE namespace = ?1 AND rowid > ?2 ORDER BY rowid",
+                MESSAGE_SELECT.replacen("SELECT ", "SELECT rowid, ", 1)
+            ))
+            .ctx("listing new messages")?;
+        let rows = stmt
+            .query_map(params![ns.as_str(), cursor], |r| {
+                let rowid: i64 = r.get(0)?;
+                Ok((rowid, message_row_at(r, 1)?))
+            })
+            .ctx("listing new messages")?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .ctx("listing new messages")?;
+        rows.into_iter()
+            .map(|(rowid, row)| Ok((rowid, decode_message(row)?)))
+            .collect()
+    }
+
+    /// Whether a namespace holds derived memory (a snapshot).
+    pub fn has_memory(&self, ns: &Namespace) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM snapshots WHERE namespace = ?1 LIMIT 1",
+                [ns.as_str()],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|r| r.is_some())
+            .ctx("looking for a namespace's memory")
+    }
+
+    /// How many of a namespace's messages are in no snapshot yet (ingested, not built).
+    pub fn unbuilt_messages(&self, ns: &Namespace) -> Result<usize> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM messages m WHERE m.namespace = ?1
+                 AND NOT EXISTS (SELECT 1 FROM snapshot_messages s WHERE s.message = m.id)",
+                [ns.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .ctx("counting unbuilt messages")
+    }
+}
+
+/// Writes a fold's record and changed trajectories inside a memory commit.
+pub(crate) fn write_fold(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
+    let r = &fold.record;
+    let pending: Vec<&str> = r.pending.iter().map(|m| m.as_str()).collect();
+    tx.execute(
+        "INSERT OR REPLACE INTO memory_builds (namespace, model_id, config, cursor, pending, header)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![ns.as_str(), r.model_id, r.config, r.cursor, to_json(&pending), r.header],
+    )
+    .ctx("writing a fold record")?;
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT OR REPLACE INTO fold_trajectories (namespace, position, state) VALUES (?1, ?2, ?3)",
+        )
+        .ctx("writing fold trajectories")?;
+    for (position, state) in &fold.trajectories {
+        stmt.execute(params![ns.as_str(), *position as i64, state])
+            .ctx("writing fold trajectories")?;
+    }
+    Ok(())
+}

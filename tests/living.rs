@@ -1,0 +1,376 @@
+//! Living memory: construction is a causal fold over exchanges in arrival order, so building
+//! message by message, session by session or all at once gives the same memory, byte for byte
+//! (`export --what memory`), and an append never rewrites a stored record.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+use trajwiki::core::{HashingEmbedder, Namespace, SourceMessage};
+use trajwiki::memory::MemoryConfig;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::store::Store;
+
+const LATER: BuildOptions = BuildOptions {
+    rebuild: false,
+    flush: false,
+};
+const FLUSH: BuildOptions = BuildOptions {
+    rebuild: false,
+    flush: true,
+};
+
+fn export(store: &Store, ns: &Namespace) -> String {
+    let mut out = Vec::new();
+    trajwiki::export::write_memory(store, ns, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn build(store: &mut Store, ns: &Namespace, options: BuildOptions) {
+    build_namespace(
+        store,
+        ns,
+        &HashingEmbedder::new(128),
+        &MemoryConfig::default(),
+        options,
+    )
+    .unwrap();
+}
+
+/// Ingests `chunks` one after the other, building after each; returns the export before and
+/// after a final flush.
+fn streamed(chunks: &[&[SourceMessage]]) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    let ns = chunks[0][0].namespace.clone();
+    for chunk in chunks {
+        store.ingest_messages("stream", chunk).unwrap();
+        build(&mut store, &ns, LATER);
+    }
+    let open = export(&store, &ns);
+    build(&mut store, &ns, FLUSH);
+    let report = store.check().unwrap();
+    assert!(report.ok(), "check: {:?}", report.problems);
+    assert_eq!(store.unbuilt_messages(&ns).unwrap(), 0);
+    (open, export(&store, &ns))
+}
+
+/// The three ways of feeding one conversation give identical memories.
+fn assert_stream_equals_batch(messages: &[SourceMessage], message_by_message: usize) {
+    let once = streamed(&[messages]);
+    assert!(once.1.lines().count() > 10, "a memory was built");
+    let mut sessions: Vec<&[SourceMessage]> = Vec::new();
+    let mut start = 0;
+    for i in 1..=messages.len() {
+        if i == messages.len() || messages[i].session != messages[start].session {
+            sessions.push(&messages[start..i]);
+            start = i;
+        }
+    }
+    let by_session = streamed(&sessions);
+    assert!(
+        once.0 == by_session.0,
+        "session by session differs before the flush"
+    );
+    assert!(
+        once.1 == by_session.1,
+        "session by session differs after the flush"
+    );
+    // Message by message over a prefix (and the rest at once), for the time a test may take.
+    let n = message_by_message.min(messages.len());
+    let mut chunks: Vec<&[SourceMessage]> = (0..n).map(|i| &messages[i..=i]).collect();
+    let prefix_once = streamed(&[&messages[..n]]);
+    let prefix_stream = streamed(&chunks);
+    assert!(
+        prefix_once.0 == prefix_stream.0 && prefix_once.1 == prefix_stream.1,
+        "message by message differs from one build of the same {n} messages"
+    );
+    if n < messages.len() {
+        chunks.push(&messages[n..]);
+        let mixed = streamed(&chunks);
+        assert!(
+            once.0 == mixed.0 && once.1 == mixed.1,
+            "one by one then the rest differs"
+        );
+    }
+}
+
+fn message(ns: &Namespace, session: u32, seq: u32, speaker: &str, text: &str) -> SourceMessage {
+    let ts = NaiveDate::from_ymd_opt(2024, 1, 1)
+        .unwrap()
+        .and_hms_opt(9, 0, seq)
+        .unwrap()
+        + chrono::Duration::days(i64::from(session) * 3);
+    SourceMessage::new(
+        ns.clone(),
+        session,
+        seq,
+        speaker.to_string(),
+        text.to_string(),
+        ts,
+        vec![],
+        Some(format!("D{session}:{seq}")),
+    )
+}
+
+/// A small conversation with entities that recur, a plan carried out, and several sessions.
+fn generated() -> Vec<SourceMessage> {
+    let ns = Namespace::new("gen").unwrap();
+    let lines = [
+        (
+            1,
+            "Maya",
+            "We're thinking about going camping in Yosemite next month.",
+        ),
+        (1, "Tom", "Yosemite sounds great! Is Biscuit coming?"),
+        (
+            1,
+            "Maya",
+            "Biscuit comes everywhere. He loves the Harbor Point beach.",
+        ),
+        (1, "Tom", "I signed up for the Lisbon half marathon."),
+        (
+            2,
+            "Maya",
+            "I just took the kids camping in Yosemite last week!",
+        ),
+        (2, "Tom", "How was Yosemite? Did Biscuit like it?"),
+        (2, "Maya", "Biscuit chased squirrels all day."),
+        (
+            2,
+            "Maya",
+            "I also started a pottery class at Riverside Studio.",
+        ),
+        (3, "Tom", "I ran the Lisbon half marathon in 2 hours."),
+        (
+            3,
+            "Maya",
+            "Congrats! My Riverside Studio bowl cracked in the kiln.",
+        ),
+        (
+            3,
+            "Tom",
+            "Bring Biscuit to the Harbor Point beach on Saturday?",
+        ),
+        (3, "Maya", "Sure, Harbor Point at ten."),
+    ];
+    let mut seq: BTreeMap<u32, u32> = BTreeMap::new();
+    lines
+        .iter()
+        .map(|&(session, speaker, text)| {
+            let s = seq.entry(session).or_default();
+            *s += 1;
+            message(&ns, session, *s, speaker, text)
+        })
+        .collect()
+}
+
+#[test]
+fn generated_conversation_streams_like_a_batch() {
+    let messages = generated();
+    assert_stream_equals_batch(&messages, messages.len());
+}
+
+#[test]
+fn locomo_conversation_streams_like_a_batch() {
+    let Some(path) = common::shared_data("locomo/locomo7.json") else {
+        return;
+    };
+    let samples = trajwiki::ingest::locomo::read_locomo(&path).unwrap();
+    let conv = &samples[0].messages;
+    assert!(conv.len() > 300);
+    // Every message of the conversation one by one (a build after each), plus session by
+    // session and at once.
+    assert_stream_equals_batch(conv, conv.len());
+}
+
+#[test]
+fn a_late_message_is_appended_and_nothing_stored_changes() {
+    let messages = generated();
+    let ns = messages[0].namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.ingest_messages("chat", &messages).unwrap();
+    build(&mut store, &ns, FLUSH);
+    let snapshots = store.snapshots(&ns).unwrap();
+    let claims = store.claims(&ns).unwrap();
+    let ops = store.claim_ops(&ns).unwrap();
+    let pages = store.pages(&ns).unwrap();
+    let trajectories = store.trajectories(&ns).unwrap();
+
+    // A message of session 1 that arrives after session 3 was built, and its reply.
+    let late = [
+        message(
+            &ns,
+            1,
+            50,
+            "Tom",
+            "Forgot to say: Biscuit can stay with my sister Ana.",
+        ),
+        message(&ns, 1, 51, "Maya", "Thanks, Ana is the best."),
+    ];
+    store.ingest_messages("late", &late).unwrap();
+    build(&mut store, &ns, FLUSH);
+    let report = store.check().unwrap();
+    assert!(report.ok(), "check: {:?}", report.problems);
+
+    // Every immutable record stored before is still there, unchanged.
+    let now = store.snapshots(&ns).unwrap();
+    assert_eq!(now.len(), snapshots.len() + 1, "one new exchange");
+    for s in &snapshots {
+        assert_eq!(store.snapshot(&s.id).unwrap().as_ref(), Some(s));
+    }
+    for c in &claims {
+        assert_eq!(store.claim(&c.id).unwrap().as_ref(), Some(c));
+    }
+    assert_eq!(&store.claim_ops(&ns).unwrap()[..ops.len()], &ops[..]);
+    for p in &pages {
+        let kept = store.page_revision(&p.id, p.revision).unwrap();
+        assert_eq!(kept.as_ref(), Some(p), "page revision {} kept", p.id);
+    }
+    // The late exchange is a new snapshot, after the others; earlier trajectories keep their
+    // snapshots in order (a trajectory may only have grown at its end).
+    let new = now
+        .iter()
+        .find(|s| !snapshots.iter().any(|o| o.id == s.id))
+        .unwrap();
+    assert_eq!(
+        new.source_message_ids,
+        vec![late[0].id.clone(), late[1].id.clone()]
+    );
+    for t in &trajectories {
+        let after = store.trajectory(&t.id).unwrap().unwrap();
+        assert_eq!(
+            &after.snapshot_ids[..t.snapshot_ids.len()],
+            &t.snapshot_ids[..]
+        );
+    }
+}
+
+#[test]
+fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_replaces() {
+    let messages = generated();
+    let ns = messages[0].namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.ingest_messages("chat", &messages).unwrap();
+    build(&mut store, &ns, FLUSH);
+    let before = export(&store, &ns);
+    let err = build_namespace(
+        &mut store,
+        &ns,
+        &HashingEmbedder::new(64),
+        &MemoryConfig::default(),
+        FLUSH,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("model"), "{err}");
+    assert_eq!(
+        export(&store, &ns),
+        before,
+        "a refused build changes nothing"
+    );
+    let report = build_namespace(
+        &mut store,
+        &ns,
+        &HashingEmbedder::new(64),
+        &MemoryConfig::default(),
+        BuildOptions {
+            rebuild: true,
+            flush: true,
+        },
+    )
+    .unwrap();
+    assert!(report.replaced.is_some_and(|r| r.contains("hashing")));
+    // Querying with the old model is now a clear error.
+    let err = trajwiki::retrieval::load_index(&mut store, &ns, &HashingEmbedder::new(128))
+        .err()
+        .expect("another model is refused");
+    assert!(err.to_string().contains("was built with model"), "{err}");
+}
+
+#[test]
+fn ingest_build_and_a_query_that_finds_unbuilt_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let store = store.to_str().unwrap();
+    let file = dir.path().join("chat.jsonl");
+    let line = |session: u32, seq: u32, speaker: &str, text: &str| {
+        serde_json::json!({"namespace": "app", "session": session, "seq": seq, "speaker": speaker,
+            "text": text, "timestamp": format!("2024-02-0{session}T10:00:{seq:02}"),
+            "ref": format!("D{session}:{seq}")})
+        .to_string()
+    };
+    let first = [
+        line(1, 1, "Ann", "I moved to Oslo last week."),
+        line(1, 2, "Ben", "Oslo! How is the new flat?"),
+        line(1, 3, "Ann", "Small, but it has a view of the fjord."),
+        line(1, 4, "Ben", "Nice, send me a photo of the fjord."),
+    ];
+    std::fs::write(&file, first.join("\n")).unwrap();
+    let out = common::ok(&[
+        "ingest",
+        "--store",
+        store,
+        "--build",
+        "--model",
+        "hashing",
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.contains("\"pending_messages\""), "{out}");
+    // One more message, ingested without a build: the query still finds it and says so.
+    std::fs::write(
+        &file,
+        line(2, 1, "Ann", "My cat Pixel learned to open the fridge."),
+    )
+    .unwrap();
+    common::ok(&[
+        "ingest",
+        "--quiet",
+        "--store",
+        store,
+        file.to_str().unwrap(),
+    ]);
+    let out = common::ok(&[
+        "query",
+        "--store",
+        store,
+        "--namespace",
+        "app",
+        "--model",
+        "hashing",
+        "--json",
+        "What can Pixel the cat open?",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["unbuilt_messages"].as_u64().unwrap() >= 1, "{out}");
+    assert!(
+        v["source_refs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "D2:1"),
+        "{out}"
+    );
+    let (code, _, err) = common::trajwiki(&[
+        "query",
+        "--store",
+        store,
+        "--namespace",
+        "app",
+        "--model",
+        "hashing",
+        "What can Pixel the cat open?",
+    ]);
+    assert_eq!(code, 0);
+    assert!(err.contains("not built yet"), "{err}");
+    // Build what arrived; everything is built after a flush.
+    let out = common::ok(&[
+        "build", "--store", store, "--model", "hashing", "--flush", "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["namespaces"][0]["pending_messages"], 0, "{out}");
+    assert_eq!(v["namespaces"][0]["messages"], 5, "{out}");
+}
