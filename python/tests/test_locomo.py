@@ -29,7 +29,7 @@ def test_locomo_conversation_refs_exist(
     report = memory.add(sample)
     assert report["added"] == len(refs) and report["new_namespaces"] == [ns]
     assert memory.add(sample)["added"] == 0
-    (built,) = memory.build()
+    (built,) = memory.build(flush=True)
     assert built["namespace"] == ns and built["messages"] == len(refs)
     questions = [q for q in sample["qa"] if q.get("category") != 5][:12]
     found = 0

@@ -231,3 +231,21 @@ def test_device_selects_the_scoring_backend(tmp_path: Path) -> None:
     auto = Memory(tmp_path / "b", model="hashing")
     # `auto` takes the GPU only where one is usable (and the wheel was built with `cuda`).
     assert auto.device == "auto" and auto.scoring_backend in ("cpu", "cuda")
+
+
+def test_adding_one_message_at_a_time_builds_the_same_memory(tmp_path: Path) -> None:
+    """Memory.add(..., build=True) folds what arrived; message by message equals at once."""
+    once = Memory(tmp_path / "once", model="hashing")
+    once.add(conversation(), namespace="ann")
+    (at_once,) = once.build(flush=True)
+    stream = Memory(tmp_path / "stream", model="hashing")
+    for message in conversation():
+        report = stream.add([message], namespace="ann", build=True)
+        assert report["added"] == 1 and len(report["built"]) == 1
+    (streamed,) = stream.build(flush=True)
+    for key in ("messages", "snapshots", "claims", "trajectories", "revises", "pending_messages"):
+        assert streamed[key] == at_once[key], key
+    question = "Where does Ann live now?"
+    assert stream.search(question, namespace="ann").context == once.search(
+        question, namespace="ann"
+    ).context

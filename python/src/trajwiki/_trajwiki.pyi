@@ -121,9 +121,10 @@ class Memory:
         messages: Sequence[dict[str, Any]] | dict[str, Any],
         namespace: str | None = None,
         source: str = "python",
+        build: bool = False,
     ) -> dict[str, Any]: ...
     def build(
-        self, namespace: str | None = None, rebuild: bool = False
+        self, namespace: str | None = None, rebuild: bool = False, flush: bool = False
     ) -> list[dict[str, Any]]: ...
     def search(
         self,
