@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use trajwiki::core::{Embedder, EmbedKind, HashingEmbedder, SourceMessage};
+use trajwiki::core::{EmbedKind, Embedder, HashingEmbedder, SourceMessage};
 use trajwiki::memory::{
     exchanges, wiki, BuildReport, Builders, Delta, DeterministicDecider, DeterministicExtractor,
     DeterministicJudge, Fold, MemoryConfig,
