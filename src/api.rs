@@ -201,6 +201,17 @@ pub fn namespaces_with_messages(store: &Store) -> Result<Vec<Namespace>, StoreEr
     Ok(out)
 }
 
+/// The namespaces `messages` belong to, in the order first seen (what an ingest followed by a
+/// build has to build).
+pub fn namespaces_of<'a>(messages: impl IntoIterator<Item = &'a SourceMessage>) -> Vec<Namespace> {
+    let mut seen = std::collections::HashSet::new();
+    messages
+        .into_iter()
+        .filter(|m| seen.insert(&m.namespace))
+        .map(|m| m.namespace.clone())
+        .collect()
+}
+
 /// Any record, as looked up by [`get`].
 #[derive(Debug, Clone)]
 pub enum Record {

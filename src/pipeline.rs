@@ -117,12 +117,13 @@ fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
 
 fn decode<T: serde::de::DeserializeOwned>(
     ns: &Namespace,
+    (table, column): (&'static str, &'static str),
     bytes: &[u8],
 ) -> Result<T, PipelineError> {
     postcard::from_bytes(bytes).map_err(|e| {
         PipelineError::Store(StoreError::Corrupt {
-            table: "memory_builds",
-            column: "header",
+            table,
+            column,
             id: ns.to_string(),
             reason: format!("fold state: {e}"),
         })
@@ -152,25 +153,15 @@ pub fn build_namespace(
     };
     let record = store.fold_record(ns)?;
     let mut replaced = None;
+    // A memory without a fold record was built before memory could be appended to.
+    let legacy = record.is_none() && store.has_memory(ns)?;
     let (mut fold, cursor, pending) = match record {
-        Some(r) if !options.rebuild || (r.model_id == model_id && r.config == config_json) => {
-            if r.model_id != model_id {
-                return Err(stale(format!(
-                    "built with model {}, asked for {model_id}",
-                    r.model_id
-                )));
-            }
-            if r.config != config_json {
-                return Err(stale(format!(
-                    "built with another configuration: {}",
-                    r.config
-                )));
-            }
-            let header = decode(ns, &r.header)?;
+        Some(r) if r.model_id == model_id && r.config == config_json => {
+            let header = decode(ns, ("memory_builds", "header"), &r.header)?;
             let trajectories = store
                 .fold_trajectories(ns)?
                 .iter()
-                .map(|bytes| decode(ns, bytes))
+                .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
                 .collect::<Result<_, _>>()?;
             (
                 Fold::resume(ns.clone(), header, trajectories),
@@ -178,16 +169,23 @@ pub fn build_namespace(
                 r.pending,
             )
         }
+        Some(r) if !options.rebuild => {
+            return Err(stale(if r.model_id != model_id {
+                format!("built with model {}, asked for {model_id}", r.model_id)
+            } else {
+                format!("built with another configuration: {}", r.config)
+            }));
+        }
+        None if legacy && !options.rebuild => {
+            return Err(stale(
+                "built by an earlier version of trajwiki, which cannot be appended to".into(),
+            ));
+        }
         Some(r) => {
             replaced = Some(format!("a memory built with model {}", r.model_id));
             (Fold::new(ns.clone()), 0, Vec::new())
         }
-        None if store.has_memory(ns)? => {
-            if !options.rebuild {
-                return Err(stale(
-                    "built by an earlier version of trajwiki, which cannot be appended to".into(),
-                ));
-            }
+        None if legacy => {
             replaced = Some("a memory built by an earlier version".into());
             (Fold::new(ns.clone()), 0, Vec::new())
         }
@@ -253,8 +251,16 @@ pub fn build_namespace(
     } else {
         Some(trajwiki_memory::wiki(&fold, config, &mut report))
     };
+    match &pages {
+        Some(pages) => report.count(&fold, pages),
+        None => report.count(&fold, &store.pages(ns)?),
+    }
     let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
-    let pending_count = pending.len();
+    report.pending_messages = pending.len();
+    report.messages += pending.len();
+    report.appended = groups.len();
+    report.replaced = replaced;
+    report.embedded_texts = computed;
     if !unchanged {
         let dirty = fold.take_dirty();
         let batch = MemoryBatch {
@@ -266,7 +272,7 @@ pub fn build_namespace(
             snapshots: delta.snapshots,
             claims: delta.claims,
             ops: delta.ops,
-            pages: pages.clone(),
+            pages,
             replace,
             fold: Some(FoldWrite {
                 record: FoldRecord {
@@ -290,17 +296,5 @@ pub fn build_namespace(
             Err(e) => return Err(e.into()),
         }
     }
-    let pages = match pages {
-        Some(p) => p,
-        None => store.pages(ns)?,
-    };
-    let mut out = BuildReport::of(&fold, &pages, fold.header.messages + pending_count);
-    out.appended = groups.len();
-    out.pending_messages = pending_count;
-    out.replaced = replaced;
-    out.embedded_texts = computed;
-    out.embed_ms = report.embed_ms;
-    out.match_ms = report.match_ms;
-    out.wiki_ms = report.wiki_ms;
-    Ok(out)
+    Ok(report)
 }

@@ -21,16 +21,16 @@ pub fn load_index(
         return Err(PipelineError::Empty(ns.clone()));
     }
     // One configuration: the build's model and settings apply at query time.
-    let config = match store.fold_record(ns)? {
-        Some(r) => {
-            if r.model_id != embedder.model_id() {
+    let config = match store.built_with(ns)? {
+        Some((model_id, config)) => {
+            if model_id != embedder.model_id() {
                 return Err(PipelineError::ModelMismatch {
                     namespace: ns.clone(),
-                    built: r.model_id,
+                    built: model_id,
                     asked: embedder.model_id().to_string(),
                 });
             }
-            serde_json::from_str(&r.config).map_err(|e| {
+            serde_json::from_str(&config).map_err(|e| {
                 PipelineError::Store(trajwiki_store::StoreError::Corrupt {
                     table: "memory_builds",
                     column: "config",

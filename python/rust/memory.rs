@@ -228,12 +228,7 @@ impl Memory {
             self.forget_indexes(&store);
             let mut built = Vec::new();
             if build {
-                let mut seen = HashSet::new();
-                let touched: Vec<Namespace> = parsed
-                    .iter()
-                    .filter(|m| seen.insert(&m.namespace))
-                    .map(|m| m.namespace.clone())
-                    .collect();
+                let touched = trajwiki::api::namespaces_of(&parsed);
                 built = self.build_in(&mut store, &touched, BuildOptions::default())?;
             }
             Ok((report, built))

@@ -107,18 +107,11 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
         }
     }
     if args.build {
-        // Every namespace that received messages, in the order first seen.
-        let mut namespaces: Vec<Namespace> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (_, input) in &inputs {
-            if let Input::Messages(messages) = input {
-                for m in messages {
-                    if seen.insert(&m.namespace) {
-                        namespaces.push(m.namespace.clone());
-                    }
-                }
-            }
-        }
+        let namespaces =
+            trajwiki::api::namespaces_of(inputs.iter().flat_map(|(_, input)| match input {
+                Input::Messages(messages) => messages.as_slice(),
+                Input::Runs(_) => &[],
+            }));
         if !namespaces.is_empty() {
             super::memory::build_and_report(
                 &mut store,

@@ -498,6 +498,18 @@ pub fn replay_ops<'a>(
     initial_status: impl Fn(&ClaimId) -> Option<ClaimStatus>,
 ) -> Result<BTreeMap<ClaimId, ClaimStatus>, ReplayError> {
     let mut state = BTreeMap::new();
+    apply_ops(&mut state, ops, initial_status)?;
+    Ok(state)
+}
+
+/// Continues a replay: applies `ops` (in `seq` order) to `state`, the statuses a replay of the
+/// earlier log gave (only the claims these ops target are needed). [`replay_ops`] is this from an
+/// empty state, so appending ops and replaying the whole log agree.
+pub fn apply_ops<'a>(
+    state: &mut BTreeMap<ClaimId, ClaimStatus>,
+    ops: impl IntoIterator<Item = &'a ClaimOp>,
+    initial_status: impl Fn(&ClaimId) -> Option<ClaimStatus>,
+) -> Result<(), ReplayError> {
     let mut last_seq = 0;
     for op in ops {
         if op.seq <= last_seq {
@@ -536,19 +548,19 @@ pub fn replay_ops<'a>(
             OpKind::Revise => {
                 let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
                 let new = op.new_claim.as_ref().ok_or_else(|| missing("new_claim"))?;
-                known(&state, target)?;
+                known(state, target)?;
                 state.insert(target.clone(), ClaimStatus::Deprecated);
                 state.insert(new.clone(), created(new)?);
             }
             OpKind::Deprecate => {
                 let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
                 let status = op.new_status.ok_or_else(|| missing("new_status"))?;
-                known(&state, target)?;
+                known(state, target)?;
                 state.insert(target.clone(), status);
             }
         }
     }
-    Ok(state)
+    Ok(())
 }
 
 /// Why an op log cannot be replayed.

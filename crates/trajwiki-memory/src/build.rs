@@ -128,26 +128,24 @@ pub struct BuiltMemory {
 }
 
 impl BuildReport {
-    /// The counts of a fold (totals of the namespace), with the messages it holds.
-    pub fn of(fold: &Fold, pages: &[WikiPage], messages: usize) -> BuildReport {
+    /// Fills in the counts of a fold (totals of the namespace) and of its wiki; the timings and
+    /// the other fields stay as they are.
+    pub fn count(&mut self, fold: &Fold, pages: &[WikiPage]) {
         let h = &fold.header;
-        let mut report = BuildReport {
-            namespace: fold.namespace.to_string(),
-            messages,
-            snapshots: h.snapshots,
-            claims: h.claims,
-            adds: h.adds,
-            revises: h.revises,
-            deprecates: h.deprecates,
-            trajectories: fold.trajectories.len(),
-            continuations: h.continuations,
-            continued_snapshots: h.continued_snapshots,
-            ..Default::default()
-        };
+        self.namespace = fold.namespace.to_string();
+        self.messages = h.messages;
+        self.snapshots = h.snapshots;
+        self.claims = h.claims;
+        self.adds = h.adds;
+        self.revises = h.revises;
+        self.deprecates = h.deprecates;
+        self.trajectories = fold.trajectories.len();
+        self.continuations = h.continuations;
+        self.continued_snapshots = h.continued_snapshots;
+        self.pages.clear();
         for p in pages {
-            *report.pages.entry(p.kind.as_str().to_string()).or_default() += 1;
+            *self.pages.entry(p.kind.as_str().to_string()).or_default() += 1;
         }
-        report
     }
 }
 
@@ -225,11 +223,8 @@ pub fn build(
         .collect();
     let delta = fold_exchanges(&mut fold, &groups, embed, b, &mut report)?;
     let pages = wiki(&fold, b.config, &mut report);
-    let mut out = BuildReport::of(&fold, &pages, messages.len());
-    out.embed_ms = report.embed_ms;
-    out.match_ms = report.match_ms;
-    out.wiki_ms = report.wiki_ms;
-    out.embedded_texts = messages.len();
+    report.count(&fold, &pages);
+    report.embedded_texts = messages.len();
     Ok(BuiltMemory {
         namespace: ns.clone(),
         trajectories: fold.trajectories.iter().map(|t| t.record(&ns)).collect(),
@@ -242,6 +237,6 @@ pub fn build(
         claims: delta.claims,
         ops: delta.ops,
         pages,
-        report: out,
+        report,
     })
 }

@@ -43,7 +43,8 @@ pub struct TrajState {
     pub id: TrajectoryId,
     /// What matching knows of it.
     pub features: TrajectoryFeatures,
-    /// The running sum of its snapshots' vectors, in order (e_sum is its normalisation).
+    /// The running sum of its snapshots' vectors, in order (`features.summary_embedding`, e_sum,
+    /// is its normalisation).
     pub sum: Vec<f32>,
     /// Its snapshots, in version order.
     pub snapshots: Vec<SnapshotId>,
@@ -163,8 +164,15 @@ impl Fold {
         Fold::resume(namespace, FoldHeader::default(), Vec::new())
     }
 
-    /// A fold resumed from persisted state.
-    pub fn resume(namespace: Namespace, header: FoldHeader, trajectories: Vec<TrajState>) -> Fold {
+    /// A fold resumed from persisted state (e_sum is derived again from the running sums).
+    pub fn resume(
+        namespace: Namespace,
+        header: FoldHeader,
+        mut trajectories: Vec<TrajState>,
+    ) -> Fold {
+        for t in &mut trajectories {
+            t.features.summary_embedding = normalised(&t.sum);
+        }
         Fold {
             namespace,
             header,
@@ -270,14 +278,10 @@ impl Fold {
             .iter()
             .map(|&i| (i, &self.trajectories[i].features))
             .collect();
-        let mut scores: Vec<_> = if open.is_empty() {
-            Vec::new()
-        } else {
-            candidates(&f, &open, &broad, c)
-                .into_iter()
-                .map(|i| score(&f, &self.trajectories[i].features, i, &broad, c))
-                .collect()
-        };
+        let mut scores: Vec<_> = candidates(&f, &open, &broad, c)
+            .into_iter()
+            .map(|i| score(&f, &self.trajectories[i].features, i, &broad, c))
+            .collect();
         scores.sort_by(|a, b| b.g.total_cmp(&a.g).then(a.candidate.cmp(&b.candidate)));
         let chosen = b.decider.decide(&f, &scores).map(|k| scores[k].candidate);
         let snap_id = SnapshotId::derive(&ns, first.id.as_str());

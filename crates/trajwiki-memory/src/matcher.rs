@@ -38,7 +38,9 @@ pub struct TrajectoryFeatures {
     pub terms: BTreeSet<String>,
     /// Union of facets.
     pub facets: BTreeSet<Facet>,
-    /// e_sum: the normalised mean of its snapshot embeddings.
+    /// e_sum: the normalised mean of its snapshot embeddings (derived from the fold's running
+    /// sum, so not persisted).
+    #[serde(skip)]
     pub summary_embedding: Vec<f32>,
     /// e_latest: its latest snapshot's embedding.
     pub latest_embedding: Vec<f32>,

@@ -81,6 +81,19 @@ impl Store {
         }))
     }
 
+    /// The model and configuration (JSON) a namespace's memory was built with, without the
+    /// fold's state (what a query needs).
+    pub fn built_with(&self, ns: &Namespace) -> Result<Option<(String, String)>> {
+        self.conn
+            .query_row(
+                "SELECT model_id, config FROM memory_builds WHERE namespace = ?1",
+                [ns.as_str()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .ctx("reading what a memory was built with")
+    }
+
     /// The fold's trajectory states of a namespace, by position.
     pub fn fold_trajectories(&self, ns: &Namespace) -> Result<Vec<Vec<u8>>> {
         let mut stmt = self

@@ -575,53 +575,53 @@ fn id_list<T>(
         .collect()
 }
 
-/// Applies new ops, in seq order, to the stored claim state.
+/// Applies new ops, in seq order, to the stored claim state: the statuses of the claims they
+/// target are read, the replay continued over them ([`trajwiki_core::apply_ops`], the one
+/// definition of claim state), and what it gives written back.
 fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
-    let corrupt = |op: &ClaimOp, reason: String| StoreError::Corrupt {
+    let mut state = BTreeMap::new();
+    let mut initial = BTreeMap::new();
+    for op in ops {
+        if let Some(target) = &op.target {
+            let stored: Option<String> = tx
+                .query_row(
+                    "SELECT status FROM claim_state WHERE claim = ?1",
+                    [target.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .ctx("reading claim state")?;
+            if let Some(status) = stored {
+                let status = parse_stored(
+                    ClaimStatus::parse(&status).ok_or("unknown status"),
+                    "claim_state",
+                    "status",
+                    target.as_str(),
+                )?;
+                state.entry(target.clone()).or_insert(status);
+            }
+        }
+        if let Some(new) = &op.new_claim {
+            if let Some(claim) = read_claim(tx, new)? {
+                initial.insert(new.clone(), claim.status);
+            }
+        }
+    }
+    trajwiki_core::apply_ops(&mut state, ops.iter().copied(), |id| {
+        initial.get(id).copied()
+    })
+    .map_err(|e| StoreError::Corrupt {
         table: "claim_ops",
         column: "op",
-        id: format!("{ns}: {}", op.id),
-        reason,
-    };
-    let known = |claim: &ClaimId| {
-        exists(
-            tx,
-            "SELECT 1 FROM claim_state WHERE claim = ?1",
-            claim.as_str(),
-        )
-    };
-    let set = |claim: &ClaimId, status: ClaimStatus| -> Result<()> {
-        tx.execute(
-            "INSERT OR REPLACE INTO claim_state (claim, status) VALUES (?1, ?2)",
-            params![claim.as_str(), status.as_str()],
-        )
-        .ctx("writing claim state")
-        .map(|_| ())
-    };
-    for op in ops {
-        let missing = |what: &str| corrupt(op, format!("lacks its {what}"));
-        if let Some(target) = &op.target {
-            if !known(target)? {
-                return Err(corrupt(op, format!("refers to unknown claim {target}")));
-            }
-        }
-        match op.op {
-            OpKind::Add | OpKind::Revise => {
-                let new = op.new_claim.as_ref().ok_or_else(|| missing("new_claim"))?;
-                let created = read_claim(tx, new)?
-                    .ok_or_else(|| corrupt(op, format!("refers to unknown claim {new}")))?;
-                if op.op == OpKind::Revise {
-                    let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
-                    set(target, ClaimStatus::Deprecated)?;
-                }
-                set(new, created.status)?;
-            }
-            OpKind::Deprecate => {
-                let target = op.target.as_ref().ok_or_else(|| missing("target"))?;
-                let status = op.new_status.ok_or_else(|| missing("new_status"))?;
-                set(target, status)?;
-            }
-        }
+        id: ns.to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut stmt = tx
+        .prepare_cached("INSERT OR REPLACE INTO claim_state (claim, status) VALUES (?1, ?2)")
+        .ctx("writing claim state")?;
+    for (claim, status) in &state {
+        stmt.execute(params![claim.as_str(), status.as_str()])
+            .ctx("writing claim state")?;
     }
     Ok(())
 }
