@@ -4,8 +4,8 @@
 //!
 //! - the fold's per-message time over the first and the last 10 % of the messages, and their
 //!   ratio (a flat cost gives about 1);
-//! - the latency of appending one more exchange to the whole history: the fold step, the wiki
-//!   compile and both together.
+//! - the latency of appending one more exchange to the whole history: the fold step (with the
+//!   wiki's update), rendering the pages it changed, and both together.
 //!
 //! `cargo bench --bench fold_scale -- /tmp/long4.jsonl` (any file of JSONL messages of one
 //! namespace). Not a criterion benchmark: each run is one pass over a long history.
@@ -77,21 +77,31 @@ fn main() -> anyhow::Result<()> {
         "per-message fold time: first 10 % {first:.1} µs, last 10 % {last10:.1} µs, ratio {:.2}",
         last10 / first
     );
-    // One more exchange on top of the whole history, then the wiki.
+    // The pages of the whole history, rendered once (what the build before this append wrote).
+    let mut report = BuildReport::default();
+    let t0 = Instant::now();
+    let (all, _) = wiki(&mut fold, &mut report);
+    let render_all = t0.elapsed().as_secs_f64() * 1e3;
+    // One more exchange on top of the whole history: the fold step (with the wiki's update), then
+    // rendering the pages it changed.
     let ms: Vec<&SourceMessage> = last.iter().map(|&i| &messages[i]).collect();
     let rows: Vec<&[f32]> = last.iter().map(|&i| vectors.row(i)).collect();
     let t0 = Instant::now();
     fold.append(&ms, &rows, &b, &mut delta)?;
     let append = t0.elapsed().as_secs_f64() * 1e3;
-    let mut report = BuildReport::default();
     let t1 = Instant::now();
-    let pages = wiki(&fold, &config, &mut report);
-    let compile = t1.elapsed().as_secs_f64() * 1e3;
+    let (changed, retired) = wiki(&mut fold, &mut report);
+    let render = t1.elapsed().as_secs_f64() * 1e3;
     println!(
-        "append one exchange at {} messages: fold {append:.2} ms, wiki compile {compile:.1} ms ({} pages), total {:.1} ms",
+        "rendering all {} pages of the history: {render_all:.1} ms",
+        all.len()
+    );
+    println!(
+        "append one exchange at {} messages: fold with wiki update {append:.2} ms, rendering the {} changed pages ({} retired) {render:.2} ms, total {:.2} ms",
         messages.len() - last.len(),
-        pages.len(),
-        append + compile
+        changed.len(),
+        retired.len(),
+        append + render
     );
     Ok(())
 }

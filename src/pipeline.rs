@@ -6,7 +6,7 @@ use trajwiki_memory::{
     exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig,
 };
-use trajwiki_store::{FoldRecord, FoldWrite, MemoryBatch, Store, StoreError};
+use trajwiki_store::{FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError};
 
 /// A failure of [`build_namespace`].
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +151,7 @@ pub fn build_namespace(
         namespace: ns.clone(),
         detail,
     };
+    let started = std::time::Instant::now();
     let record = store.fold_record(ns)?;
     let mut replaced = None;
     // A memory without a fold record was built before memory could be appended to.
@@ -163,8 +164,13 @@ pub fn build_namespace(
                 .iter()
                 .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
                 .collect::<Result<_, _>>()?;
+            let groups = store
+                .fold_groups(ns)?
+                .into_iter()
+                .map(|(key, bytes)| Ok((key, decode(ns, ("fold_groups", "state"), &bytes)?)))
+                .collect::<Result<_, PipelineError>>()?;
             (
-                Fold::resume(ns.clone(), header, trajectories),
+                Fold::resume(ns.clone(), header, trajectories, groups, config),
                 r.cursor,
                 r.pending,
             )
@@ -192,6 +198,7 @@ pub fn build_namespace(
         None => (Fold::new(ns.clone()), 0, Vec::new()),
     };
     let replace = replaced.is_some();
+    let load_ms = started.elapsed().as_millis();
 
     // The pending tail, then what arrived since, in arrival order.
     let mut sequence = Vec::with_capacity(pending.len());
@@ -228,7 +235,10 @@ pub fn build_namespace(
         decider: &decider,
         judge: &judge,
     };
-    let mut report = BuildReport::default();
+    let mut report = BuildReport {
+        load_ms,
+        ..BuildReport::default()
+    };
     let mut computed = 0;
     let delta = {
         let mut embed = |texts: &[&str]| -> Result<Vec<Vec<f32>>, EmbedError> {
@@ -246,15 +256,8 @@ pub fn build_namespace(
         };
         fold_exchanges(&mut fold, &groups, &mut embed, &builders, &mut report)?
     };
-    let pages = if unchanged {
-        None
-    } else {
-        Some(trajwiki_memory::wiki(&fold, config, &mut report))
-    };
-    match &pages {
-        Some(pages) => report.count(&fold, pages),
-        None => report.count(&fold, &store.pages(ns)?),
-    }
+    let (changed, retired) = trajwiki_memory::wiki(&mut fold, &mut report);
+    report.count(&fold);
     let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
     report.pending_messages = pending.len();
     report.messages += pending.len();
@@ -272,7 +275,8 @@ pub fn build_namespace(
             snapshots: delta.snapshots,
             claims: delta.claims,
             ops: delta.ops,
-            pages,
+            pages: None,
+            page_updates: Some(PageUpdates { changed, retired }),
             replace,
             fold: Some(FoldWrite {
                 record: FoldRecord {
@@ -286,9 +290,21 @@ pub fn build_namespace(
                     .iter()
                     .map(|&t| (t, encode(&fold.trajectories[t])))
                     .collect(),
+                groups: fold
+                    .wiki
+                    .take_dirty_groups()
+                    .into_iter()
+                    .map(|key| {
+                        let bytes = encode(&fold.wiki.groups()[&key]);
+                        (key, bytes)
+                    })
+                    .collect(),
             }),
         };
-        match store.commit_memory(&batch) {
+        let committing = std::time::Instant::now();
+        let committed = store.commit_memory(&batch);
+        report.commit_ms = committing.elapsed().as_millis();
+        match committed {
             Ok(()) => {}
             Err(StoreError::Conflict { kind, id, .. }) => {
                 return Err(stale(format!("{kind} {id} differs")));

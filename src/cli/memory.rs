@@ -134,7 +134,7 @@ pub(crate) fn build_and_report(
         "total ms"
     )?;
     for r in &reports {
-        let total = r.embed_ms + r.match_ms + r.wiki_ms;
+        let total = r.load_ms + r.embed_ms + r.match_ms + r.wiki_ms + r.commit_ms;
         outln!(
             "{:<12} {:>8} {:>7} {:>9} {:>7} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8}",
             r.namespace,

@@ -8,14 +8,13 @@ use std::time::Instant;
 
 use serde::Serialize;
 use trajwiki_core::{
-    Claim, ClaimOp, EmbedError, Namespace, Snapshot, SourceMessage, Trajectory, WikiPage,
+    Claim, ClaimOp, EmbedError, Namespace, PageId, Snapshot, SourceMessage, Trajectory, WikiPage,
 };
 
 use crate::evolve::ClaimJudge;
 use crate::extract::{ExtractError, Extractor};
 use crate::fold::{Delta, Fold};
 use crate::matcher::MatchDecider;
-use crate::wiki::compile_wiki;
 use crate::MemoryConfig;
 
 /// Embeds a batch of texts as documents: one L2-normalised row per text.
@@ -101,8 +100,12 @@ pub struct BuildReport {
     pub embed_ms: u128,
     /// Milliseconds spent folding exchanges: extraction, matching, claim evolution, summaries.
     pub match_ms: u128,
-    /// Milliseconds spent compiling the wiki.
+    /// Milliseconds spent rendering the wiki pages that changed.
     pub wiki_ms: u128,
+    /// Milliseconds spent reading the fold's state back from the store.
+    pub load_ms: u128,
+    /// Milliseconds spent committing (records, pages and the fold's state, one transaction).
+    pub commit_ms: u128,
 }
 
 /// A built memory: every derived record of one namespace.
@@ -130,7 +133,7 @@ pub struct BuiltMemory {
 impl BuildReport {
     /// Fills in the counts of a fold (totals of the namespace) and of its wiki; the timings and
     /// the other fields stay as they are.
-    pub fn count(&mut self, fold: &Fold, pages: &[WikiPage]) {
+    pub fn count(&mut self, fold: &Fold) {
         let h = &fold.header;
         self.namespace = fold.namespace.to_string();
         self.messages = h.messages;
@@ -142,10 +145,7 @@ impl BuildReport {
         self.trajectories = fold.trajectories.len();
         self.continuations = h.continuations;
         self.continued_snapshots = h.continued_snapshots;
-        self.pages.clear();
-        for p in pages {
-            *self.pages.entry(p.kind.as_str().to_string()).or_default() += 1;
-        }
+        self.pages = fold.wiki.page_counts();
     }
 }
 
@@ -196,12 +196,13 @@ pub fn fold_exchanges(
     Ok(delta)
 }
 
-/// Compiles the Memory Wiki of everything folded so far.
-pub fn wiki(fold: &Fold, config: &MemoryConfig, report: &mut BuildReport) -> Vec<WikiPage> {
+/// Renders the wiki pages changed since the last call (sorted by kind, then id), and lists the
+/// pages retired.
+pub fn wiki(fold: &mut Fold, report: &mut BuildReport) -> (Vec<WikiPage>, Vec<PageId>) {
     let t0 = Instant::now();
-    let pages = compile_wiki(&fold.namespace, config, fold.lexicon(), &fold.trajectories);
+    let changed = fold.wiki.take_pages(&fold.namespace, &fold.trajectories);
     report.wiki_ms += t0.elapsed().as_millis();
-    pages
+    changed
 }
 
 /// Builds the memory of one namespace from its messages (in the order they arrived), every
@@ -222,8 +223,8 @@ pub fn build(
         .map(|g| g.into_iter().map(|i| &messages[i]).collect())
         .collect();
     let delta = fold_exchanges(&mut fold, &groups, embed, b, &mut report)?;
-    let pages = wiki(&fold, b.config, &mut report);
-    report.count(&fold, &pages);
+    let (pages, _) = wiki(&mut fold, &mut report);
+    report.count(&fold);
     report.embedded_texts = messages.len();
     Ok(BuiltMemory {
         namespace: ns.clone(),

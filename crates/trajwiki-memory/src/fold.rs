@@ -21,6 +21,8 @@ use crate::build::{BuildError, Builders};
 use crate::evolve::{EarlierClaim, Judgement};
 use crate::extract::{is_specific, ClaimDraft, Lexicon, LexiconStats};
 use crate::matcher::{candidates, score, Features, TrajectoryFeatures};
+use crate::wiki::{group_keys, Group, Wiki};
+use crate::MemoryConfig;
 
 /// A claim as the fold keeps it: its id, what the extractor drafted, its current status and the
 /// ref of its source message (for citing it on wiki pages).
@@ -64,6 +66,8 @@ pub struct TrajState {
     pub counts: BTreeSet<String>,
     /// Its summary, written with the lexicon of its latest update.
     pub summary: String,
+    /// Its short label (pages show it), written with the lexicon of its latest update.
+    pub label: String,
 }
 
 impl TrajState {
@@ -137,6 +141,8 @@ pub struct Fold {
     pub header: FoldHeader,
     /// Every trajectory, in creation order.
     pub trajectories: Vec<TrajState>,
+    /// The Memory Wiki over the trajectories.
+    pub wiki: Wiki,
     dirty: BTreeSet<usize>,
 }
 
@@ -161,22 +167,33 @@ fn posting_keys<'a>(
 impl Fold {
     /// An empty fold.
     pub fn new(namespace: Namespace) -> Fold {
-        Fold::resume(namespace, FoldHeader::default(), Vec::new())
+        Fold {
+            namespace,
+            header: FoldHeader::default(),
+            trajectories: Vec::new(),
+            wiki: Wiki::default(),
+            dirty: BTreeSet::new(),
+        }
     }
 
-    /// A fold resumed from persisted state (e_sum is derived again from the running sums).
+    /// A fold resumed from persisted state: e_sum is derived again from the running sums, the
+    /// wiki's pages from its groups.
     pub fn resume(
         namespace: Namespace,
         header: FoldHeader,
         mut trajectories: Vec<TrajState>,
+        groups: BTreeMap<String, Group>,
+        config: &MemoryConfig,
     ) -> Fold {
         for t in &mut trajectories {
             t.features.summary_embedding = normalised(&t.sum);
         }
+        let wiki = Wiki::resume(groups, &trajectories, config, header.lexicon.lexicon());
         Fold {
             namespace,
             header,
             trajectories,
+            wiki,
             dirty: BTreeSet::new(),
         }
     }
@@ -312,6 +329,7 @@ impl Fold {
                     items: BTreeSet::new(),
                     counts: BTreeSet::new(),
                     summary: String::new(),
+                    label: String::new(),
                 });
                 self.trajectories.len() - 1
             }
@@ -400,6 +418,8 @@ impl Fold {
         }
 
         // Fold the snapshot into the trajectory.
+        let groups_before: BTreeSet<String> =
+            group_keys(&self.trajectories[ti], c).into_iter().collect();
         let t = &mut self.trajectories[ti];
         t.snapshots.push(snap_id.clone());
         let version = t.snapshots.len() as u32;
@@ -423,12 +443,24 @@ impl Fold {
         if t.notes.len() > 3 {
             t.notes.remove(0);
         }
+        t.label = trajectory_label(t, self.header.lexicon.lexicon());
         t.summary = summarize(t, self.header.lexicon.lexicon());
         self.header.live.insert((t.features.last_session, ti));
         for key in posting_keys(&t.features.terms, &t.features.entities) {
             self.header.postings.entry(key).or_default().insert(ti);
         }
         self.dirty.insert(ti);
+        let joined: Vec<String> = group_keys(&self.trajectories[ti], c)
+            .into_iter()
+            .filter(|k| !groups_before.contains(k))
+            .collect();
+        self.wiki.update(
+            ti,
+            &joined,
+            &self.trajectories,
+            c,
+            self.header.lexicon.lexicon(),
+        );
         self.header.snapshots += 1;
         self.header.messages += exchange.len();
 

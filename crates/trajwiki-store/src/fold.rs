@@ -32,6 +32,8 @@ pub struct FoldWrite {
     pub record: FoldRecord,
     /// (position, state) of every trajectory changed or added.
     pub trajectories: Vec<(usize, Vec<u8>)>,
+    /// (key, state) of every wiki group changed or added.
+    pub groups: Vec<(String, Vec<u8>)>,
 }
 
 /// A message with its ingest position.
@@ -123,6 +125,20 @@ impl Store {
         Ok(out)
     }
 
+    /// The fold's wiki groups of a namespace: (key, state), by key.
+    pub fn fold_groups(&self, ns: &Namespace) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key, state FROM fold_groups WHERE namespace = ?1 ORDER BY key")
+            .ctx("reading fold groups")?;
+        let rows = stmt
+            .query_map([ns.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .ctx("reading fold groups")?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .ctx("reading fold groups")?;
+        Ok(rows)
+    }
+
     /// A namespace's messages ingested after position `cursor`, in arrival order.
     pub fn messages_after(&self, ns: &Namespace, cursor: i64) -> Result<Vec<Arrived>> {
         let mut stmt = self
@@ -190,6 +206,15 @@ pub(crate) fn write_fold(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite)
     for (position, state) in &fold.trajectories {
         stmt.execute(params![ns.as_str(), *position as i64, state])
             .ctx("writing fold trajectories")?;
+    }
+    let mut stmt = tx
+        .prepare_cached(
+            "INSERT OR REPLACE INTO fold_groups (namespace, key, state) VALUES (?1, ?2, ?3)",
+        )
+        .ctx("writing fold groups")?;
+    for (key, state) in &fold.groups {
+        stmt.execute(params![ns.as_str(), key, state])
+            .ctx("writing fold groups")?;
     }
     Ok(())
 }

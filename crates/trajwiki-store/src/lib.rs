@@ -44,7 +44,7 @@ use serde::{de::DeserializeOwned, Serialize};
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite};
-pub use memory::MemoryBatch;
+pub use memory::{MemoryBatch, PageUpdates};
 pub use raw::IngestReport;
 
 use error::SqlContext;
@@ -291,6 +291,7 @@ pub(crate) fn delete_in(
         "DELETE FROM snapshots WHERE namespace = ?1",
         "DELETE FROM trajectories WHERE namespace = ?1",
         "DELETE FROM fold_trajectories WHERE namespace = ?1",
+        "DELETE FROM fold_groups WHERE namespace = ?1",
         "DELETE FROM memory_builds WHERE namespace = ?1",
     ];
     const RAW: &[&str] = &[

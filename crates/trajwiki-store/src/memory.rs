@@ -35,11 +35,23 @@ pub struct MemoryBatch {
     pub ops: Vec<ClaimOp>,
     /// The complete current page set, or `None` to leave pages as they are.
     pub pages: Option<Vec<WikiPage>>,
+    /// Pages changed and pages retired since the last commit (what an append changes), applied
+    /// after `pages`.
+    pub page_updates: Option<PageUpdates>,
     /// Replace the namespace's derived memory: clear it first, in the same transaction, so that a
     /// rebuild is atomic too.
     pub replace: bool,
     /// The construction fold's state after this batch, written in the same transaction.
     pub fold: Option<FoldWrite>,
+}
+
+/// The pages an append changed: new current revisions, and pages retired.
+#[derive(Debug, Clone, Default)]
+pub struct PageUpdates {
+    /// Pages whose content changed (or that are new).
+    pub changed: Vec<WikiPage>,
+    /// Pages that no longer exist in the wiki.
+    pub retired: Vec<PageId>,
 }
 
 fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
@@ -278,6 +290,14 @@ impl Store {
         apply_ops(&tx, ns, &new_ops)?;
         if let Some(pages) = &batch.pages {
             write_pages(&tx, ns, pages)?;
+        }
+        if let Some(updates) = &batch.page_updates {
+            for page in &updates.changed {
+                upsert_page(&tx, ns, page)?;
+            }
+            for id in &updates.retired {
+                retire_page(&tx, id.as_str())?;
+            }
         }
         if let Some(fold) = &batch.fold {
             write_fold(&tx, ns, fold)?;
@@ -884,83 +904,8 @@ fn same_content(a: &WikiPage, b: &WikiPage) -> bool {
 fn write_pages(tx: &Transaction<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
     let mut keep = std::collections::BTreeSet::new();
     for page in pages {
-        check_ns(ns, "page", &page.namespace)?;
         keep.insert(page.id.as_str());
-        let stored: Option<(String, Option<u32>)> = tx
-            .query_row(
-                "SELECT kind, current_revision FROM pages WHERE id = ?1",
-                [page.id.as_str()],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
-            .ctx("reading a page")?;
-        let revision = match &stored {
-            None => {
-                tx.execute(
-                    "INSERT INTO pages (id, namespace, kind, current_revision) VALUES (?1, ?2, ?3, NULL)",
-                    params![page.id.as_str(), ns.as_str(), page.kind.as_str()],
-                )
-                .ctx("inserting a page")?;
-                1
-            }
-            Some((kind, current)) => {
-                if kind != page.kind.as_str() {
-                    return Err(conflict("page kind", page.id.as_str(), kind, page.kind));
-                }
-                if let Some(current) = current {
-                    let prev = read_page_revision(tx, &page.id, *current)?;
-                    if prev.is_some_and(|prev| same_content(&prev, page)) {
-                        continue;
-                    }
-                }
-                tx.query_row(
-                    "SELECT coalesce(max(revision), 0) + 1 FROM page_revisions WHERE page = ?1",
-                    [page.id.as_str()],
-                    |row| row.get::<_, u32>(0),
-                )
-                .ctx("numbering a page revision")?
-            }
-        };
-        tx.execute(
-            "INSERT INTO page_revisions (page, revision, title, body, routing_text, keywords, terms, items)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                page.id.as_str(),
-                revision,
-                page.title,
-                page.body,
-                page.routing_text,
-                to_json(&page.keywords),
-                to_json(&page.terms),
-                to_json(&page.items)
-            ],
-        )
-        .ctx("inserting a page revision")?;
-        let mut stmt = tx
-            .prepare_cached("INSERT INTO page_trajectories (page, revision, position, trajectory) VALUES (?1, ?2, ?3, ?4)")
-            .ctx("preparing page links")?;
-        for (i, t) in page.trajectory_ids.iter().enumerate() {
-            stmt.execute(params![page.id.as_str(), revision, i as i64, t.as_str()])
-                .map_err(|source| match source {
-                    rusqlite::Error::SqliteFailure(e, _)
-                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                    {
-                        StoreError::Dangling {
-                            what: format!("page {}", page.id),
-                            missing: t.to_string(),
-                        }
-                    }
-                    source => StoreError::Sqlite {
-                        context: "inserting a page link",
-                        source,
-                    },
-                })?;
-        }
-        tx.execute(
-            "UPDATE pages SET current_revision = ?2 WHERE id = ?1",
-            params![page.id.as_str(), revision],
-        )
-        .ctx("advancing a page")?;
+        upsert_page(tx, ns, page)?;
     }
     let current = ids(
         tx,
@@ -968,13 +913,100 @@ fn write_pages(tx: &Transaction<'_>, ns: &Namespace, pages: &[WikiPage]) -> Resu
         ns.as_str(),
     )?;
     for id in current.iter().filter(|id| !keep.contains(id.as_str())) {
-        tx.execute(
-            "UPDATE pages SET current_revision = NULL WHERE id = ?1",
-            [id],
-        )
-        .ctx("retiring a page")?;
+        retire_page(tx, id)?;
     }
     Ok(())
+}
+
+/// Makes `page` the current revision of its page: a new revision when its content changed.
+fn upsert_page(tx: &Transaction<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
+    check_ns(ns, "page", &page.namespace)?;
+    let stored: Option<(String, Option<u32>)> = tx
+        .query_row(
+            "SELECT kind, current_revision FROM pages WHERE id = ?1",
+            [page.id.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .ctx("reading a page")?;
+    let revision = match &stored {
+        None => {
+            tx.execute(
+                "INSERT INTO pages (id, namespace, kind, current_revision) VALUES (?1, ?2, ?3, NULL)",
+                params![page.id.as_str(), ns.as_str(), page.kind.as_str()],
+            )
+            .ctx("inserting a page")?;
+            1
+        }
+        Some((kind, current)) => {
+            if kind != page.kind.as_str() {
+                return Err(conflict("page kind", page.id.as_str(), kind, page.kind));
+            }
+            if let Some(current) = current {
+                let prev = read_page_revision(tx, &page.id, *current)?;
+                if prev.is_some_and(|prev| same_content(&prev, page)) {
+                    return Ok(());
+                }
+            }
+            tx.query_row(
+                "SELECT coalesce(max(revision), 0) + 1 FROM page_revisions WHERE page = ?1",
+                [page.id.as_str()],
+                |row| row.get::<_, u32>(0),
+            )
+            .ctx("numbering a page revision")?
+        }
+    };
+    tx.execute(
+        "INSERT INTO page_revisions (page, revision, title, body, routing_text, keywords, terms, items)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            page.id.as_str(),
+            revision,
+            page.title,
+            page.body,
+            page.routing_text,
+            to_json(&page.keywords),
+            to_json(&page.terms),
+            to_json(&page.items)
+        ],
+    )
+    .ctx("inserting a page revision")?;
+    let mut stmt = tx
+        .prepare_cached("INSERT INTO page_trajectories (page, revision, position, trajectory) VALUES (?1, ?2, ?3, ?4)")
+        .ctx("preparing page links")?;
+    for (i, t) in page.trajectory_ids.iter().enumerate() {
+        stmt.execute(params![page.id.as_str(), revision, i as i64, t.as_str()])
+            .map_err(|source| match source {
+                rusqlite::Error::SqliteFailure(e, _)
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    StoreError::Dangling {
+                        what: format!("page {}", page.id),
+                        missing: t.to_string(),
+                    }
+                }
+                source => StoreError::Sqlite {
+                    context: "inserting a page link",
+                    source,
+                },
+            })?;
+    }
+    tx.execute(
+        "UPDATE pages SET current_revision = ?2 WHERE id = ?1",
+        params![page.id.as_str(), revision],
+    )
+    .ctx("advancing a page")?;
+    Ok(())
+}
+
+/// Retires a page: it has no current revision; its revisions stay.
+fn retire_page(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE pages SET current_revision = NULL WHERE id = ?1",
+        [id],
+    )
+    .ctx("retiring a page")
+    .map(|_| ())
 }
 
 fn read_compilation(

@@ -198,6 +198,7 @@ fn memory(msgs: &[SourceMessage]) -> MemoryBatch {
         ]),
         replace: false,
         fold: None,
+        page_updates: None,
     }
 }
 
