@@ -66,13 +66,13 @@ impl Memory {
     fn build_in(
         &self,
         store: &mut MutexGuard<'_, Store>,
+        embedder: &dyn Embedder,
         namespaces: &[Namespace],
         options: BuildOptions,
     ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
-        let embedder = self.embedder().or_raise()?;
         let mut reports = Vec::with_capacity(namespaces.len());
         for ns in namespaces {
-            let built = build_namespace(store, ns, embedder.as_ref(), &self.config, options);
+            let built = build_namespace(store, ns, embedder, &self.config, options);
             self.forget_indexes(store);
             reports.push(built.or_raise()?);
         }
@@ -228,8 +228,14 @@ impl Memory {
             self.forget_indexes(&store);
             let mut built = Vec::new();
             if build {
+                let embedder = self.embedder().or_raise()?;
                 let touched = trajwiki::api::namespaces_of(&parsed);
-                built = self.build_in(&mut store, &touched, BuildOptions::default())?;
+                built = self.build_in(
+                    &mut store,
+                    embedder.as_ref(),
+                    &touched,
+                    BuildOptions::default(),
+                )?;
             }
             Ok((report, built))
         })?;
@@ -260,6 +266,7 @@ impl Memory {
     ) -> PyResult<Py<PyAny>> {
         let chosen = namespace.map(self::namespace).transpose()?;
         let reports = py.detach(|| -> PyResult<_> {
+            let embedder = self.embedder().or_raise()?;
             let mut store = self.store();
             let namespaces = match chosen {
                 Some(ns) => vec![ns],
@@ -271,7 +278,12 @@ impl Memory {
                     "no namespace with messages to build; add a conversation first",
                 ));
             }
-            self.build_in(&mut store, &namespaces, BuildOptions { rebuild, flush })
+            self.build_in(
+                &mut store,
+                embedder.as_ref(),
+                &namespaces,
+                BuildOptions { rebuild, flush },
+            )
         })?;
         to_python(py, &reports)
     }

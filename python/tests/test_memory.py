@@ -19,7 +19,7 @@ from conftest import conversation
 def memory(tmp_path: Path) -> Memory:
     m = Memory(tmp_path / "store", model="hashing")
     assert m.add(conversation(), namespace="ann")["added"] == 5
-    m.build()
+    m.build(flush=True)
     return m
 
 

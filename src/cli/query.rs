@@ -93,7 +93,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     outln!("{}", ctx.text)?;
     if found.unbuilt_messages > 0 {
         global.say(format!(
-            "note: {} message(s) of {} are not built yet; only the direct turn routes reach them (`trajwiki build`)",
+            "note: {} message(s) of {} are not built yet; only the direct turn routes reach them (`trajwiki build`, with `--flush` for an exchange still waiting for its reply)",
             found.unbuilt_messages, args.namespace
         ));
     }

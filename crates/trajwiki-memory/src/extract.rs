@@ -13,7 +13,8 @@ use trajwiki_core::{ClaimStatus, Facet, MessageId, SourceMessage};
 
 use crate::lexicon::{
     self, contains, item_family, CANCEL_CUES, ENROL_CUES, FACET_PATTERNS, FILLER, GENERIC_TERMS,
-    LIST_CUES, NON_ENTITY, NUMBER_WORDS, PLACE_CUES, SURFACE_STOPS, TITLE_CUES, UNCERTAIN_CUES,
+    LIST_CUES, NAME_CONNECTORS, NON_ENTITY, NUMBER_WORDS, PLACE_CUES, SURFACE_STOPS, TITLE_CUES,
+    UNCERTAIN_CUES,
 };
 use crate::temporal::{self, fmt_day, Anchor};
 use crate::text::{keywords, norm, sentences, stem, words};
@@ -74,7 +75,18 @@ fn title_runs(sentence: &str) -> Vec<(String, String, bool)> {
         }
         run.clear();
     };
+    // Lower-case name connectors seen after a run ("Rio de", "Bank of"), kept when a capitalised
+    // word follows ("Rio de Janeiro"), dropped otherwise.
+    let mut held: Vec<(usize, &str)> = Vec::new();
     for &(pos, w) in &toks {
+        let connector = !run.is_empty()
+            && held.len() < 2
+            && (contains(NAME_CONNECTORS, w)
+                || (w == "the" && held.last().is_some_and(|h| h.1 == "of")));
+        if connector {
+            held.push((pos, w));
+            continue;
+        }
         let base = w
             .strip_suffix("'s")
             .or_else(|| w.strip_suffix("’s"))
@@ -86,12 +98,14 @@ fn title_runs(sentence: &str) -> Vec<(String, String, bool)> {
             && !base.contains(['\'', '’'])
             && !base.chars().all(|c| c.is_uppercase() && base.len() <= 1);
         if ok {
+            run.append(&mut held);
             run.push((pos, base));
             if base.len() != w.len() {
                 // A possessive ends the run: "Mel's Dog" is two things.
                 flush(&mut run, &mut out);
             }
         } else {
+            held.clear();
             flush(&mut run, &mut out);
         }
     }
@@ -729,6 +743,25 @@ mod tests {
         assert_eq!(ex, vec![vec![0, 1, 2, 3], vec![4], vec![5, 6], vec![7]]);
         let flat: Vec<usize> = ex.into_iter().flatten().collect();
         assert_eq!(flat, (0..msgs.len()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn multi_word_names_stay_whole() {
+        let runs = |s: &str| -> Vec<String> { title_runs(s).into_iter().map(|r| r.1).collect() };
+        assert_eq!(
+            runs("We flew to Rio de Janeiro in May."),
+            vec!["Rio de Janeiro"]
+        );
+        assert_eq!(
+            runs("I read Lord of the Rings again."),
+            vec!["Lord of the Rings"]
+        );
+        // A connector not followed by a name is not part of one; "the" alone never joins.
+        assert_eq!(runs("I asked Maya of course."), vec!["Maya"]);
+        assert_eq!(
+            runs("I told Melanie the Lisbon plan."),
+            vec!["Melanie", "Lisbon"]
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::build::{BuildError, Builders};
 use crate::evolve::{EarlierClaim, Judgement};
 use crate::extract::{is_specific, ClaimDraft, Lexicon, LexiconStats};
 use crate::matcher::{candidates, score, Features, TrajectoryFeatures};
+use crate::text::keyword_surfaces;
 use crate::wiki::{group_keys, Group, Wiki};
 use crate::MemoryConfig;
 
@@ -454,9 +455,17 @@ impl Fold {
             .into_iter()
             .filter(|k| !groups_before.contains(k))
             .collect();
+        let mut surfaces = BTreeMap::new();
+        for m in exchange {
+            keyword_surfaces(&m.text, &mut surfaces);
+            for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
+                keyword_surfaces(caption, &mut surfaces);
+            }
+        }
         self.wiki.update(
             ti,
             &joined,
+            &surfaces,
             &self.trajectories,
             c,
             self.header.lexicon.lexicon(),

@@ -38,6 +38,12 @@ pub const GENERIC_TERMS: &[&str] = &[
     "next", "first", "time", "times", "start", "started", "keep", "take", "try", "trying",
 ];
 
+/// Lower-case words that join the capitalised words of one name: "Rio de Janeiro", "Bank of
+/// America", "Lord of the Rings" ("the" only after "of").
+pub const NAME_CONNECTORS: &[&str] = &[
+    "da", "das", "de", "del", "della", "der", "di", "do", "dos", "du", "la", "le", "of", "van", "von", "y",
+];
+
 /// Title-Case tokens that never start or belong to an entity: function words, greetings,
 /// fillers, pronouns, weekdays and months.
 pub const NON_ENTITY: &[&str] = &[

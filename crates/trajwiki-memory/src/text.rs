@@ -1,7 +1,7 @@
 //! Text utilities: sentences with their exact source spans, word tokens, light stemming,
 //! keywords.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::lexicon::{contains, STOPWORDS};
 
@@ -130,6 +130,17 @@ pub fn keywords(text: &str) -> BTreeSet<String> {
         })
         .map(|w| stem(&w))
         .collect()
+}
+
+/// The surface of each keyword of `text` ([`keywords`]): stem → the word as first written, in
+/// lower case — what a page shows instead of the stem.
+pub fn keyword_surfaces(text: &str, out: &mut BTreeMap<String, String>) {
+    for (_, w) in words(text) {
+        let w = norm(w);
+        if w.chars().count() >= 3 && !is_stopword(&w) && !w.chars().all(|c| c.is_ascii_digit()) {
+            out.entry(stem(&w)).or_insert(w);
+        }
+    }
 }
 
 /// Jaccard similarity of two sorted sets.

@@ -240,14 +240,14 @@ impl Wiki {
         if let Some(family) = key.strip_prefix(INVENTORY) {
             return Some((PageKind::Inventory, format!("Inventory: {family}")));
         }
-        if let Some(keyword) = key.strip_prefix(TOPIC) {
+        if key.starts_with(TOPIC) {
             if m.len() < c.topic_min_trajectories || m.len() > c.broad_entity {
                 return None;
             }
             let new = m.iter().filter(|&&t| !self.covered(t)).count();
             let covered = (m.len() - new) as f32 / m.len() as f32;
             return (new >= 2 && covered < c.topic_suppression)
-                .then(|| (PageKind::Topic, format!("Topic: {keyword}")));
+                .then(|| (PageKind::Topic, format!("Topic: {}", g.surface)));
         }
         None
     }
@@ -405,11 +405,13 @@ impl Wiki {
 
     /// Takes trajectory `t`'s new state into the wiki: joins it to the groups it entered
     /// (`joined`, from [`group_keys`] after minus before), re-derives the pages that depend on
-    /// them and marks every page showing `t` for rendering.
+    /// them and marks every page showing `t` for rendering. `surfaces` maps the stems of the
+    /// exchange's words to the words as written (a new topic is titled with its surface).
     pub fn update(
         &mut self,
         t: usize,
         joined: &[String],
+        surfaces: &BTreeMap<String, String>,
         states: &[TrajState],
         c: &MemoryConfig,
         lexicon: &Lexicon,
@@ -442,13 +444,17 @@ impl Wiki {
             }
             let surface_before = std::mem::take(&mut g.surface);
             g.members.push(t);
-            g.surface = match entity {
-                Some(e) => lexicon
+            g.surface = match (entity, key.strip_prefix(TOPIC)) {
+                (Some(e), _) => lexicon
                     .entities
                     .get(e)
                     .cloned()
                     .unwrap_or_else(|| e.to_string()),
-                None => surface_before.clone(),
+                (None, Some(stem)) if surface_before.is_empty() => surfaces
+                    .get(stem)
+                    .cloned()
+                    .unwrap_or_else(|| stem.to_string()),
+                _ => surface_before.clone(),
             };
             self.dirty_groups.insert(key.clone());
             if let Some(entity) = key.strip_prefix(ENTITY) {
@@ -708,7 +714,7 @@ mod tests {
         for i in 0..n {
             states.push(state(i, &["oslo"]));
             let joined = group_keys(&states[i], c);
-            wiki.update(i, &joined, &states, c, &lexicon);
+            wiki.update(i, &joined, &BTreeMap::new(), &states, c, &lexicon);
         }
         (wiki, states)
     }
@@ -736,7 +742,14 @@ mod tests {
         let mut states = states;
         states.push(state(11, &["oslo"]));
         let joined = group_keys(&states[11], &c);
-        wiki.update(11, &joined, &states, &c, &Lexicon::default());
+        wiki.update(
+            11,
+            &joined,
+            &BTreeMap::new(),
+            &states,
+            &c,
+            &Lexicon::default(),
+        );
         let (changed, retired) = wiki.take_pages(&ns, &states);
         assert!(retired.is_empty());
         let mut titles: Vec<&str> = changed.iter().map(|p| p.title.as_str()).collect();
