@@ -388,25 +388,7 @@ impl Store {
 
     /// The current (derived) status of a claim.
     pub fn claim_status(&self, id: &ClaimId) -> Result<Option<ClaimStatus>> {
-        let status: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT status FROM claim_state WHERE claim = ?1",
-                [id.as_str()],
-                |row| row.get(0),
-            )
-            .optional()
-            .ctx("reading claim state")?;
-        status
-            .map(|s| {
-                parse_stored(
-                    ClaimStatus::parse(&s).ok_or("unknown status"),
-                    "claim_state",
-                    "status",
-                    id.as_str(),
-                )
-            })
-            .transpose()
+        read_claim_status(&self.conn, id)
     }
 
     /// One op.
@@ -595,6 +577,28 @@ fn id_list<T>(
         .collect()
 }
 
+/// The current (derived) status of a claim, from `claim_state`.
+fn read_claim_status(conn: &Connection, id: &ClaimId) -> Result<Option<ClaimStatus>> {
+    let status: Option<String> = conn
+        .query_row(
+            "SELECT status FROM claim_state WHERE claim = ?1",
+            [id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .ctx("reading claim state")?;
+    status
+        .map(|s| {
+            parse_stored(
+                ClaimStatus::parse(&s).ok_or("unknown status"),
+                "claim_state",
+                "status",
+                id.as_str(),
+            )
+        })
+        .transpose()
+}
+
 /// Applies new ops, in seq order, to the stored claim state: the statuses of the claims they
 /// target are read, the replay continued over them ([`trajwiki_core::apply_ops`], the one
 /// definition of claim state), and what it gives written back.
@@ -603,21 +607,7 @@ fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<(
     let mut initial = BTreeMap::new();
     for op in ops {
         if let Some(target) = &op.target {
-            let stored: Option<String> = tx
-                .query_row(
-                    "SELECT status FROM claim_state WHERE claim = ?1",
-                    [target.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()
-                .ctx("reading claim state")?;
-            if let Some(status) = stored {
-                let status = parse_stored(
-                    ClaimStatus::parse(&status).ok_or("unknown status"),
-                    "claim_state",
-                    "status",
-                    target.as_str(),
-                )?;
+            if let Some(status) = read_claim_status(tx, target)? {
                 state.entry(target.clone()).or_insert(status);
             }
         }
