@@ -18,6 +18,7 @@ pub use trajwiki_embed as embed;
 pub use trajwiki_ingest as ingest;
 pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
+pub use trajwiki_text as text;
 
 pub mod api;
 pub mod eval;

@@ -21,7 +21,7 @@ pub fn load_index(
         return Err(PipelineError::Empty(ns.clone()));
     }
     // One configuration: the build's model and settings apply at query time.
-    let config = match store.built_with(ns)? {
+    let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
         Some((model_id, config)) => {
             if model_id != embedder.model_id() {
                 return Err(PipelineError::ModelMismatch {
@@ -52,7 +52,7 @@ pub fn load_index(
         trajectories: store.trajectories(ns)?,
         pages: store.pages(ns)?,
         claims,
-        config,
+        entity_min_count: config.entity_min_count,
     };
     let texts = Index::level_texts(&records);
     let mut computed = 0;

@@ -271,7 +271,7 @@ impl Fold {
             });
         }
         for m in exchange {
-            self.header.lexicon.add(m, c);
+            self.header.lexicon.add(m, c.entity_min_count);
         }
         let draft = b
             .extractor

@@ -24,12 +24,11 @@ pub mod config;
 pub mod evolve;
 pub mod extract;
 pub mod fold;
-#[rustfmt::skip]
-pub mod lexicon;
 pub mod matcher;
-pub mod temporal;
-pub mod text;
 pub mod wiki;
+
+/// Text analysis, from `trajwiki-text` (shared with retrieval).
+pub use trajwiki_text::{lexicon, temporal, text};
 
 pub use build::{
     build, fold_exchanges, wiki, BuildError, BuildReport, Builders, BuiltMemory, EmbedFn,

@@ -9,10 +9,9 @@ use trajwiki_core::{
     centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
     SourceMessage, Trajectory, TrajectoryId, WikiPage,
 };
-use trajwiki_memory::extract::{entity_key, Lexicon};
-use trajwiki_memory::lexicon::ITEM_FAMILIES;
-use trajwiki_memory::text::{keywords, stem, words};
-use trajwiki_memory::MemoryConfig;
+use trajwiki_text::lexicon::ITEM_FAMILIES;
+use trajwiki_text::text::{keywords, stem, words};
+use trajwiki_text::{entity_key, Lexicon};
 
 /// The records of one namespace, as read from the store.
 #[derive(Debug, Clone, Default)]
@@ -27,8 +26,9 @@ pub struct NamespaceRecords {
     pub pages: Vec<WikiPage>,
     /// Claims with their current status.
     pub claims: Vec<(Claim, ClaimStatus)>,
-    /// The configuration the memory was built with (its lexicon settings apply at query time).
-    pub config: MemoryConfig,
+    /// The build's lexicon setting (`entity_min_count` of its configuration), so that a query
+    /// sees the entities construction saw.
+    pub entity_min_count: usize,
 }
 
 /// The texts of each level, in record order: every level is scored lexically on them; messages
@@ -400,7 +400,7 @@ impl Index {
             .iter()
             .map(|m| entity_key(&m.speaker))
             .collect();
-        let lexicon = Lexicon::build(&records.messages, &records.config);
+        let lexicon = Lexicon::build(&records.messages, records.entity_min_count);
         let mut built = vec![false; records.messages.len()];
         snap_msgs.iter().flatten().for_each(|&mi| built[mi] = true);
         let unbuilt = built.iter().filter(|b| !**b).count();
@@ -454,7 +454,7 @@ impl Index {
     pub(crate) fn query_entities(&self, query: &str) -> BTreeSet<String> {
         let mut out = self.lexicon.mentions(query);
         // Lower-case mentions of known entities too ("caroline's").
-        for (_, w) in trajwiki_memory::text::words(query) {
+        for (_, w) in trajwiki_text::text::words(query) {
             let key = entity_key(w.trim_end_matches("'s"));
             if self.lexicon.entities.contains_key(&key) {
                 out.insert(key);

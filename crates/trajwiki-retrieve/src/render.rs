@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use trajwiki_memory::temporal::{fmt_day, resolve};
+use trajwiki_text::temporal::{fmt_day, resolve};
 
 use crate::index::Index;
 use crate::retrieve::Ranking;

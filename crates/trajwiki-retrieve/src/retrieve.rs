@@ -13,7 +13,7 @@ use trajwiki_compute::{
 use crate::index::{Index, IndexError};
 use crate::shape::{analyse, Shape};
 use trajwiki_core::centroid;
-use trajwiki_memory::lexicon::ITEM_FAMILIES;
+use trajwiki_text::lexicon::ITEM_FAMILIES;
 
 /// Retrieval strategies: the full design, the paper's ablations, and plain baselines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -740,7 +740,7 @@ impl Index {
                     tr.signals
                         .terms
                         .iter()
-                        .filter(|x| trajwiki_memory::lexicon::item_family(x) == Some(f))
+                        .filter(|x| trajwiki_text::lexicon::item_family(x) == Some(f))
                         .count()
                 });
                 Candidate {

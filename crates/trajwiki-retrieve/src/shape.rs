@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use trajwiki_memory::lexicon::ITEM_FAMILIES;
-use trajwiki_memory::text::{norm, words};
+use trajwiki_text::lexicon::ITEM_FAMILIES;
+use trajwiki_text::text::{norm, words};
 
 /// What kind of answer a query asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
