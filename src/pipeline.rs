@@ -145,6 +145,43 @@ pub fn build_namespace(
     config: &MemoryConfig,
     options: BuildOptions,
 ) -> Result<BuildReport, PipelineError> {
+    build_namespace_kept(store, ns, embedder, config, options, &mut None)
+}
+
+/// A namespace's fold kept in memory between builds by a long-lived caller (the Python `Memory`,
+/// a server), with the position it was committed at: the next build of the namespace starts from
+/// it instead of reading the fold's state back from the store, so an append costs what it adds.
+pub struct KeptFold {
+    fold: Fold,
+    model_id: String,
+    config: String,
+    cursor: i64,
+    pending: Vec<trajwiki_core::MessageId>,
+}
+
+impl KeptFold {
+    /// Whether the store's fold is the one kept: same settings, same position.
+    fn matches(&self, ns: &Namespace, r: &FoldRecord) -> bool {
+        self.fold.namespace == *ns
+            && self.model_id == r.model_id
+            && self.config == r.config
+            && self.cursor == r.cursor
+            && self.pending == r.pending
+    }
+}
+
+/// [`build_namespace`], starting from `kept` when it is the fold the store holds (another writer
+/// that appended since makes it stale, and it is read back instead) and leaving the fold there
+/// after a successful build.
+pub fn build_namespace_kept(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    kept: &mut Option<KeptFold>,
+) -> Result<BuildReport, PipelineError> {
+    let held = kept.take();
     let model_id = embedder.model_id().to_string();
     let config_json = serde_json::to_string(config).expect("configuration serialises");
     let stale = |detail: String| PipelineError::Stale {
@@ -158,22 +195,26 @@ pub fn build_namespace(
     let legacy = record.is_none() && store.has_memory(ns)?;
     let (mut fold, cursor, pending) = match record {
         Some(r) if r.model_id == model_id && r.config == config_json => {
-            let header = decode(ns, ("memory_builds", "header"), &r.header)?;
-            let trajectories = store
-                .fold_trajectories(ns)?
-                .iter()
-                .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
-                .collect::<Result<_, _>>()?;
-            let groups = store
-                .fold_groups(ns)?
-                .into_iter()
-                .map(|(key, bytes)| Ok((key, decode(ns, ("fold_groups", "state"), &bytes)?)))
-                .collect::<Result<_, PipelineError>>()?;
-            (
-                Fold::resume(ns.clone(), header, trajectories, groups, config),
-                r.cursor,
-                r.pending,
-            )
+            if let Some(k) = held.filter(|k| k.matches(ns, &r)) {
+                (k.fold, r.cursor, r.pending)
+            } else {
+                let header = decode(ns, ("memory_builds", "header"), &r.header)?;
+                let trajectories = store
+                    .fold_trajectories(ns)?
+                    .iter()
+                    .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
+                    .collect::<Result<_, _>>()?;
+                let groups = store
+                    .fold_groups(ns)?
+                    .into_iter()
+                    .map(|(key, bytes)| Ok((key, decode(ns, ("fold_groups", "state"), &bytes)?)))
+                    .collect::<Result<_, PipelineError>>()?;
+                (
+                    Fold::resume(ns.clone(), header, trajectories, groups, config),
+                    r.cursor,
+                    r.pending,
+                )
+            }
         }
         Some(r) if !options.rebuild => {
             return Err(stale(if r.model_id != model_id {
@@ -264,6 +305,7 @@ pub fn build_namespace(
     report.appended = groups.len();
     report.replaced = replaced;
     report.embedded_texts = computed;
+    let position = (model_id.clone(), config_json.clone(), pending.clone());
     if !unchanged {
         let dirty = fold.take_dirty();
         let batch = MemoryBatch {
@@ -312,5 +354,13 @@ pub fn build_namespace(
             Err(e) => return Err(e.into()),
         }
     }
+    let (model_id, config, pending) = position;
+    *kept = Some(KeptFold {
+        fold,
+        model_id,
+        config,
+        cursor,
+        pending,
+    });
     Ok(report)
 }

@@ -374,3 +374,31 @@ fn ingest_build_and_a_query_that_finds_unbuilt_messages() {
     assert_eq!(v["namespaces"][0]["pending_messages"], 0, "{out}");
     assert_eq!(v["namespaces"][0]["messages"], 5, "{out}");
 }
+
+#[test]
+fn a_kept_fold_is_used_only_while_the_store_holds_it() {
+    let messages = generated();
+    let ns = messages[0].namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let mut mine = Store::open(dir.path()).unwrap();
+    let mut other = Store::open(dir.path()).unwrap();
+    let e = HashingEmbedder::new(128);
+    let config = MemoryConfig::default();
+    let mut kept = None;
+    let build_kept = |store: &mut Store, kept: &mut _, options| {
+        trajwiki::pipeline::build_namespace_kept(store, &ns, &e, &config, options, kept).unwrap()
+    };
+    mine.ingest_messages("a", &messages[..4]).unwrap();
+    build_kept(&mut mine, &mut kept, LATER);
+    mine.ingest_messages("b", &messages[4..6]).unwrap();
+    build_kept(&mut mine, &mut kept, LATER);
+    assert!(kept.is_some());
+    // Another connection appends: the kept fold is stale and must not be used.
+    other.ingest_messages("c", &messages[6..9]).unwrap();
+    build(&mut other, &ns, LATER);
+    mine.ingest_messages("d", &messages[9..]).unwrap();
+    build_kept(&mut mine, &mut kept, FLUSH);
+    assert_eq!(export(&mine, &ns), streamed(&[&messages]).1);
+    let report = mine.check().unwrap();
+    assert!(report.ok(), "check: {:?}", report.problems);
+}

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
-use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 use trajwiki::trace;
 use trajwiki::wikitrace::ContextOptions;
 use trajwiki_compute::ScoringBackend;
@@ -40,6 +40,9 @@ pub struct Memory {
     config: MemoryConfig,
     embedder: Mutex<Option<Arc<dyn Embedder>>>,
     indexes: Mutex<IndexCache>,
+    /// The construction fold of each namespace this memory built, kept so that the next build
+    /// appends without reading the fold back (used only while the store still holds it).
+    folds: Mutex<HashMap<Namespace, KeptFold>>,
 }
 
 /// The retrieval indexes of the namespaces searched so far, so that a search does not read the
@@ -71,8 +74,14 @@ impl Memory {
         options: BuildOptions,
     ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
         let mut reports = Vec::with_capacity(namespaces.len());
+        // Lock order: the store (held by the caller), then the folds.
+        let mut folds = self.folds.lock().unwrap_or_else(PoisonError::into_inner);
         for ns in namespaces {
-            let built = build_namespace(store, ns, embedder, &self.config, options);
+            let mut kept = folds.remove(ns);
+            let built = build_namespace_kept(store, ns, embedder, &self.config, options, &mut kept);
+            if let Some(kept) = kept {
+                folds.insert(ns.clone(), kept);
+            }
             self.forget_indexes(store);
             reports.push(built.or_raise()?);
         }
@@ -163,6 +172,7 @@ impl Memory {
             config,
             embedder: Mutex::new(None),
             indexes: Mutex::new(IndexCache::default()),
+            folds: Mutex::new(HashMap::new()),
         })
     }
 
