@@ -135,6 +135,30 @@ fn assert_invariants(store: &Store, ns: &Namespace, config: &MemoryConfig) {
             t.id
         );
     }
+    // Pages show words as written, never stems: a topic's word occurs in the conversation (its
+    // messages and image captions).
+    let said: BTreeSet<String> = messages
+        .iter()
+        .flat_map(|m| {
+            std::iter::once(m.text.as_str())
+                .chain(m.attachments.iter().filter_map(|a| a.caption.as_deref()))
+        })
+        .flat_map(|text| {
+            trajwiki::text::text::words(text)
+                .into_iter()
+                .map(|(_, w)| trajwiki::text::text::norm(w))
+        })
+        .collect();
+    for p in &pages {
+        if let Some(word) = p.title.strip_prefix("Topic: ") {
+            let word = word.split(" (").next().unwrap_or(word);
+            assert!(
+                said.contains(word),
+                "topic {:?} is not a word of the conversation",
+                p.title
+            );
+        }
+    }
     // The index pages (one per chunk of trajectories, in creation order) link every trajectory
     // exactly once.
     let mut indexed: Vec<_> = pages

@@ -69,6 +69,15 @@ pub struct TrajState {
     pub summary: String,
     /// Its short label (pages show it), written with the lexicon of its latest update.
     pub label: String,
+    /// Keyword stem → the word as first written in the trajectory, for showing keywords.
+    pub surfaces: BTreeMap<String, String>,
+}
+
+impl TrajState {
+    /// A keyword as written (the stem when it was never seen written).
+    pub fn surface<'a>(&'a self, keyword: &'a str) -> &'a str {
+        self.surfaces.get(keyword).map_or(keyword, String::as_str)
+    }
 }
 
 impl TrajState {
@@ -331,6 +340,7 @@ impl Fold {
                     counts: BTreeSet::new(),
                     summary: String::new(),
                     label: String::new(),
+                    surfaces: BTreeMap::new(),
                 });
                 self.trajectories.len() - 1
             }
@@ -418,6 +428,14 @@ impl Fold {
             claim_ids.push(id);
         }
 
+        // Keywords are stems; pages and labels show the words as written.
+        let mut surfaces = BTreeMap::new();
+        for m in exchange {
+            keyword_surfaces(&m.text, &mut surfaces);
+            for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
+                keyword_surfaces(caption, &mut surfaces);
+            }
+        }
         // Fold the snapshot into the trajectory.
         let groups_before: BTreeSet<String> =
             group_keys(&self.trajectories[ti], c).into_iter().collect();
@@ -425,6 +443,11 @@ impl Fold {
         t.snapshots.push(snap_id.clone());
         let version = t.snapshots.len() as u32;
         t.features.keywords.extend(draft.keywords.iter().cloned());
+        for k in &draft.keywords {
+            if let Some(word) = surfaces.get(k) {
+                t.surfaces.entry(k.clone()).or_insert_with(|| word.clone());
+            }
+        }
         t.features.entities.extend(draft.entities.iter().cloned());
         t.features.terms.extend(draft.terms.iter().cloned());
         t.features.facets.extend(draft.facets.iter().cloned());
@@ -455,13 +478,6 @@ impl Fold {
             .into_iter()
             .filter(|k| !groups_before.contains(k))
             .collect();
-        let mut surfaces = BTreeMap::new();
-        for m in exchange {
-            keyword_surfaces(&m.text, &mut surfaces);
-            for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
-                keyword_surfaces(caption, &mut surfaces);
-            }
-        }
         self.wiki.update(
             ti,
             &joined,
@@ -584,7 +600,7 @@ pub(crate) fn trajectory_label(t: &TrajState, lexicon: &Lexicon) -> String {
             .keywords
             .iter()
             .take(3)
-            .cloned()
+            .map(|k| t.surface(k))
             .collect::<Vec<_>>()
             .join(", ")
     };

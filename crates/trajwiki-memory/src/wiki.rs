@@ -609,7 +609,13 @@ fn render(ns: &Namespace, states: &[TrajState], key: &str, d: &Draft) -> WikiPag
         keywords
             .iter()
             .take(8)
-            .cloned()
+            .map(|k| {
+                // The word as written by the first member that wrote it.
+                members
+                    .iter()
+                    .find_map(|&ti| states[ti].surfaces.get(k))
+                    .map_or(k.as_str(), String::as_str)
+            })
             .collect::<Vec<_>>()
             .join(", ")
     ));
@@ -703,6 +709,7 @@ mod tests {
             counts: BTreeSet::new(),
             summary: String::new(),
             label: format!("t{i}"),
+            surfaces: BTreeMap::new(),
         }
     }
 
