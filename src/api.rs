@@ -17,7 +17,7 @@
 //! assert!(matches!(missing, Err(ApiError::NotFound { .. })));
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -357,6 +357,8 @@ pub struct Evidence {
 pub struct SearchTimings {
     /// Reading the records and building the index.
     pub index_load: f64,
+    /// The same, by stage: messages, vectors, records, index.
+    pub index_load_stages: BTreeMap<String, f64>,
     /// Embedding the question.
     pub query_embedding: f64,
     /// The ranking stages.
@@ -405,6 +407,8 @@ pub struct LoadedIndex {
     pub index: Index,
     /// Milliseconds spent reading the records and building the index.
     pub load_ms: f64,
+    /// The same, by stage (see [`crate::retrieval::Loaded::stages`]).
+    pub load_stages: BTreeMap<String, f64>,
     /// Texts that had to be embedded to build it (not in the embedding cache).
     pub embedded_on_load: usize,
 }
@@ -427,11 +431,12 @@ pub fn open_index(
         return Err(ApiError::NotBuilt(ns.clone()));
     }
     let t0 = Instant::now();
-    let (index, embedded_on_load) = load_index(store, ns, embedder)?;
+    let loaded = load_index(store, ns, embedder)?;
     Ok(LoadedIndex {
-        index,
+        index: loaded.index,
         load_ms: t0.elapsed().as_secs_f64() * 1000.0,
-        embedded_on_load,
+        load_stages: loaded.stages,
+        embedded_on_load: loaded.embedded,
     })
 }
 
@@ -472,42 +477,38 @@ pub fn search_index(
     let context = index.render(&ranking, budget);
     let render = t1.elapsed().as_secs_f64() * 1000.0;
 
+    // Only the context's messages are looked at: the maps from a message to its snapshots and
+    // claims were built with the index.
     let records = &index.records;
-    let by_ref: HashMap<String, usize> = (0..records.messages.len())
-        .map(|i| (index.message_ref(i), i))
-        .collect();
     let selected: BTreeSet<&str> = ranking.snapshots.iter().map(|s| s.id.as_str()).collect();
-    let mut snapshot_of: HashMap<&MessageId, &Snapshot> = HashMap::new();
-    for s in &records.snapshots {
-        for m in &s.source_message_ids {
-            let slot = snapshot_of.entry(m).or_insert(s);
-            if !selected.contains(slot.id.as_str()) && selected.contains(s.id.as_str()) {
-                *slot = s;
-            }
-        }
-    }
-    let mut claims_of: HashMap<&MessageId, Vec<EvidenceClaim>> = HashMap::new();
-    for (c, status) in &records.claims {
-        for m in &c.source_message_ids {
-            claims_of.entry(m).or_default().push(EvidenceClaim {
-                id: c.id.clone(),
-                text: c.text.clone(),
-                status: *status,
-            });
-        }
-    }
     let evidence = context
         .source_refs
         .iter()
-        .filter_map(|r| by_ref.get(r).map(|&i| (r, &records.messages[i])))
-        .map(|(r, m)| {
-            let snapshot = snapshot_of.get(&m.id);
+        .zip(&context.messages)
+        .map(|(r, &i)| {
+            let held_by = index.snapshots_of(i);
+            let snapshot = held_by
+                .iter()
+                .find(|&&s| selected.contains(records.snapshots[s].id.as_str()))
+                .or(held_by.first())
+                .map(|&s| &records.snapshots[s]);
             Evidence {
                 source_ref: r.clone(),
-                message: m.clone(),
+                message: records.messages[i].clone(),
                 snapshot: snapshot.map(|s| s.id.clone()),
                 trajectory: snapshot.map(|s| s.trajectory.clone()),
-                claims: claims_of.remove(&m.id).unwrap_or_default(),
+                claims: index
+                    .claims_of(i)
+                    .iter()
+                    .map(|&c| {
+                        let (claim, status) = &records.claims[c];
+                        EvidenceClaim {
+                            id: claim.id.clone(),
+                            text: claim.text.clone(),
+                            status: *status,
+                        }
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -520,6 +521,11 @@ pub fn search_index(
         ranking,
         timings: SearchTimings {
             index_load: if loaded_now { loaded.load_ms } else { 0.0 },
+            index_load_stages: if loaded_now {
+                loaded.load_stages.clone()
+            } else {
+                BTreeMap::new()
+            },
             query_embedding,
             stages,
             render,

@@ -40,8 +40,9 @@ pub fn write_memory(
     for s in store.snapshots(ns)? {
         line(json!({"record": "snapshot", "value": s}))?;
     }
+    let states = store.claim_states(ns)?;
     for c in store.claims(ns)? {
-        let status = store.claim_status(&c.id)?;
+        let status = states.get(&c.id);
         line(json!({"record": "claim", "current_status": status, "value": c}))?;
     }
     for op in store.claim_ops(ns)? {

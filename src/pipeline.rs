@@ -6,7 +6,9 @@ use trajwiki_memory::{
     exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig,
 };
-use trajwiki_store::{FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError};
+use trajwiki_store::{
+    FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype,
+};
 
 /// A failure of [`build_namespace`].
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +103,41 @@ pub fn embed_cached(
     Ok((rows.into_iter().map(|r| r.expect("cached")).collect(), 0))
 }
 
+/// Appends to the vector file of `ns` (for `embedder`'s model) the vectors of every message
+/// ingested since its last row, taking them from the embedding cache where the fold left them.
+/// Returns how many rows it appended.
+pub fn sync_vectors(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    dtype: VectorDtype,
+) -> Result<usize, PipelineError> {
+    let model = embedder.model_id().to_string();
+    let after = match store.map_vectors(ns, &model) {
+        Ok(mapped) => mapped.map_or(0, |m| m.info().last_rowid),
+        // A damaged file (cut short, unreadable) is derived state: written again.
+        Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => {
+            store.reset_vectors(ns, &model)?;
+            0
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let arrived = store.messages_after(ns, after)?;
+    if arrived.is_empty() {
+        return Ok(0);
+    }
+    let texts: Vec<String> = arrived.iter().map(|(_, m)| m.embedding_text()).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (vectors, _) = embed_cached(store, embedder, &refs)?;
+    let rows: Vec<(i64, &[f32])> = arrived
+        .iter()
+        .zip(&vectors)
+        .map(|((rowid, _), v)| (*rowid, v.as_slice()))
+        .collect();
+    store.append_vectors(ns, &model, dtype, embedder.dim(), &rows)?;
+    Ok(rows.len())
+}
+
 /// How [`build_namespace`] treats what it finds.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BuildOptions {
@@ -109,6 +146,9 @@ pub struct BuildOptions {
     pub rebuild: bool,
     /// Build the open exchange too (its reply may never come), instead of keeping it pending.
     pub flush: bool,
+    /// The element type of a namespace's vector file when a build creates it (an existing file
+    /// keeps its type).
+    pub vectors: VectorDtype,
 }
 
 fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -354,6 +394,7 @@ pub fn build_namespace_kept(
             Err(e) => return Err(e.into()),
         }
     }
+    report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
     let (model_id, config, pending) = position;
     *kept = Some(KeptFold {
         fold,

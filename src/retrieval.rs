@@ -1,33 +1,134 @@
-//! Retrieval over a store: loading a namespace's index (embeddings through the store's cache)
-//! and answering questions with a context under a budget.
+//! Retrieval over a store: loading a namespace's index (message vectors memory-mapped from the
+//! namespace's vector file, the rest embedded through the store's cache) and answering questions
+//! with a context under a budget.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
-use trajwiki_core::{EmbedKind, Embedder, Namespace};
-use trajwiki_retrieve::{Index, LevelVectors, NamespaceRecords};
-use trajwiki_store::Store;
+use trajwiki_compute::MatrixView;
+use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
+use trajwiki_retrieve::{Index, LevelVectors, MessageVectors, NamespaceRecords, SharedRows};
+use trajwiki_store::{MappedVectors, Store, StoreError};
 
 use crate::pipeline::{embed_cached, PipelineError};
 
-/// Reads a namespace's records and builds its retrieval index, embedding what the cache lacks.
-/// Returns the index and how many texts had to be embedded.
+/// A vector file's committed rows as the index's shared segment.
+struct MappedRows(MappedVectors);
+
+impl MappedRows {
+    /// Wraps `mapped` when its rows can serve a model of dimension `dim`.
+    fn new(mapped: MappedVectors, dim: usize) -> Option<Self> {
+        (mapped.info().dim == dim && Self::view_of(&mapped).is_some()).then_some(MappedRows(mapped))
+    }
+
+    fn view_of(m: &MappedVectors) -> Option<MatrixView<'_>> {
+        let dim = m.info().dim;
+        match (m.f16(), m.f32()) {
+            (Some(d), _) => MatrixView::f16(d, dim).ok(),
+            (_, Some(d)) => MatrixView::f32(d, dim).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl SharedRows for MappedRows {
+    fn view(&self) -> MatrixView<'_> {
+        Self::view_of(&self.0).expect("checked when the rows were wrapped")
+    }
+}
+
+/// A namespace's index as [`load_index`] built it.
+pub struct Loaded {
+    /// The index.
+    pub index: Index,
+    /// Texts that had to be embedded (not in the vector file or the cache).
+    pub embedded: usize,
+    /// Where the time went, in milliseconds: `messages` (reading them), `vectors` (mapping the
+    /// vector file, embedding what it lacks), `records` (the memory's records), `index`
+    /// (building the index from them).
+    pub stages: BTreeMap<String, f64>,
+}
+
+/// Reads a namespace's records and builds its retrieval index: message vectors from the
+/// namespace's vector file as far as it reaches, the rest (messages ingested since the last
+/// build) and the pages embedded through the cache.
 pub fn load_index(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
-) -> Result<(Index, usize), PipelineError> {
-    let messages = store.messages(ns)?;
-    if messages.is_empty() {
+) -> Result<Loaded, PipelineError> {
+    let mut stages = BTreeMap::new();
+    let mut clock = Instant::now();
+    let mut lap = |stage: &str| {
+        let now = Instant::now();
+        stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
+        clock = now;
+    };
+    // Ingest order, which is the vector file's row order; the index lists messages by session
+    // and position.
+    let arrived = store.messages_after(ns, 0)?;
+    if arrived.is_empty() {
         return Err(PipelineError::Empty(ns.clone()));
     }
+    let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
+    order.sort_by_key(|&i| {
+        let m = &arrived[i as usize].1;
+        (m.session, m.seq)
+    });
+    lap("messages");
+    let model = embedder.model_id().to_string();
+    // The file serves the rows it has committed when they are the first messages in ingest
+    // order; otherwise (another model's dimension, a file out of step) it is left aside and
+    // every vector comes through the cache.
+    // A damaged file is left aside too (`trajwiki check` reports it, the next build rewrites it).
+    let shared = match store.map_vectors(ns, &model) {
+        Ok(mapped) => mapped,
+        Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let shared = shared
+        .filter(|m| {
+            let rows = m.info().rows;
+            rows <= arrived.len() && (rows == 0 || arrived[rows - 1].0 == m.info().last_rowid)
+        })
+        .and_then(|m| MappedRows::new(m, embedder.dim()));
+    let covered = shared.as_ref().map_or(0, |s| s.0.info().rows);
+    let mut computed = 0;
+    let tail_texts: Vec<String> = arrived[covered..]
+        .iter()
+        .map(|(_, m)| m.embedding_text())
+        .collect();
+    let tail = {
+        let refs: Vec<&str> = tail_texts.iter().map(String::as_str).collect();
+        let (rows, n) = embed_cached(store, embedder, &refs)?;
+        computed += n;
+        rows.into_iter().flatten().collect()
+    };
+    let messages: Vec<SourceMessage> = {
+        let mut slots: Vec<Option<SourceMessage>> =
+            arrived.into_iter().map(|(_, m)| Some(m)).collect();
+        order
+            .iter()
+            .map(|&i| slots[i as usize].take().expect("a permutation"))
+            .collect()
+    };
+    let message_vectors = MessageVectors::new(
+        embedder.dim(),
+        shared.map(|s| Box::new(s) as Box<dyn SharedRows>),
+        tail,
+        order,
+    )
+    .map_err(|e| PipelineError::Index(Box::new(e)))?;
+    lap("vectors");
+
     // One configuration: the build's model and settings apply at query time.
     let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
         Some((model_id, config)) => {
-            if model_id != embedder.model_id() {
+            if model_id != model {
                 return Err(PipelineError::ModelMismatch {
                     namespace: ns.clone(),
                     built: model_id,
-                    asked: embedder.model_id().to_string(),
+                    asked: model,
                 });
             }
             serde_json::from_str(&config).map_err(|e| {
@@ -41,11 +142,15 @@ pub fn load_index(
         }
         None => trajwiki_memory::MemoryConfig::default(),
     };
-    let mut claims = Vec::new();
-    for c in store.claims(ns)? {
-        let status = store.claim_status(&c.id)?.unwrap_or(c.status);
-        claims.push((c, status));
-    }
+    let states = store.claim_states(ns)?;
+    let claims = store
+        .claims(ns)?
+        .into_iter()
+        .map(|c| {
+            let status = states.get(&c.id).copied().unwrap_or(c.status);
+            (c, status)
+        })
+        .collect();
     let records = NamespaceRecords {
         messages,
         snapshots: store.snapshots(ns)?,
@@ -54,22 +159,27 @@ pub fn load_index(
         claims,
         entity_min_count: config.entity_min_count,
     };
+    lap("records");
     let texts = Index::level_texts(&records);
-    let mut computed = 0;
-    let mut level = |t: &[String]| -> Result<Vec<f32>, PipelineError> {
-        let refs: Vec<&str> = t.iter().map(String::as_str).collect();
+    let pages = {
+        let refs: Vec<&str> = texts.pages.iter().map(String::as_str).collect();
         let (rows, n) = embed_cached(store, embedder, &refs)?;
         computed += n;
-        Ok(rows.into_iter().flatten().collect())
+        rows.into_iter().flatten().collect()
     };
     let vectors = LevelVectors {
         dim: embedder.dim(),
-        messages: level(&texts.messages)?,
-        pages: level(&texts.pages)?,
+        messages: message_vectors,
+        pages,
     };
     let index =
         Index::new(records, vectors, &texts).map_err(|e| PipelineError::Index(Box::new(e)))?;
-    Ok((index, computed))
+    lap("index");
+    Ok(Loaded {
+        index,
+        embedded: computed,
+        stages,
+    })
 }
 
 /// Embeds one question as a query, returning the vector and the milliseconds it took.

@@ -10,15 +10,17 @@ use chrono::NaiveDate;
 use trajwiki::core::{HashingEmbedder, Namespace, SourceMessage};
 use trajwiki::memory::MemoryConfig;
 use trajwiki::pipeline::{build_namespace, BuildOptions};
-use trajwiki::store::Store;
+use trajwiki::store::{Store, VectorDtype};
 
 const LATER: BuildOptions = BuildOptions {
     rebuild: false,
     flush: false,
+    vectors: VectorDtype::F16,
 };
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
+    vectors: VectorDtype::F16,
 };
 
 fn export(store: &Store, ns: &Namespace) -> String {
@@ -279,6 +281,7 @@ fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_repl
         BuildOptions {
             rebuild: true,
             flush: true,
+            vectors: VectorDtype::F16,
         },
     )
     .unwrap();

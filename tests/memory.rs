@@ -14,8 +14,9 @@ use trajwiki::pipeline::{build_namespace, BuildOptions};
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
+    vectors: VectorDtype::F16,
 };
-use trajwiki::store::Store;
+use trajwiki::store::{Store, VectorDtype};
 
 const SPEAKERS: [&str; 3] = ["Maya", "Tom", "Priya"];
 const SENTENCES: &[&str] = &[
@@ -258,6 +259,7 @@ fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
         BuildOptions {
             rebuild: true,
             flush: true,
+            vectors: VectorDtype::F16,
         },
     )
     .unwrap();

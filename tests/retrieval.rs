@@ -13,10 +13,11 @@ use trajwiki::pipeline::{build_namespace, BuildOptions};
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
+    vectors: VectorDtype::F16,
 };
 use trajwiki::retrieval::{embed_query, load_index};
 use trajwiki::retrieve::{Mode, RetrievalConfig};
-use trajwiki::store::Store;
+use trajwiki::store::{Store, VectorDtype};
 use trajwiki_compute::CpuScoring;
 
 fn demo_index() -> (
@@ -31,7 +32,10 @@ fn demo_index() -> (
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
-    let (index, computed) = load_index(&mut store, &ns, &e).unwrap();
+    let loaded = load_index(&mut store, &ns, &e).unwrap();
+    let (index, computed) = (loaded.index, loaded.embedded);
+    // The build wrote every message's vector to the namespace's vector file, which serves them.
+    assert_eq!(index.vectors().shared_rows(), index.records.messages.len());
     // The build embedded every message; snapshots and trajectories take centroids of those
     // vectors, so loading the index embeds at most the page routing texts.
     let pages = index

@@ -9,6 +9,7 @@ use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
 use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
+use trajwiki::store::VectorDtype;
 use trajwiki::trace;
 use trajwiki::wikitrace::ContextOptions;
 use trajwiki_compute::ScoringBackend;
@@ -266,15 +267,24 @@ impl Memory {
     /// messages in arrival order: adding and building message by message gives the same memory as
     /// building once. The last exchange waits for its reply unless `flush=True`. A namespace built
     /// with another model or configuration needs `rebuild=True`, which replaces its memory.
-    #[pyo3(signature = (namespace = None, rebuild = false, flush = false))]
+    /// `vectors` ("f16" or "f32") is the element type of a namespace's vector file when this
+    /// build creates it.
+    #[pyo3(signature = (namespace = None, rebuild = false, flush = false, vectors = "f16"))]
     fn build(
         &self,
         py: Python<'_>,
         namespace: Option<&str>,
         rebuild: bool,
         flush: bool,
+        vectors: &str,
     ) -> PyResult<Py<PyAny>> {
         let chosen = namespace.map(self::namespace).transpose()?;
+        let vectors = VectorDtype::parse(vectors).ok_or_else(|| {
+            raise(
+                Kind::Input,
+                format!("vectors: expected \"f16\" or \"f32\", got {vectors:?}"),
+            )
+        })?;
         let reports = py.detach(|| -> PyResult<_> {
             let embedder = self.embedder().or_raise()?;
             let mut store = self.store();
@@ -292,7 +302,11 @@ impl Memory {
                 &mut store,
                 embedder.as_ref(),
                 &namespaces,
-                BuildOptions { rebuild, flush },
+                BuildOptions {
+                    rebuild,
+                    flush,
+                    vectors,
+                },
             )
         })?;
         to_python(py, &reports)

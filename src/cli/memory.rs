@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
 use trajwiki_memory::MemoryConfig;
+use trajwiki_store::VectorDtype;
 
 use super::device::load_model;
 use super::{Global, StoreArg, UsageError};
@@ -49,6 +50,15 @@ pub(crate) struct BuildFlags {
     /// Build the last exchange too, instead of waiting for the message that closes it.
     #[arg(long)]
     pub(crate) flush: bool,
+    /// Element type of a namespace's vector file, when this build creates it: f16 (half the
+    /// size) or f32. An existing file keeps its type.
+    #[arg(long, default_value = "f16", value_parser = parse_dtype)]
+    pub(crate) vectors: VectorDtype,
+}
+
+/// Parses `--vectors`.
+pub(crate) fn parse_dtype(s: &str) -> Result<VectorDtype, String> {
+    VectorDtype::parse(s).ok_or_else(|| format!("expected f16 or f32, got {s:?}"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -97,6 +107,7 @@ pub(crate) fn build_and_report(
     let options = BuildOptions {
         rebuild: flags.rebuild,
         flush: flags.flush,
+        vectors: flags.vectors,
     };
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");

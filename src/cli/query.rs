@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
-use trajwiki::api::{search, Query};
+use trajwiki::api::{open_index, search, search_index, Query, Search};
 use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::device::scoring;
 use super::memory::{load_config, load_embedder, load_embedder_on};
-use super::{Global, StoreArg};
+use super::{Global, StoreArg, UsageError};
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| {
@@ -32,7 +32,12 @@ pub(crate) struct QueryArgs {
     #[arg(long)]
     namespace: String,
     /// The question.
-    question: String,
+    #[arg(required_unless_present = "questions")]
+    question: Option<String>,
+    /// A file of questions, one per line: the index is loaded once and each answer is printed
+    /// as one line of JSON (as `--json` prints it, on one line).
+    #[arg(long, conflicts_with = "question")]
+    questions: Option<PathBuf>,
     /// Context budget in whitespace tokens.
     #[arg(long, default_value_t = 2700)]
     budget: usize,
@@ -47,47 +52,80 @@ pub(crate) struct QueryArgs {
     json: bool,
 }
 
+/// A search as `--json` prints it.
+fn search_json(
+    args: &QueryArgs,
+    found: &Search,
+    global: Global,
+    scoring_backend: &str,
+    embedding_backend: &str,
+) -> serde_json::Value {
+    let (ctx, ranking) = (&found.context, &found.ranking);
+    serde_json::json!({
+        "question": found.question,
+        "mode": args.mode.name(),
+        "budget": args.budget,
+        "context": ctx.text,
+        "source_refs": ctx.source_refs,
+        "context_tokens": ctx.tokens,
+        "evidence": found.evidence,
+        "candidate_universe": ranking.candidate_universe,
+        "shape": ranking.shape,
+        "pages": ranking.pages,
+        "trajectories": ranking.trajectories,
+        "snapshots": ranking.snapshots,
+        "timings_ms": found.timings,
+        "embedded_on_load": found.embedded_on_load,
+        "unbuilt_messages": found.unbuilt_messages,
+        "compute": {"device": global.device.to_string(), "scoring_backend": scoring_backend, "embedding_backend": embedding_backend},
+    })
+}
+
 pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;
     let loaded = load_embedder_on(&args.model, global)?;
     let embedder = loaded.embedder;
+    let config = RetrievalConfig::default();
+    if let Some(path) = &args.questions {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UsageError(format!(
+                "cannot read questions file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let index = open_index(&mut store, &ns, embedder.as_ref())?;
+        for (i, question) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            let query = Query {
+                question,
+                mode: args.mode,
+                budget: args.budget,
+                config: &config,
+            };
+            let found = search_index(&index, i == 0, embedder.as_ref(), &query, backend.as_ref())?;
+            let value = search_json(args, &found, global, backend.name(), loaded.backend);
+            outln!("{}", serde_json::to_string(&value)?)?;
+        }
+        return Ok(());
+    }
+    let question = args.question.as_deref().unwrap_or_default();
     let found = search(
         &mut store,
         &ns,
         embedder.as_ref(),
         &Query {
-            question: &args.question,
+            question,
             mode: args.mode,
             budget: args.budget,
-            config: &RetrievalConfig::default(),
+            config: &config,
         },
         backend.as_ref(),
     )?;
     let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "question": args.question,
-                "mode": args.mode.name(),
-                "budget": args.budget,
-                "context": ctx.text,
-                "source_refs": ctx.source_refs,
-                "context_tokens": ctx.tokens,
-                "evidence": found.evidence,
-                "candidate_universe": ranking.candidate_universe,
-                "shape": ranking.shape,
-                "pages": ranking.pages,
-                "trajectories": ranking.trajectories,
-                "snapshots": ranking.snapshots,
-                "timings_ms": timings,
-                "embedded_on_load": found.embedded_on_load,
-                "unbuilt_messages": found.unbuilt_messages,
-                "compute": {"device": global.device.to_string(), "scoring_backend": backend.name(), "embedding_backend": loaded.backend},
-            }))?
-        )?;
+        let value = search_json(args, &found, global, backend.name(), loaded.backend);
+        outln!("{}", serde_json::to_string_pretty(&value)?)?;
         return Ok(());
     }
     outln!("{}", ctx.text)?;

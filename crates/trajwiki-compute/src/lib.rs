@@ -47,4 +47,4 @@ pub use select::{
     coverage_select, Candidate, CoverageWeights, QueryWants, SelectionBatch, SetWords, NO_CLUSTER,
 };
 pub use sparse::{jaccard, jaccard_many, Bm25Index, Bm25Params};
-pub use topk::{cosine_topk, cosine_topk_subset, hit_order, Hit};
+pub use topk::{cosine_topk, cosine_topk_subset, hit_order, sort_hits, Hit};

@@ -1,5 +1,6 @@
 //! Borrowed row-major matrices in f32, f16 or bf16.
 
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 use crate::ComputeError;
@@ -116,20 +117,13 @@ impl<'a> MatrixView<'a> {
     }
 
     /// Writes row `i` as f32 into `out` (`out.len() == dim`). `i` must be in range.
-    pub(crate) fn row_f32(&self, i: usize, out: &mut [f32]) {
+    pub fn row_f32(&self, i: usize, out: &mut [f32]) {
         let r = i * self.dim..(i + 1) * self.dim;
         match self.data {
             MatrixData::F32(d) => out.copy_from_slice(&d[r]),
-            MatrixData::F16(d) => {
-                for (o, x) in out.iter_mut().zip(&d[r]) {
-                    *o = x.to_f32();
-                }
-            }
-            MatrixData::Bf16(d) => {
-                for (o, x) in out.iter_mut().zip(&d[r]) {
-                    *o = x.to_f32();
-                }
-            }
+            // Exact conversions, vectorised where the CPU has F16C (detected at run time).
+            MatrixData::F16(d) => d[r].convert_to_f32_slice(out),
+            MatrixData::Bf16(d) => d[r].convert_to_f32_slice(out),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 
 use rayon::prelude::*;
 
-use crate::{ComputeError, MatrixView};
+use crate::{ComputeError, MatrixData, MatrixView};
 
 /// A scored index: `(index, score)`.
 pub type Hit = (u32, f32);
@@ -91,7 +91,8 @@ impl TopK {
     pub fn new(k: usize) -> Self {
         TopK {
             k,
-            heap: BinaryHeap::with_capacity(k.min(1 << 16) + 1),
+            // Grown as hits come: a deep k over a short scan costs what the scan finds.
+            heap: BinaryHeap::with_capacity(k.min(CHUNK_ROWS) + 1),
         }
     }
 
@@ -166,9 +167,9 @@ pub fn cosine_topk(
             let mut row = vec![0f32; dim];
             let end = ((c + 1) * CHUNK_ROWS).min(matrix.rows());
             for i in c * CHUNK_ROWS..end {
-                matrix.row_f32(i, &mut row);
+                let r = row_at(matrix, i, &mut row);
                 for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
-                    top.push(i as u32, dot(&row, q));
+                    top.push(i as u32, dot(r, q));
                 }
             }
             tops
@@ -181,6 +182,19 @@ pub fn cosine_topk(
         })
         .unwrap_or_default();
     Ok(merged.into_iter().map(TopK::into_sorted).collect())
+}
+
+/// Row `i` as f32: borrowed from an f32 matrix, converted into `buf` otherwise.
+#[inline]
+fn row_at<'a>(matrix: &'a MatrixView<'_>, i: usize, buf: &'a mut [f32]) -> &'a [f32] {
+    let dim = matrix.dim();
+    match matrix.data() {
+        MatrixData::F32(d) => &d[i * dim..(i + 1) * dim],
+        _ => {
+            matrix.row_f32(i, buf);
+            buf
+        }
+    }
 }
 
 /// Sorted, de-duplicated, range-checked candidate lists, one per query.
@@ -232,8 +246,7 @@ pub fn cosine_topk_subset(
             let mut top = TopK::new(k);
             let mut row = vec![0f32; dim];
             for &i in c {
-                matrix.row_f32(i as usize, &mut row);
-                top.push(i, dot(&row, q));
+                top.push(i, dot(row_at(matrix, i as usize, &mut row), q));
             }
             top.into_sorted()
         })

@@ -96,6 +96,8 @@ pub struct BuildReport {
     pub pages: BTreeMap<String, usize>,
     /// Texts embedded (the messages; every other level is derived from their vectors).
     pub embedded_texts: usize,
+    /// Rows appended to the namespace's vector file.
+    pub vectors_appended: usize,
     /// Milliseconds spent embedding.
     pub embed_ms: u128,
     /// Milliseconds spent folding exchanges: extraction, matching, claim evolution, summaries.

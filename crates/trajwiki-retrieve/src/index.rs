@@ -4,13 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
+use rayon::prelude::*;
 use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError};
 use trajwiki_core::{
     centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
     SourceMessage, Trajectory, TrajectoryId, WikiPage,
 };
 use trajwiki_text::lexicon::ITEM_FAMILIES;
-use trajwiki_text::text::{keywords, stem, words};
+
+use crate::vectors::MessageVectors;
+use trajwiki_text::text::{keyword, keywords, stem, words};
 use trajwiki_text::{entity_key, Lexicon};
 
 /// The records of one namespace, as read from the store.
@@ -46,19 +49,19 @@ pub struct LevelTexts {
     pub pages: Vec<String>,
 }
 
-/// Row-major vectors of the embedded levels, aligned with [`LevelTexts`].
+/// Vectors of the embedded levels, aligned with [`LevelTexts`].
 pub struct LevelVectors {
     /// Dimension.
     pub dim: usize,
     /// Messages.
-    pub messages: Vec<f32>,
+    pub messages: MessageVectors,
     /// Non-index pages.
     pub pages: Vec<f32>,
 }
 
 /// The vectors of every level: the embedded ones and the derived centroids.
 pub(crate) struct Vectors {
-    pub messages: Vec<f32>,
+    pub messages: MessageVectors,
     pub snapshots: Vec<f32>,
     pub trajectories: Vec<f32>,
     pub pages: Vec<f32>,
@@ -135,44 +138,108 @@ pub struct Index {
     pub(crate) families_of: Vec<u64>,
     /// Per message: its rendered context line and that line's whitespace tokens.
     pub(crate) lines: Vec<(String, usize)>,
+    /// Per message: the snapshots that hold it, in record order.
+    msg_snaps: Vec<Vec<usize>>,
+    /// Per message: the claims grounded in it, in record order.
+    msg_claims: Vec<Vec<usize>>,
 }
 
 /// The item families (`ITEM_FAMILIES`, by position) that `text` mentions an item of, compared
 /// on stems so that "painted" meets "painting".
+#[cfg(test)]
 pub(crate) fn family_bits(text: &str) -> u64 {
-    static ITEMS: OnceLock<Vec<(Vec<String>, usize)>> = OnceLock::new();
-    let items = ITEMS.get_or_init(|| {
-        ITEM_FAMILIES
-            .iter()
-            .enumerate()
-            .flat_map(|(f, (_, items))| {
-                items
-                    .iter()
-                    .map(move |i| (i.split_whitespace().map(stem).collect(), f))
-            })
-            .collect()
-    });
     let stems: Vec<String> = words(text).into_iter().map(|(_, w)| stem(w)).collect();
+    family_bits_of(&stems.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// [`family_bits`] of each text, stemming each distinct word once per thread.
+fn family_bits_all(texts: &[String]) -> Vec<u64> {
+    texts
+        .par_iter()
+        .map_init(HashMap::<String, String>::new, |cache, text| {
+            let ws = words(text);
+            for (_, w) in &ws {
+                if !cache.contains_key(*w) {
+                    cache.insert(w.to_string(), stem(w));
+                }
+            }
+            let stems: Vec<&str> = ws.iter().map(|(_, w)| cache[*w].as_str()).collect();
+            family_bits_of(&stems)
+        })
+        .collect()
+}
+
+/// The item families whose items occur, as whole stemmed phrases, in `stems`.
+fn family_bits_of(stems: &[&str]) -> u64 {
+    // Each item's stems with its family, by the item's first stem.
+    type Items = HashMap<String, Vec<(Vec<String>, usize)>>;
+    static ITEMS: OnceLock<Items> = OnceLock::new();
+    let items = ITEMS.get_or_init(|| {
+        let mut by_first = Items::new();
+        for (f, (_, items)) in ITEM_FAMILIES.iter().enumerate() {
+            for item in *items {
+                let stems: Vec<String> = item.split_whitespace().map(stem).collect();
+                by_first
+                    .entry(stems[0].clone())
+                    .or_default()
+                    .push((stems, f));
+            }
+        }
+        by_first
+    });
     let mut bits = 0u64;
-    for (item, f) in items {
-        if stems.windows(item.len()).any(|w| w == item.as_slice()) {
-            bits |= 1 << f;
+    for (i, first) in stems.iter().enumerate() {
+        for (item, f) in items.get(*first).into_iter().flatten() {
+            let rest = &stems[i..];
+            if rest.len() >= item.len() && item.iter().zip(rest).all(|(a, b)| a == b) {
+                bits |= 1 << f;
+            }
         }
     }
     bits
 }
 
-fn terms(vocab: &mut HashMap<String, u32>, text: &str) -> Vec<u32> {
-    let mut ids: Vec<u32> = keywords(text)
-        .into_iter()
-        .map(|k| {
-            let n = vocab.len() as u32;
-            *vocab.entry(k).or_insert(n)
+/// Term ids of each text: the ids of its [`keywords`], a keyword new to `vocab` numbered next in
+/// keyword order. Each distinct word is stemmed once, however often it occurs.
+fn terms(vocab: &mut HashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
+    // A word as written → its keyword's id, or `None` when it is no keyword.
+    let mut seen: HashMap<&str, Option<u32>> = HashMap::new();
+    texts
+        .iter()
+        .map(|text| {
+            let mut ids = Vec::new();
+            let mut fresh: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+            for (_, w) in words(text) {
+                match seen.get(w) {
+                    Some(Some(id)) => ids.push(*id),
+                    Some(None) => {}
+                    None => match keyword(w) {
+                        None => {
+                            seen.insert(w, None);
+                        }
+                        Some(k) => match vocab.get(&k) {
+                            Some(&id) => {
+                                seen.insert(w, Some(id));
+                                ids.push(id);
+                            }
+                            None => fresh.entry(k).or_default().push(w),
+                        },
+                    },
+                }
+            }
+            for (k, ws) in fresh {
+                let id = vocab.len() as u32;
+                vocab.insert(k, id);
+                for w in ws {
+                    seen.insert(w, Some(id));
+                }
+                ids.push(id);
+            }
+            ids.sort_unstable();
+            ids.dedup();
+            ids
         })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
+        .collect()
 }
 
 impl Index {
@@ -225,7 +292,11 @@ impl Index {
     ) -> Result<Index, IndexError> {
         let dim = vectors.dim;
         for (level, values, rows) in [
-            ("messages", vectors.messages.len(), records.messages.len()),
+            (
+                "messages",
+                vectors.messages.len() * dim,
+                records.messages.len(),
+            ),
             ("pages", vectors.pages.len(), texts.pages.len()),
         ] {
             if values != rows * dim {
@@ -292,8 +363,11 @@ impl Index {
             &m[i * dim..(i + 1) * dim]
         }
         let snapshots: Vec<f32> = snap_msgs
-            .iter()
-            .flat_map(|ms| centroid(ms.iter().map(|&i| row(&vectors.messages, dim, i)), dim))
+            .par_iter()
+            .flat_map_iter(|ms| {
+                let rows: Vec<Vec<f32>> = ms.iter().map(|&i| vectors.messages.row(i)).collect();
+                centroid(rows.iter().map(Vec::as_slice), dim)
+            })
             .collect();
         let trajectories: Vec<f32> = traj_snaps
             .iter()
@@ -330,22 +404,10 @@ impl Index {
 
         // Sparse terms and BM25 per level.
         let mut vocab = HashMap::new();
-        let msg_terms: Vec<Vec<u32>> = texts
-            .messages
-            .iter()
-            .map(|t| terms(&mut vocab, t))
-            .collect();
-        let snap_terms: Vec<Vec<u32>> = texts
-            .snapshots
-            .iter()
-            .map(|t| terms(&mut vocab, t))
-            .collect();
-        let traj_terms: Vec<Vec<u32>> = texts
-            .trajectories
-            .iter()
-            .map(|t| terms(&mut vocab, t))
-            .collect();
-        let page_terms: Vec<Vec<u32>> = texts.pages.iter().map(|t| terms(&mut vocab, t)).collect();
+        let msg_terms = terms(&mut vocab, &texts.messages);
+        let snap_terms = terms(&mut vocab, &texts.snapshots);
+        let traj_terms = terms(&mut vocab, &texts.trajectories);
+        let page_terms = terms(&mut vocab, &texts.pages);
         let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
             let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
             Bm25Index::build(&refs, Bm25Params::default())
@@ -394,16 +456,28 @@ impl Index {
             }
         }
         let session_of = records.messages.iter().map(|m| m.session).collect();
-        let families_of = texts.messages.iter().map(|t| family_bits(t)).collect();
+        let families_of = family_bits_all(&texts.messages);
         let speaker_of = records
             .messages
             .iter()
             .map(|m| entity_key(&m.speaker))
             .collect();
         let lexicon = Lexicon::build(&records.messages, records.entity_min_count);
-        let mut built = vec![false; records.messages.len()];
-        snap_msgs.iter().flatten().for_each(|&mi| built[mi] = true);
-        let unbuilt = built.iter().filter(|b| !**b).count();
+        let mut msg_snaps = vec![Vec::new(); records.messages.len()];
+        for (si, ms) in snap_msgs.iter().enumerate() {
+            for &mi in ms {
+                msg_snaps[mi].push(si);
+            }
+        }
+        let mut msg_claims = vec![Vec::new(); records.messages.len()];
+        for (ci, (c, _)) in records.claims.iter().enumerate() {
+            for m in &c.source_message_ids {
+                if let Some(&mi) = msg_idx.get(m) {
+                    msg_claims[mi].push(ci);
+                }
+            }
+        }
+        let unbuilt = msg_snaps.iter().filter(|s| s.is_empty()).count();
         let mut index = Index {
             dim,
             vectors,
@@ -428,8 +502,11 @@ impl Index {
             families_of,
             records,
             lines: Vec::new(),
+            msg_snaps,
+            msg_claims,
         };
         index.lines = (0..index.records.messages.len())
+            .into_par_iter()
             .map(|i| {
                 let line = index.message_line(i);
                 let tokens = line.split_whitespace().count();
@@ -437,6 +514,21 @@ impl Index {
             })
             .collect();
         Ok(index)
+    }
+
+    /// The message vectors.
+    pub fn vectors(&self) -> &MessageVectors {
+        &self.vectors.messages
+    }
+
+    /// The snapshots (indices into `records.snapshots`) that hold message `i`, in record order.
+    pub fn snapshots_of(&self, i: usize) -> &[usize] {
+        &self.msg_snaps[i]
+    }
+
+    /// The claims (indices into `records.claims`) grounded in message `i`, in record order.
+    pub fn claims_of(&self, i: usize) -> &[usize] {
+        &self.msg_claims[i]
     }
 
     /// Term ids of a query (words unknown to the namespace are dropped).

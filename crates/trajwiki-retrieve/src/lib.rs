@@ -26,7 +26,9 @@ pub mod index;
 pub mod render;
 pub mod retrieve;
 pub mod shape;
+pub mod vectors;
 
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, NamespaceRecords};
 pub use render::Context;
 pub use retrieve::{Mode, PathItem, Ranking, RetrievalConfig};
+pub use vectors::{MessageVectors, SharedRows};

@@ -24,6 +24,9 @@ pub struct Context {
     pub text: String,
     /// The refs of the messages in it, in order of appearance.
     pub source_refs: Vec<String>,
+    /// The same messages as indices into the index's messages.
+    #[serde(skip)]
+    pub messages: Vec<usize>,
     /// Whitespace tokens of `text` (never above the budget).
     pub tokens: usize,
 }
@@ -114,6 +117,7 @@ impl Index {
         // Conversation order: messages are stored by session and position.
         let mut text = if with_header { header } else { String::new() };
         let mut source_refs = Vec::new();
+        let mut messages = Vec::new();
         let mut current = None;
         for &i in &chosen {
             let session = self.records.messages[i].session;
@@ -127,12 +131,14 @@ impl Index {
             text.push('\n');
             text.push_str(&self.lines[i].0);
             source_refs.push(self.message_ref(i));
+            messages.push(i);
         }
         let tokens = tokens(&text);
         debug_assert!(tokens <= budget, "packing keeps within the budget");
         Context {
             text,
             source_refs,
+            messages,
             tokens,
         }
     }

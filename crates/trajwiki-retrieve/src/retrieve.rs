@@ -291,7 +291,7 @@ impl Index {
         // Baselines rank every message, so that a large budget is never starved by the depth.
         let depth = n_msgs;
         let t0 = Instant::now();
-        let msg_dense = || self.dense(&self.vectors.messages, qvec, depth, backend);
+        let msg_dense = || self.vectors.messages.topk(qvec, depth, backend);
         let msg_sparse = || self.bm25(&self.msg_bm25, &q_terms, depth, backend);
         match mode {
             Mode::TurnBm25 => {
@@ -337,10 +337,11 @@ impl Index {
                 let mut scored: Vec<(u32, f32)> = sessions
                     .iter()
                     .map(|(s, members)| {
-                        let rows = members
+                        let rows: Vec<Vec<f32>> = members
                             .iter()
-                            .map(|&m| &self.vectors.messages[m * self.dim..(m + 1) * self.dim]);
-                        let c = centroid(rows, self.dim);
+                            .map(|&m| self.vectors.messages.row(m))
+                            .collect();
+                        let c = centroid(rows.iter().map(Vec::as_slice), self.dim);
                         (*s, c.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>())
                     })
                     .collect();
@@ -575,7 +576,7 @@ impl Index {
             .collect();
         ranking.messages = if direct {
             let depth = config.direct_depth.min(self.records.messages.len());
-            let md = ranks(&self.dense(&self.vectors.messages, qvec, depth, backend)?);
+            let md = ranks(&self.vectors.messages.topk(qvec, depth, backend)?);
             let msp = ranks(&self.bm25(&self.msg_bm25, q_terms, depth, backend)?);
             // The turns next to the best direct hits: an answer often sits beside the turn that
             // matches the question's words (a question and its reply).

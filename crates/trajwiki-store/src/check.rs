@@ -298,7 +298,104 @@ impl Store {
                 detail: format!("{len} bytes"),
             });
         }
+        self.check_vector_files(&mut report)?;
         Ok(report)
+    }
+}
+
+impl Store {
+    /// Each vector file holds its committed rows, one per message up to its last row's message,
+    /// and the rows it holds for messages whose vectors are cached equal the cache (to f16
+    /// rounding). A tail past the committed rows is not a problem: the next append drops it.
+    fn check_vector_files(&self, report: &mut CheckReport) -> Result<()> {
+        let files: Vec<(String, String)> = {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT namespace, model_id FROM vector_files ORDER BY namespace, model_id",
+                )
+                .ctx("listing vector files")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .ctx("listing vector files")?
+                .collect::<rusqlite::Result<_>>()
+                .ctx("listing vector files")?;
+            rows
+        };
+        report
+            .examined
+            .push(("vector_files".to_string(), files.len() as u64));
+        for (ns, model) in files {
+            let id = format!("{ns}/{model}");
+            let Ok(namespace) = trajwiki_core::Namespace::new(ns.as_str()) else {
+                continue; // reported with the namespace
+            };
+            let problem = |detail: String| Problem {
+                invariant: "vector file holds one committed row per message",
+                id: id.clone(),
+                detail,
+            };
+            let mapped = match self.map_vectors(&namespace, &model) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    report.problems.push(problem(e.to_string()));
+                    continue;
+                }
+            };
+            let info = mapped.info().clone();
+            let covered: i64 = self
+                .conn
+                .query_row(
+                    "SELECT count(*) FROM messages WHERE namespace = ?1 AND rowid <= ?2",
+                    rusqlite::params![ns, info.last_rowid],
+                    |r| r.get(0),
+                )
+                .ctx("counting a vector file's messages")?;
+            if covered as usize != info.rows {
+                report.problems.push(problem(format!(
+                    "{} rows committed for {covered} messages up to rowid {}",
+                    info.rows, info.last_rowid
+                )));
+                continue;
+            }
+            // Rows against the cache, where the cache has the message's text.
+            let mut stmt = self
+                .conn
+                .prepare(&format!(
+                    "{MESSAGE_SELECT} WHERE namespace = ?1 AND rowid <= ?2 ORDER BY rowid"
+                ))
+                .ctx("reading a vector file's messages")?;
+            let messages = stmt
+                .query_map(rusqlite::params![ns, info.last_rowid], message_row)
+                .ctx("reading a vector file's messages")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("reading a vector file's messages")?;
+            let mut row = vec![0f32; info.dim];
+            for (i, m) in messages.into_iter().enumerate() {
+                let m = decode_message(m)?;
+                let hash = trajwiki_core::text_hash(&m.embedding_text());
+                let cached = self.cached_embeddings(&model, info.dim, &[hash.as_str()])?;
+                let Some(Some(want)) = cached.into_iter().next() else {
+                    continue;
+                };
+                mapped.row_f32(i, &mut row);
+                let off = want
+                    .iter()
+                    .zip(&row)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                // f16 keeps 11 significant bits: a unit vector's entries round within 2^-11.
+                if off > 1e-3 {
+                    report.problems.push(problem(format!(
+                        "row {i} (message {}) differs from its cached vector by {off}",
+                        m.id
+                    )));
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 }
 

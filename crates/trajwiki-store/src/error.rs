@@ -23,6 +23,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A vector file could not be read or written.
+    #[error("cannot use vector file {path}")]
+    VectorFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// No store at the given place.
     #[error("no trajwiki store at {path} (create one with `trajwiki ingest --store {path} FILE`)")]
     NotAStore {

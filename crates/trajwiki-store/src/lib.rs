@@ -35,6 +35,8 @@ mod error;
 mod fold;
 mod memory;
 mod raw;
+mod read;
+mod vectors;
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +48,7 @@ pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite};
 pub use memory::{MemoryBatch, PageUpdates};
 pub use raw::IngestReport;
+pub use vectors::{MappedVectors, VectorDtype, VectorFileInfo, VECTOR_DIR};
 
 use error::SqlContext;
 
@@ -56,6 +59,7 @@ pub const DB_FILE: &str = "trajwiki.db";
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_fold.sql"),
+    include_str!("../migrations/0003_vectors.sql"),
 ];
 
 /// The newest schema version this build reads and writes.
@@ -137,6 +141,12 @@ impl Store {
             .ctx("setting synchronous mode")?;
         conn.pragma_update(None, "foreign_keys", true)
             .ctx("enabling foreign keys")?;
+        // Reads through a memory map instead of a system call per page, and a page cache that
+        // holds a large namespace's records (both bounds, not allocations).
+        conn.pragma_update(None, "mmap_size", 1i64 << 30)
+            .ctx("enabling memory-mapped reads")?;
+        conn.pragma_update(None, "cache_size", -65536)
+            .ctx("sizing the page cache")?;
         let mut store = Store { conn, dir };
         store.migrate(&path)?;
         Ok(store)
@@ -263,9 +273,23 @@ impl Store {
     }
 
     fn delete_where(&mut self, ns: &trajwiki_core::Namespace, raw_too: bool) -> Result<bool> {
+        // Vectors derive from the messages alone: they go with the messages, not the memory.
+        let files = if raw_too {
+            self.vector_paths(ns)?
+        } else {
+            Vec::new()
+        };
         let tx = self.conn.transaction().ctx("starting a delete")?;
         let exists = delete_in(&tx, ns, raw_too)?;
         tx.commit().ctx("committing a delete")?;
+        for path in files {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StoreError::VectorFile { path, source: e });
+                }
+                _ => {}
+            }
+        }
         Ok(exists)
     }
 }
@@ -299,6 +323,7 @@ pub(crate) fn delete_in(
         "DELETE FROM compilations WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
         "DELETE FROM run_steps WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
         "DELETE FROM runs WHERE namespace = ?1",
+        "DELETE FROM vector_files WHERE namespace = ?1",
         "DELETE FROM messages WHERE namespace = ?1",
         "DELETE FROM namespaces WHERE id = ?1",
     ];

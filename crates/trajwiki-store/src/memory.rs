@@ -1,18 +1,19 @@
 //! Derived memory: snapshots, claims, the claim op log, trajectories, wiki pages, and the
 //! WikiTrace compilations and insights.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, Insight,
-    InsightId, ItemCount, MessageId, Namespace, OpId, OpKind, PageId, PageKind, RunId, Signals,
-    Snapshot, SnapshotId, Trajectory, TrajectoryId, WikiPage,
+    InsightId, Namespace, OpId, PageId, RunId, Snapshot, SnapshotId, Trajectory, TrajectoryId,
+    WikiPage,
 };
 
 use crate::error::{Result, SqlContext, StoreError};
 use crate::fold::{write_fold, FoldWrite};
-use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
+use crate::read::{self, Pages, Scope};
+use crate::{fmt_ts, parse_stored, to_json, Store};
 
 /// Everything one memory build (or increment) writes for a namespace, committed at once.
 ///
@@ -398,14 +399,7 @@ impl Store {
 
     /// A namespace's op log in seq order.
     pub fn claim_ops(&self, ns: &Namespace) -> Result<Vec<ClaimOp>> {
-        list(
-            &self.conn,
-            "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
-            ns,
-            "claim_ops",
-            OpId::parse,
-            read_op,
-        )
+        read::ops(&self.conn, Scope::Namespace(ns.as_str()))
     }
 
     /// One trajectory, with its snapshot order.
@@ -415,38 +409,22 @@ impl Store {
 
     /// A namespace's trajectories, sorted by id.
     pub fn trajectories(&self, ns: &Namespace) -> Result<Vec<Trajectory>> {
-        list(
-            &self.conn,
-            "SELECT id FROM trajectories WHERE namespace = ?1 ORDER BY id",
-            ns,
-            "trajectories",
-            TrajectoryId::parse,
-            read_trajectory,
-        )
+        read::trajectories(&self.conn, Scope::Namespace(ns.as_str()))
     }
 
     /// A namespace's snapshots, by trajectory and version.
     pub fn snapshots(&self, ns: &Namespace) -> Result<Vec<Snapshot>> {
-        list(
-            &self.conn,
-            "SELECT id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version",
-            ns,
-            "snapshots",
-            SnapshotId::parse,
-            read_snapshot,
-        )
+        read::snapshots(&self.conn, Scope::Namespace(ns.as_str()))
     }
 
     /// A namespace's claims, sorted by id.
     pub fn claims(&self, ns: &Namespace) -> Result<Vec<Claim>> {
-        list(
-            &self.conn,
-            "SELECT id FROM claims WHERE namespace = ?1 ORDER BY id",
-            ns,
-            "claims",
-            ClaimId::parse,
-            read_claim,
-        )
+        read::claims(&self.conn, Scope::Namespace(ns.as_str()))
+    }
+
+    /// The current (derived) status of each claim of a namespace, read at once.
+    pub fn claim_states(&self, ns: &Namespace) -> Result<HashMap<ClaimId, ClaimStatus>> {
+        read::claim_states(&self.conn, ns)
     }
 
     /// The current revision of a page (`None` when unknown or retired).
@@ -473,14 +451,7 @@ impl Store {
 
     /// A namespace's current pages, sorted by kind then id.
     pub fn pages(&self, ns: &Namespace) -> Result<Vec<WikiPage>> {
-        list(
-            &self.conn,
-            "SELECT id FROM pages WHERE namespace = ?1 AND current_revision IS NOT NULL ORDER BY kind, id",
-            ns,
-            "pages",
-            PageId::parse,
-            |_, id| self.page(id),
-        )
+        read::pages(&self.conn, Pages::Current(ns.as_str()))
     }
 
     /// A namespace's compilations with their insights, by run id then compiler.
@@ -564,19 +535,6 @@ fn list<I, T>(
     Ok(out)
 }
 
-fn id_list<T>(
-    conn: &Connection,
-    sql: &str,
-    owner: &str,
-    table: &'static str,
-    parse: impl Fn(&str) -> std::result::Result<T, trajwiki_core::IdError>,
-) -> Result<Vec<T>> {
-    ids(conn, sql, owner)?
-        .iter()
-        .map(|id| parse_stored(parse(id), table, "id", owner))
-        .collect()
-}
-
 /// The current (derived) status of a claim, from `claim_state`.
 fn read_claim_status(conn: &Connection, id: &ClaimId) -> Result<Option<ClaimStatus>> {
     let status: Option<String> = conn
@@ -640,22 +598,11 @@ pub(crate) fn replayed_state(
     conn: &Connection,
     ns: &Namespace,
 ) -> Result<BTreeMap<ClaimId, ClaimStatus>> {
-    let ops: Vec<ClaimOp> = list(
-        conn,
-        "SELECT id FROM claim_ops WHERE namespace = ?1 ORDER BY seq",
-        ns,
-        "claim_ops",
-        OpId::parse,
-        read_op,
-    )?;
-    let mut initial = BTreeMap::new();
-    for op in &ops {
-        if let Some(c) = &op.new_claim {
-            if let Some(claim) = read_claim(conn, c)? {
-                initial.insert(c.clone(), claim.status);
-            }
-        }
-    }
+    let ops = read::ops(conn, Scope::Namespace(ns.as_str()))?;
+    let initial: HashMap<ClaimId, ClaimStatus> = read::claims(conn, Scope::Namespace(ns.as_str()))?
+        .into_iter()
+        .map(|c| (c.id, c.status))
+        .collect();
     replay_ops(&ops, |id| initial.get(id).copied()).map_err(|e| StoreError::Corrupt {
         table: "claim_ops",
         column: "op",
@@ -665,219 +612,23 @@ pub(crate) fn replayed_state(
 }
 
 pub(crate) fn read_snapshot(conn: &Connection, id: &SnapshotId) -> Result<Option<Snapshot>> {
-    let row = conn
-        .query_row(
-            "SELECT namespace, trajectory, version, timestamp, summary, context, keywords FROM snapshots WHERE id = ?1",
-            [id.as_str()],
-            |row| <(String, String, u32, String, String, String, String)>::try_from(row),
-        )
-        .optional()
-        .ctx("reading a snapshot")?;
-    let Some((ns, trajectory, version, ts, summary, context, keywords)) = row else {
-        return Ok(None);
-    };
-    let sid = id.as_str();
-    Ok(Some(Snapshot {
-        id: id.clone(),
-        namespace: parse_stored(Namespace::new(ns), "snapshots", "namespace", sid)?,
-        trajectory: parse_stored(
-            TrajectoryId::parse(&trajectory),
-            "snapshots",
-            "trajectory",
-            sid,
-        )?,
-        version,
-        timestamp: parse_ts(&ts, "snapshots", sid)?,
-        summary,
-        context,
-        keywords: from_json(&keywords, "snapshots", "keywords", sid)?,
-        claim_ids: id_list(
-            conn,
-            "SELECT claim FROM snapshot_claims WHERE snapshot = ?1 ORDER BY position",
-            sid,
-            "snapshot_claims",
-            ClaimId::parse,
-        )?,
-        source_message_ids: id_list(
-            conn,
-            "SELECT message FROM snapshot_messages WHERE snapshot = ?1 ORDER BY position",
-            sid,
-            "snapshot_messages",
-            MessageId::parse,
-        )?,
-    }))
+    Ok(read::snapshots(conn, Scope::Id(id.as_str()))?.pop())
 }
 
 pub(crate) fn read_claim(conn: &Connection, id: &ClaimId) -> Result<Option<Claim>> {
-    let row = conn
-        .query_row(
-            "SELECT namespace, snapshot, text, status, quote, revised_from FROM claims WHERE id = ?1",
-            [id.as_str()],
-            |row| <(String, String, String, String, String, Option<String>)>::try_from(row),
-        )
-        .optional()
-        .ctx("reading a claim")?;
-    let Some((ns, snapshot, text, status, quote, revised_from)) = row else {
-        return Ok(None);
-    };
-    let cid = id.as_str();
-    Ok(Some(Claim {
-        id: id.clone(),
-        namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
-        snapshot: parse_stored(SnapshotId::parse(&snapshot), "claims", "snapshot", cid)?,
-        text,
-        status: parse_stored(
-            ClaimStatus::parse(&status).ok_or("unknown status"),
-            "claims",
-            "status",
-            cid,
-        )?,
-        source_message_ids: id_list(
-            conn,
-            "SELECT message FROM claim_sources WHERE claim = ?1 ORDER BY position",
-            cid,
-            "claim_sources",
-            MessageId::parse,
-        )?,
-        quote,
-        revised_from: revised_from
-            .map(|r| parse_stored(ClaimId::parse(&r), "claims", "revised_from", cid))
-            .transpose()?,
-    }))
+    Ok(read::claims(conn, Scope::Id(id.as_str()))?.pop())
 }
 
 pub(crate) fn read_op(conn: &Connection, id: &OpId) -> Result<Option<ClaimOp>> {
-    let row = conn
-        .query_row(
-            "SELECT namespace, seq, op, target, new_claim, new_status, rationale, snapshot FROM claim_ops WHERE id = ?1",
-            [id.as_str()],
-            |row| <(String, i64, String, Option<String>, Option<String>, Option<String>, String, String)>::try_from(row),
-        )
-        .optional()
-        .ctx("reading a claim op")?;
-    let Some((ns, seq, op, target, new_claim, new_status, rationale, snapshot)) = row else {
-        return Ok(None);
-    };
-    let oid = id.as_str();
-    let claim = |c: Option<String>, column| {
-        c.map(|c| parse_stored(ClaimId::parse(&c), "claim_ops", column, oid))
-            .transpose()
-    };
-    Ok(Some(ClaimOp {
-        id: id.clone(),
-        namespace: parse_stored(Namespace::new(ns), "claim_ops", "namespace", oid)?,
-        seq: seq as u64,
-        op: parse_stored(
-            OpKind::parse(&op).ok_or("unknown op"),
-            "claim_ops",
-            "op",
-            oid,
-        )?,
-        target: claim(target, "target")?,
-        new_claim: claim(new_claim, "new_claim")?,
-        new_status: new_status
-            .map(|s| {
-                parse_stored(
-                    ClaimStatus::parse(&s).ok_or("unknown status"),
-                    "claim_ops",
-                    "new_status",
-                    oid,
-                )
-            })
-            .transpose()?,
-        source_message_ids: id_list(
-            conn,
-            "SELECT message FROM op_sources WHERE op = ?1 ORDER BY position",
-            oid,
-            "op_sources",
-            MessageId::parse,
-        )?,
-        rationale,
-        snapshot: parse_stored(SnapshotId::parse(&snapshot), "claim_ops", "snapshot", oid)?,
-    }))
+    Ok(read::ops(conn, Scope::Id(id.as_str()))?.pop())
 }
 
 pub(crate) fn read_trajectory(conn: &Connection, id: &TrajectoryId) -> Result<Option<Trajectory>> {
-    let row = conn
-        .query_row(
-            "SELECT namespace, continues, summary, signals FROM trajectories WHERE id = ?1",
-            [id.as_str()],
-            |row| <(String, Option<String>, String, String)>::try_from(row),
-        )
-        .optional()
-        .ctx("reading a trajectory")?;
-    let Some((ns, continues, summary, signals)) = row else {
-        return Ok(None);
-    };
-    let tid = id.as_str();
-    Ok(Some(Trajectory {
-        id: id.clone(),
-        namespace: parse_stored(Namespace::new(ns), "trajectories", "namespace", tid)?,
-        snapshot_ids: id_list(
-            conn,
-            "SELECT id FROM snapshots WHERE trajectory = ?1 ORDER BY version",
-            tid,
-            "snapshots",
-            SnapshotId::parse,
-        )?,
-        continues: continues
-            .map(|c| parse_stored(TrajectoryId::parse(&c), "trajectories", "continues", tid))
-            .transpose()?,
-        summary,
-        signals: from_json::<Signals>(&signals, "trajectories", "signals", tid)?,
-    }))
+    Ok(read::trajectories(conn, Scope::Id(id.as_str()))?.pop())
 }
 
 fn read_page_revision(conn: &Connection, id: &PageId, revision: u32) -> Result<Option<WikiPage>> {
-    let row = conn
-        .query_row(
-            "SELECT p.namespace, p.kind, r.title, r.body, r.routing_text, r.keywords, r.terms, r.items
-             FROM pages p JOIN page_revisions r ON r.page = p.id WHERE p.id = ?1 AND r.revision = ?2",
-            params![id.as_str(), revision],
-            |row| <(String, String, String, String, String, String, String, String)>::try_from(row),
-        )
-        .optional()
-        .ctx("reading a page revision")?;
-    let Some((ns, kind, title, body, routing_text, keywords, terms, items)) = row else {
-        return Ok(None);
-    };
-    let pid = id.as_str();
-    let mut stmt = conn
-        .prepare_cached("SELECT trajectory FROM page_trajectories WHERE page = ?1 AND revision = ?2 ORDER BY position")
-        .ctx("reading page links")?;
-    let links = stmt
-        .query_map(params![pid, revision], |row| row.get::<_, String>(0))
-        .ctx("reading page links")?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .ctx("reading page links")?;
-    Ok(Some(WikiPage {
-        id: id.clone(),
-        namespace: parse_stored(Namespace::new(ns), "pages", "namespace", pid)?,
-        kind: parse_stored(
-            PageKind::parse(&kind).ok_or("unknown kind"),
-            "pages",
-            "kind",
-            pid,
-        )?,
-        title,
-        body,
-        routing_text,
-        keywords: from_json(&keywords, "page_revisions", "keywords", pid)?,
-        trajectory_ids: links
-            .iter()
-            .map(|t| {
-                parse_stored(
-                    TrajectoryId::parse(t),
-                    "page_trajectories",
-                    "trajectory",
-                    pid,
-                )
-            })
-            .collect::<Result<_>>()?,
-        terms: from_json(&terms, "page_revisions", "terms", pid)?,
-        items: from_json::<Vec<ItemCount>>(&items, "page_revisions", "items", pid)?,
-        revision,
-    }))
+    Ok(read::pages(conn, Pages::Revision(id.as_str(), revision))?.pop())
 }
 
 /// Pages compare equal for revisioning when everything but the revision number matches.

@@ -1,9 +1,10 @@
 //! Text utilities: sentences with their exact source spans, word tokens, light stemming,
 //! keywords.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::OnceLock;
 
-use crate::lexicon::{contains, STOPWORDS};
+use crate::lexicon::STOPWORDS;
 
 /// A sentence of a source text, as the exact substring (so it can serve as a verbatim quote).
 pub fn sentences(text: &str) -> Vec<&str> {
@@ -78,6 +79,12 @@ pub fn words(text: &str) -> Vec<(usize, &str)> {
 
 /// Lower case, curly apostrophes straightened.
 pub fn norm(word: &str) -> String {
+    if word
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        return word.to_string();
+    }
     word.to_lowercase().replace('’', "'")
 }
 
@@ -88,11 +95,10 @@ pub fn stem(word: &str) -> String {
 }
 
 fn stem_once(w: &str) -> String {
-    let w = w.to_string();
-    let w = w.strip_suffix("'s").unwrap_or(&w).to_string();
+    let w = w.strip_suffix("'s").unwrap_or(w);
     let n = w.chars().count();
     if n <= 3 {
-        return w;
+        return w.to_string();
     }
     for (suffix, keep) in [("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")] {
         if let Some(base) = w.strip_suffix(suffix) {
@@ -111,25 +117,30 @@ fn stem_once(w: &str) -> String {
             }
         }
     }
-    w
+    w.to_string()
 }
 
 /// Whether a lower-case word is a stopword (apostrophes ignored).
 pub fn is_stopword(word: &str) -> bool {
-    let plain: String = word.chars().filter(|c| *c != '\'').collect();
-    contains(STOPWORDS, word) || contains(STOPWORDS, &plain)
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    let set = SET.get_or_init(|| STOPWORDS.iter().copied().collect());
+    set.contains(word) || (word.contains('\'') && set.contains(word.replace('\'', "").as_str()))
 }
 
 /// Keywords of a text: stemmed content words of 3+ characters, not stopwords, sorted.
 pub fn keywords(text: &str) -> BTreeSet<String> {
     words(text)
         .into_iter()
-        .map(|(_, w)| norm(w))
-        .filter(|w| {
-            w.chars().count() >= 3 && !is_stopword(w) && !w.chars().all(|c| c.is_ascii_digit())
-        })
-        .map(|w| stem(&w))
+        .filter_map(|(_, w)| keyword(w))
         .collect()
+}
+
+/// The keyword a word (as [`words`] cuts it) stands for: its stem, when it is a content word of
+/// 3+ characters, not a stopword and not a number.
+pub fn keyword(word: &str) -> Option<String> {
+    let w = norm(word);
+    (w.chars().count() >= 3 && !is_stopword(&w) && !w.chars().all(|c| c.is_ascii_digit()))
+        .then(|| stem(&w))
 }
 
 /// The surface of each keyword of `text` ([`keywords`]): stem → the word as first written, in

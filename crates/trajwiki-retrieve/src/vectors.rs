@@ -1,0 +1,172 @@
+//! A namespace's message vectors as retrieval sees them: rows in ingest order, in two segments —
+//! a shared prefix that the index does not own (a memory-mapped vector file, in f16 or f32) and
+//! a tail of f32 rows it holds (messages the file does not cover yet) — with the map between a
+//! message (session, position order) and its row.
+//!
+//! Scoring scans each segment with the backend and merges the two top-k lists, so that a search
+//! over a memory-mapped namespace decodes nothing up front.
+
+use trajwiki_compute::{sort_hits, Hit, MatrixView, ScoringBackend};
+
+use crate::index::IndexError;
+
+/// Rows stored outside the index, viewed as a matrix (e.g. a memory-mapped vector file).
+pub trait SharedRows: Send + Sync {
+    /// The rows.
+    fn view(&self) -> MatrixView<'_>;
+}
+
+/// The message vectors of one namespace.
+pub struct MessageVectors {
+    dim: usize,
+    shared: Option<Box<dyn SharedRows>>,
+    shared_rows: usize,
+    tail: Vec<f32>,
+    /// Per message: its row (shared rows first, then the tail's).
+    row_of: Vec<u32>,
+    /// Per row: its message.
+    message_of: Vec<u32>,
+    /// Whether row `i` is message `i` throughout (messages ingested in conversation order).
+    in_message_order: bool,
+}
+
+impl MessageVectors {
+    /// Vectors held in memory, row `i` for message `i`.
+    pub fn owned(dim: usize, rows: Vec<f32>) -> Result<Self, IndexError> {
+        let n = rows.len().checked_div(dim).unwrap_or(0);
+        let order: Vec<u32> = (0..n as u32).collect();
+        Self::new(dim, None, rows, order)
+    }
+
+    /// `shared` rows, then `tail` rows (f32, `dim` each); `row_of[i]` is message `i`'s row, a
+    /// permutation of all rows.
+    pub fn new(
+        dim: usize,
+        shared: Option<Box<dyn SharedRows>>,
+        tail: Vec<f32>,
+        row_of: Vec<u32>,
+    ) -> Result<Self, IndexError> {
+        let shared_rows = shared.as_ref().map_or(0, |s| s.view().rows());
+        if let Some(s) = &shared {
+            if s.view().dim() != dim {
+                return Err(IndexError::Shape {
+                    level: "messages (vector file)",
+                    got: s.view().dim(),
+                    rows: shared_rows,
+                    dim,
+                });
+            }
+        }
+        let rows = shared_rows + tail.len().checked_div(dim).unwrap_or(0);
+        if tail.len() % dim.max(1) != 0 || rows != row_of.len() {
+            return Err(IndexError::Shape {
+                level: "messages",
+                got: shared_rows * dim + tail.len(),
+                rows: row_of.len(),
+                dim,
+            });
+        }
+        let mut message_of = vec![u32::MAX; rows];
+        for (m, &r) in row_of.iter().enumerate() {
+            match message_of.get_mut(r as usize) {
+                Some(slot) if *slot == u32::MAX => *slot = m as u32,
+                _ => {
+                    return Err(IndexError::Shape {
+                        level: "messages (row map)",
+                        got: r as usize,
+                        rows,
+                        dim,
+                    })
+                }
+            }
+        }
+        let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
+        Ok(MessageVectors {
+            in_message_order,
+            dim,
+            shared,
+            shared_rows,
+            tail,
+            row_of,
+            message_of,
+        })
+    }
+
+    /// Messages.
+    pub fn len(&self) -> usize {
+        self.row_of.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.row_of.is_empty()
+    }
+
+    /// Rows served from the shared segment (the memory-mapped file).
+    pub fn shared_rows(&self) -> usize {
+        self.shared_rows
+    }
+
+    /// Bytes held by the index itself (the tail and the row maps; the shared rows are not).
+    pub fn owned_bytes(&self) -> usize {
+        self.tail.len() * 4 + self.row_of.len() * 8
+    }
+
+    /// Message `i`'s vector, as f32, into `out` (`dim` long).
+    pub(crate) fn row_into(&self, i: usize, out: &mut [f32]) {
+        let r = self.row_of[i] as usize;
+        if r < self.shared_rows {
+            let view = self.shared.as_ref().expect("shared rows").view();
+            view.row_f32(r, out);
+        } else {
+            let t = r - self.shared_rows;
+            out.copy_from_slice(&self.tail[t * self.dim..(t + 1) * self.dim]);
+        }
+    }
+
+    /// Message `i`'s vector as f32.
+    pub(crate) fn row(&self, i: usize) -> Vec<f32> {
+        let mut out = vec![0.0; self.dim];
+        self.row_into(i, &mut out);
+        out
+    }
+
+    /// The best `k` messages for query `q`: (message index, cosine), best first, ties to the
+    /// lower message index.
+    pub(crate) fn topk(
+        &self,
+        q: &[f32],
+        k: usize,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let mut hits: Vec<Hit> = Vec::new();
+        if let Some(shared) = &self.shared {
+            let view = shared.view();
+            if view.rows() > 0 {
+                let found = backend.cosine_topk(&view, q, k)?.into_iter().next();
+                hits.extend(
+                    found
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(r, s)| (self.message_of[r as usize], s)),
+                );
+            }
+        }
+        if !self.tail.is_empty() {
+            let view = MatrixView::f32(&self.tail, self.dim)?;
+            let found = backend.cosine_topk(&view, q, k)?.into_iter().next();
+            hits.extend(
+                found
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(r, s)| (self.message_of[self.shared_rows + r as usize], s)),
+            );
+        }
+        if !self.in_message_order || (self.shared_rows > 0 && !self.tail.is_empty()) {
+            // Two lists, or rows out of message order: the order is restored on message indices.
+            sort_hits(&mut hits);
+        }
+        hits.truncate(k);
+        Ok(hits)
+    }
+}

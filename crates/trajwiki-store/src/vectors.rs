@@ -1,0 +1,381 @@
+//! Vector files (schema version 3): each namespace's message vectors for a model, as one
+//! append-only file of f16 or f32 rows under `vectors/` in the store directory, memory-mapped
+//! when the namespace is loaded instead of decoded row by row from SQLite.
+//!
+//! Row `i` of a file is the vector of the namespace's `i`-th message in ingest order. SQLite
+//! records how many rows are committed and the rowid of the message of the last one; an append
+//! takes SQLite's write lock, cuts the file back to its committed length (dropping a tail that a
+//! crash left between the file write and the commit), writes and syncs the new rows, and only
+//! then commits their count. A reader maps the committed rows and never looks past them, and a
+//! file is never cut below what was committed, so a mapping stays valid while others append.
+//!
+//! Architecture invariant: vector files are derived state. Deleting one loses nothing that the
+//! messages and the model cannot give back.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+use memmap2::Mmap;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use trajwiki_core::Namespace;
+
+use crate::error::{Result, SqlContext, StoreError};
+use crate::Store;
+
+/// The folder of a store that holds its vector files.
+pub const VECTOR_DIR: &str = "vectors";
+
+/// The element type of a vector file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VectorDtype {
+    /// Half precision: half the size; cosine rankings as with f32 to within f16 rounding.
+    #[default]
+    F16,
+    /// Single precision: the vectors exactly as the model gave them.
+    F32,
+}
+
+impl VectorDtype {
+    /// The name stored and accepted on the command line: `f16` or `f32`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VectorDtype::F16 => "f16",
+            VectorDtype::F32 => "f32",
+        }
+    }
+
+    /// Parses [`as_str`](Self::as_str)'s names.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "f16" => Some(VectorDtype::F16),
+            "f32" => Some(VectorDtype::F32),
+            _ => None,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            VectorDtype::F16 => 2,
+            VectorDtype::F32 => 4,
+        }
+    }
+}
+
+/// What SQLite records of a vector file: its committed extent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VectorFileInfo {
+    /// Element type.
+    pub dtype: VectorDtype,
+    /// Dimension.
+    pub dim: usize,
+    /// Committed rows.
+    pub rows: usize,
+    /// Rowid of the message of the last committed row (0 when there is none).
+    pub last_rowid: i64,
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl VectorFileInfo {
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.dim * self.dtype.size()
+    }
+}
+
+/// The committed rows of a vector file, memory-mapped (read-only).
+pub struct MappedVectors {
+    info: VectorFileInfo,
+    map: Option<Mmap>,
+}
+
+impl std::fmt::Debug for MappedVectors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedVectors")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+impl MappedVectors {
+    /// What the rows are.
+    pub fn info(&self) -> &VectorFileInfo {
+        &self.info
+    }
+
+    /// The committed rows as bytes (`rows * dim * size`).
+    fn bytes(&self) -> &[u8] {
+        let n = self.info.rows * self.info.row_bytes();
+        self.map.as_ref().map_or(&[], |m| &m[..n])
+    }
+
+    /// The rows when the file holds f16.
+    pub fn f16(&self) -> Option<&[f16]> {
+        (self.info.dtype == VectorDtype::F16).then(|| bytemuck::cast_slice(self.bytes()))
+    }
+
+    /// Row `i` as f32, into `out` (`dim` long).
+    pub fn row_f32(&self, i: usize, out: &mut [f32]) {
+        let r = i * self.info.dim..(i + 1) * self.info.dim;
+        match self.info.dtype {
+            VectorDtype::F16 => {
+                bytemuck::cast_slice::<u8, f16>(self.bytes())[r].convert_to_f32_slice(out)
+            }
+            VectorDtype::F32 => {
+                out.copy_from_slice(&bytemuck::cast_slice::<u8, f32>(self.bytes())[r])
+            }
+        }
+    }
+
+    /// The rows when the file holds f32.
+    pub fn f32(&self) -> Option<&[f32]> {
+        (self.info.dtype == VectorDtype::F32).then(|| bytemuck::cast_slice(self.bytes()))
+    }
+}
+
+/// Maps the first `len` bytes of `file`.
+#[allow(unsafe_code)]
+fn map(file: &File, len: usize) -> std::io::Result<Mmap> {
+    // SAFETY: the mapping is read-only and covers committed rows only. trajwiki never writes
+    // inside the committed extent of a vector file and never cuts a file below it (an append
+    // rewrites only what lies past it; a deleted namespace's file is unlinked, which leaves the
+    // mapped pages alive), so the bytes under the mapping do not change while it lives. A
+    // process outside trajwiki that truncates the file breaks this, as it would for any
+    // memory-mapped store.
+    unsafe { memmap2::MmapOptions::new().len(len).map(file) }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::VectorFile {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_info(
+    conn: &Connection,
+    dir: &Path,
+    ns: &str,
+    model: &str,
+) -> Result<Option<VectorFileInfo>> {
+    let row = conn
+        .query_row(
+            "SELECT dtype, dim, rows, last_rowid, file FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
+            [ns, model],
+            |r| <(String, i64, i64, i64, String)>::try_from(r),
+        )
+        .optional()
+        .ctx("reading a vector file record")?;
+    row.map(|(dtype, dim, rows, last_rowid, file)| {
+        let corrupt = |column, reason: String| StoreError::Corrupt {
+            table: "vector_files",
+            column,
+            id: format!("{ns}/{model}"),
+            reason,
+        };
+        Ok(VectorFileInfo {
+            dtype: VectorDtype::parse(&dtype)
+                .ok_or_else(|| corrupt("dtype", format!("unknown element type {dtype}")))?,
+            dim: usize::try_from(dim).map_err(|_| corrupt("dim", format!("{dim}")))?,
+            rows: usize::try_from(rows).map_err(|_| corrupt("rows", format!("{rows}")))?,
+            last_rowid,
+            path: dir.join(VECTOR_DIR).join(&file),
+        })
+    })
+    .transpose()
+}
+
+/// The file name of (namespace, model)'s vectors: a hash, so that any namespace or model name
+/// gives a plain name, with the element type as extension.
+fn file_name(ns: &str, model: &str, dtype: VectorDtype) -> String {
+    let h = trajwiki_core::content_hash([ns, model]);
+    format!("{}.{}", &h[..32], dtype.as_str())
+}
+
+impl Store {
+    /// The committed extent of the vector file of `ns` for `model`, if there is one.
+    pub fn vector_file(&self, ns: &Namespace, model: &str) -> Result<Option<VectorFileInfo>> {
+        read_info(&self.conn, &self.dir, ns.as_str(), model)
+    }
+
+    /// Maps the committed rows of the vector file of `ns` for `model`. A file shorter than its
+    /// committed rows is [`StoreError::Corrupt`].
+    pub fn map_vectors(&self, ns: &Namespace, model: &str) -> Result<Option<MappedVectors>> {
+        let Some(info) = self.vector_file(ns, model)? else {
+            return Ok(None);
+        };
+        let len = info.rows * info.row_bytes();
+        if len == 0 {
+            return Ok(Some(MappedVectors { info, map: None }));
+        }
+        let file = File::open(&info.path).map_err(io_error(&info.path))?;
+        let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
+        if on_disk < len as u64 {
+            return Err(StoreError::Corrupt {
+                table: "vector_files",
+                column: "rows",
+                id: info.path.display().to_string(),
+                reason: format!("the file holds {on_disk} bytes, {len} are committed"),
+            });
+        }
+        let map = map(&file, len).map_err(io_error(&info.path))?;
+        Ok(Some(MappedVectors {
+            info,
+            map: Some(map),
+        }))
+    }
+
+    /// Appends the vectors of messages that arrived after the file's last row: `rows` are
+    /// (message rowid, vector), rowids ascending and above the file's `last_rowid`. The file is
+    /// created with `dtype` on the first append and keeps its type after. Holds SQLite's write
+    /// lock from reading the committed extent to committing the new one, so appenders in other
+    /// processes take turns.
+    pub fn append_vectors(
+        &mut self,
+        ns: &Namespace,
+        model: &str,
+        dtype: VectorDtype,
+        dim: usize,
+        rows: &[(i64, &[f32])],
+    ) -> Result<VectorFileInfo> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx("starting a vector append")?;
+        let info = match read_info(&tx, &self.dir, ns.as_str(), model)? {
+            Some(info) => info,
+            None => {
+                let file = file_name(ns.as_str(), model, dtype);
+                tx.execute(
+                    "INSERT INTO vector_files (namespace, model_id, dtype, dim, file, rows, last_rowid)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, 0)",
+                    params![ns.as_str(), model, dtype.as_str(), dim as i64, file],
+                )
+                .ctx("recording a vector file")?;
+                VectorFileInfo {
+                    dtype,
+                    dim,
+                    rows: 0,
+                    last_rowid: 0,
+                    path: self.dir.join(VECTOR_DIR).join(file),
+                }
+            }
+        };
+        if let Some((_, v)) = rows.iter().find(|(_, v)| v.len() != info.dim) {
+            return Err(StoreError::EmbeddingDimension {
+                model: model.to_string(),
+                stored: info.dim,
+                got: v.len(),
+            });
+        }
+        let mut last = info.last_rowid;
+        for &(rowid, _) in rows {
+            if rowid <= last {
+                return Err(StoreError::Conflict {
+                    kind: "vector row",
+                    id: format!("{ns}/{model}"),
+                    existing: format!("rows up to message rowid {last}"),
+                    incoming: format!("a row for message rowid {rowid}"),
+                });
+            }
+            last = rowid;
+        }
+        if rows.is_empty() {
+            return Ok(info);
+        }
+        let dir = self.dir.join(VECTOR_DIR);
+        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&info.path)
+            .map_err(io_error(&info.path))?;
+        let committed = (info.rows * info.row_bytes()) as u64;
+        let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
+        if on_disk < committed {
+            return Err(StoreError::Corrupt {
+                table: "vector_files",
+                column: "rows",
+                id: info.path.display().to_string(),
+                reason: format!("the file holds {on_disk} bytes, {committed} are committed"),
+            });
+        }
+        // A torn tail from a crash after writing and before committing: not ours to keep.
+        file.set_len(committed).map_err(io_error(&info.path))?;
+        file.seek(SeekFrom::Start(committed))
+            .map_err(io_error(&info.path))?;
+        let mut bytes = Vec::with_capacity(rows.len() * info.row_bytes());
+        for (_, v) in rows {
+            match info.dtype {
+                VectorDtype::F16 => {
+                    for x in v.iter() {
+                        bytes.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
+                    }
+                }
+                VectorDtype::F32 => {
+                    for x in v.iter() {
+                        bytes.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+            }
+        }
+        file.write_all(&bytes).map_err(io_error(&info.path))?;
+        file.sync_data().map_err(io_error(&info.path))?;
+        let info = VectorFileInfo {
+            rows: info.rows + rows.len(),
+            last_rowid: last,
+            ..info
+        };
+        tx.execute(
+            "UPDATE vector_files SET rows = ?3, last_rowid = ?4 WHERE namespace = ?1 AND model_id = ?2",
+            params![ns.as_str(), model, info.rows as i64, info.last_rowid],
+        )
+        .ctx("committing vector rows")?;
+        tx.commit().ctx("committing vector rows")?;
+        Ok(info)
+    }
+
+    /// Forgets the vector file of `ns` for `model` and removes it, so that the next append
+    /// writes it again from the first message: the repair for a damaged file (derived state).
+    pub fn reset_vectors(&mut self, ns: &Namespace, model: &str) -> Result<()> {
+        let Some(info) = self.vector_file(ns, model)? else {
+            return Ok(());
+        };
+        self.conn
+            .execute(
+                "DELETE FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
+                [ns.as_str(), model],
+            )
+            .ctx("forgetting a vector file")?;
+        match std::fs::remove_file(&info.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::VectorFile {
+                path: info.path,
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The vector files of a namespace (any model), for removal with it.
+    pub(crate) fn vector_paths(&self, ns: &Namespace) -> Result<Vec<PathBuf>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT file FROM vector_files WHERE namespace = ?1")
+            .ctx("listing vector files")?;
+        let files = stmt
+            .query_map([ns.as_str()], |r| r.get::<_, String>(0))
+            .ctx("listing vector files")?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .ctx("listing vector files")?;
+        Ok(files
+            .into_iter()
+            .map(|f| self.dir.join(VECTOR_DIR).join(f))
+            .collect())
+    }
+}
