@@ -35,6 +35,8 @@ pub struct EvalOptions<'a> {
     pub modes: Vec<Mode>,
     /// Memory construction constants.
     pub memory: MemoryConfig,
+    /// The element type of the message vector files the build writes (f16 or f32).
+    pub vectors: trajwiki_store::VectorDtype,
     /// Retrieval constants.
     pub retrieval: RetrievalConfig,
     /// The embedder.
@@ -212,6 +214,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
             &o.memory,
             BuildOptions {
                 flush: true,
+                vectors: o.vectors,
                 ..BuildOptions::default()
             },
         )?;

@@ -13,6 +13,8 @@
 //! assert_eq!(store.stats().unwrap().messages, 0);
 //! ```
 
+pub use trajwiki_ann as ann;
+pub use trajwiki_compute as compute;
 pub use trajwiki_core as core;
 pub use trajwiki_embed as embed;
 pub use trajwiki_ingest as ingest;
@@ -21,6 +23,7 @@ pub use trajwiki_store as store;
 pub use trajwiki_text as text;
 
 pub mod api;
+pub mod cache;
 pub mod eval;
 pub mod export;
 pub mod pipeline;

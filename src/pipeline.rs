@@ -1,6 +1,7 @@
 //! The glue between store, embedder and memory construction: embedding with the store's cache,
 //! building a namespace and committing it in one transaction.
 
+use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_core::{EmbedError, EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_memory::{
     exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
@@ -138,8 +139,43 @@ pub fn sync_vectors(
     Ok(rows.len())
 }
 
+/// Builds the approximate index of `ns`'s vector file when the file holds at least `threshold`
+/// rows and the index is missing or covers less than ten elevenths of them (so that it is
+/// rebuilt after every 10 % of growth: a bounded cost per message on average); the rows past it
+/// are scanned exactly until then. Returns the rows the index covers (0 without one, or in a
+/// build without approximate search).
+pub fn sync_ann(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    threshold: usize,
+) -> Result<usize, PipelineError> {
+    let model = embedder.model_id().to_string();
+    let Some(mapped) = store.map_vectors(ns, &model)? else {
+        return Ok(0);
+    };
+    let info = mapped.info().clone();
+    if !AnnIndex::available() || info.rows < threshold.max(1) {
+        return Ok(info.ann_rows);
+    }
+    if info.ann_rows > 0 && info.rows - info.ann_rows <= info.ann_rows / 10 {
+        return Ok(info.ann_rows);
+    }
+    let mut rows = vec![0f32; info.rows * info.dim];
+    for (i, row) in rows.chunks_exact_mut(info.dim).enumerate() {
+        mapped.row_f32(i, row);
+    }
+    drop(mapped);
+    let ann = AnnIndex::build(&rows, info.dim, AnnParams::default())
+        .map_err(|e| PipelineError::Index(Box::new(e.into())))?;
+    ann.save(&info.ann_path())
+        .map_err(|e| PipelineError::Index(Box::new(e.into())))?;
+    store.set_ann_rows(ns, &model, info.rows)?;
+    Ok(info.rows)
+}
+
 /// How [`build_namespace`] treats what it finds.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct BuildOptions {
     /// Replace a memory built with another model or configuration (or by an earlier version),
     /// folding every message again.
@@ -149,6 +185,23 @@ pub struct BuildOptions {
     /// The element type of a namespace's vector file when a build creates it (an existing file
     /// keeps its type).
     pub vectors: VectorDtype,
+    /// Vectors a namespace needs before its build adds an approximate index (in a build with
+    /// the `faiss` feature; without it, searches stay exact at any size).
+    pub ann_threshold: usize,
+}
+
+/// [`BuildOptions::ann_threshold`]'s default: below it the exact scan is fast enough.
+pub const ANN_THRESHOLD: usize = 50_000;
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            rebuild: false,
+            flush: false,
+            vectors: VectorDtype::default(),
+            ann_threshold: ANN_THRESHOLD,
+        }
+    }
 }
 
 fn encode<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -395,6 +448,7 @@ pub fn build_namespace_kept(
         }
     }
     report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
+    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold)?;
     let (model_id, config, pending) = position;
     *kept = Some(KeptFold {
         fold,

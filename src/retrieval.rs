@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
 use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{Index, LevelVectors, MessageVectors, NamespaceRecords, SharedRows};
@@ -112,13 +113,27 @@ pub fn load_index(
             .map(|&i| slots[i as usize].take().expect("a permutation"))
             .collect()
     };
-    let message_vectors = MessageVectors::new(
+    // The approximate index, when the build made one and it covers committed rows only (it is
+    // written before its row count is committed, so it may be newer than the record says).
+    let ann = shared.as_ref().and_then(|s| {
+        let info = s.0.info();
+        (AnnIndex::available() && info.ann_rows > 0)
+            .then(|| AnnIndex::load(&info.ann_path(), AnnParams::default()).ok())
+            .flatten()
+            .filter(|a| a.rows() <= covered && a.dim() == embedder.dim())
+    });
+    let mut message_vectors = MessageVectors::new(
         embedder.dim(),
         shared.map(|s| Box::new(s) as Box<dyn SharedRows>),
         tail,
         order,
     )
     .map_err(|e| PipelineError::Index(Box::new(e)))?;
+    if let Some(ann) = ann {
+        message_vectors = message_vectors
+            .with_ann(ann)
+            .map_err(|e| PipelineError::Index(Box::new(e)))?;
+    }
     lap("vectors");
 
     // One configuration: the build's model and settings apply at query time.

@@ -9,18 +9,20 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 use trajwiki::core::{HashingEmbedder, Namespace, SourceMessage};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
 use trajwiki::store::{Store, VectorDtype};
 
 const LATER: BuildOptions = BuildOptions {
     rebuild: false,
     flush: false,
     vectors: VectorDtype::F16,
+    ann_threshold: ANN_THRESHOLD,
 };
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
     vectors: VectorDtype::F16,
+    ann_threshold: ANN_THRESHOLD,
 };
 
 fn export(store: &Store, ns: &Namespace) -> String {
@@ -282,6 +284,7 @@ fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_repl
             rebuild: true,
             flush: true,
             vectors: VectorDtype::F16,
+            ann_threshold: ANN_THRESHOLD,
         },
     )
     .unwrap();

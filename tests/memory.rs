@@ -8,13 +8,14 @@ use chrono::NaiveDate;
 use proptest::prelude::*;
 use trajwiki::core::{HashingEmbedder, Namespace, PageKind, SourceMessage};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
 
 /// Builds everything, the last exchange too.
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
     vectors: VectorDtype::F16,
+    ann_threshold: ANN_THRESHOLD,
 };
 use trajwiki::store::{Store, VectorDtype};
 
@@ -260,6 +261,7 @@ fn rebuild_in_place_is_a_noop_and_rebuild_flag_replaces() {
             rebuild: true,
             flush: true,
             vectors: VectorDtype::F16,
+            ann_threshold: ANN_THRESHOLD,
         },
     )
     .unwrap();

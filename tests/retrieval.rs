@@ -7,13 +7,14 @@ use std::collections::BTreeSet;
 
 use trajwiki::core::{HashingEmbedder, Namespace};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
 
 /// Builds a whole conversation, the last exchange too.
 const FLUSH: BuildOptions = BuildOptions {
     rebuild: false,
     flush: true,
     vectors: VectorDtype::F16,
+    ann_threshold: ANN_THRESHOLD,
 };
 use trajwiki::retrieval::{embed_query, load_index};
 use trajwiki::retrieve::{Mode, RetrievalConfig};

@@ -47,6 +47,7 @@ pub fn eval_locomo(
             budgets: budgets.clone(),
             modes: modes.clone(),
             memory,
+            vectors: Default::default(),
             retrieval: RetrievalConfig::default(),
             embedder: embedder.as_ref(),
             scoring: scoring.as_ref(),

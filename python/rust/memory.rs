@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
+use trajwiki::cache::LruCache;
 use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 use trajwiki::store::VectorDtype;
 use trajwiki::trace;
@@ -46,14 +47,11 @@ pub struct Memory {
     folds: Mutex<HashMap<Namespace, KeptFold>>,
 }
 
-/// The retrieval indexes of the namespaces searched so far, so that a search does not read the
-/// store again. Emptied by this memory's own writes, and when another connection has written
-/// (SQLite's `data_version` moved).
-#[derive(Default)]
-struct IndexCache {
-    version: Option<i64>,
-    by_namespace: HashMap<Namespace, Arc<LoadedIndex>>,
-}
+/// The retrieval indexes of the namespaces searched lately, so that a search does not read the
+/// store again: at most `index_cache_bytes`, least recently used first out. Emptied by this
+/// memory's own writes, and when another connection has written (SQLite's `data_version`
+/// moved).
+type IndexCache = LruCache<LoadedIndex>;
 
 impl Memory {
     /// The store. Lock order: the store before the index cache.
@@ -91,7 +89,7 @@ impl Memory {
 
     /// Forgets the cached indexes; called with the store locked, after this memory wrote to it.
     fn forget_indexes(&self, _store: &MutexGuard<'_, Store>) {
-        self.indexes().by_namespace.clear();
+        self.indexes().clear();
     }
 
     /// The index of `ns`, cached, and whether it was loaded now.
@@ -103,15 +101,13 @@ impl Memory {
         let mut store = self.store();
         let version = store.data_version()?;
         let mut cache = self.indexes();
-        if cache.version != Some(version) {
-            cache.by_namespace.clear();
-            cache.version = Some(version);
-        }
-        if let Some(found) = cache.by_namespace.get(ns) {
-            return Ok((Arc::clone(found), false));
+        cache.observe(version);
+        if let Some(found) = cache.get(ns) {
+            return Ok((found, false));
         }
         let loaded = Arc::new(api::open_index(&mut store, ns, embedder)?);
-        cache.by_namespace.insert(ns.clone(), Arc::clone(&loaded));
+        let bytes = loaded.index.heap_bytes();
+        cache.insert(ns.clone(), Arc::clone(&loaded), bytes);
         Ok((loaded, true))
     }
 
@@ -150,15 +146,18 @@ fn namespace(name: &str) -> PyResult<Namespace> {
 impl Memory {
     /// Opens (or creates) the store at `path`. `model` names the embedding model (a model
     /// folder, a name in the model cache such as `minilm`, or `hashing[-DIM]`); it is loaded when
-    /// first needed. `config` is a memory configuration file (TOML).
+    /// first needed. `config` is a memory configuration file (TOML). Loaded namespace indexes
+    /// are kept for the next search, `index_cache_bytes` in all (1 GiB by default; least recently
+    /// used first out; 0 keeps none).
     #[new]
-    #[pyo3(signature = (path, model = "minilm", device = "auto", config = None))]
+    #[pyo3(signature = (path, model = "minilm", device = "auto", config = None, index_cache_bytes = 1 << 30))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         model: &str,
         device: &str,
         config: Option<PathBuf>,
+        index_cache_bytes: usize,
     ) -> PyResult<Self> {
         let device = crate::convert::device(device)?;
         let scoring = crate::convert::scoring(device)?;
@@ -172,7 +171,7 @@ impl Memory {
             scoring,
             config,
             embedder: Mutex::new(None),
-            indexes: Mutex::new(IndexCache::default()),
+            indexes: Mutex::new(IndexCache::new(index_cache_bytes)),
             folds: Mutex::new(HashMap::new()),
         })
     }
@@ -199,6 +198,18 @@ impl Memory {
     #[getter]
     fn scoring_backend(&self) -> &'static str {
         self.scoring.name()
+    }
+
+    /// The index cache: `{"namespaces": [...], "bytes": held, "capacity": bytes}`.
+    #[getter]
+    fn index_cache(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let cache = self.indexes();
+        let value = serde_json::json!({
+            "namespaces": cache.namespaces().iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            "bytes": cache.bytes(),
+            "capacity": cache.capacity(),
+        });
+        to_python(py, &value)
     }
 
     /// The namespaces that hold messages.
@@ -306,6 +317,7 @@ impl Memory {
                     rebuild,
                     flush,
                     vectors,
+                    ..BuildOptions::default()
                 },
             )
         })?;

@@ -97,6 +97,28 @@ def test_the_index_is_loaded_once_and_follows_every_write(memory: Memory, tmp_pa
         memory.search("Kiwi", namespace="ann")
 
 
+def test_the_index_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    for ns in ("ann", "bob"):
+        m.add(conversation(), namespace=ns)
+    m.build(flush=True)
+    q = "Where does Ann live now?"
+    m.search(q, namespace="ann")
+    one = m.index_cache["bytes"]
+    assert m.index_cache["namespaces"] == ["ann"] and one > 0
+    # Room for one index only: the least recently used goes.
+    small = Memory(m.path, model="hashing", index_cache_bytes=one + one // 2)
+    small.search(q, namespace="ann")
+    small.search(q, namespace="bob")
+    assert small.index_cache["namespaces"] == ["bob"]
+    assert small.search(q, namespace="ann").diagnostics["timings_ms"]["index_load"] > 0
+    # No room at all: every search loads.
+    none = Memory(m.path, model="hashing", index_cache_bytes=0)
+    none.search(q, namespace="ann")
+    assert none.search(q, namespace="ann").diagnostics["timings_ms"]["index_load"] > 0
+    assert none.index_cache == {"namespaces": [], "bytes": 0, "capacity": 0}
+
+
 def test_search_options(memory: Memory) -> None:
     one = memory.search("hiking", namespace="ann", k=1, mode="no-wiki", budget=50)
     assert len(one.trajectories) <= 1 and one.mode == "no-wiki"

@@ -54,6 +54,10 @@ pub(crate) struct BuildFlags {
     /// size) or f32. An existing file keeps its type.
     #[arg(long, default_value = "f16", value_parser = parse_dtype)]
     pub(crate) vectors: VectorDtype,
+    /// Vectors a namespace needs before its build adds an approximate index (HNSW, in a build
+    /// with the `faiss` feature); smaller namespaces are scanned exactly.
+    #[arg(long, default_value_t = trajwiki::pipeline::ANN_THRESHOLD)]
+    pub(crate) ann_threshold: usize,
 }
 
 /// Parses `--vectors`.
@@ -108,6 +112,7 @@ pub(crate) fn build_and_report(
         rebuild: flags.rebuild,
         flush: flags.flush,
         vectors: flags.vectors,
+        ann_threshold: flags.ann_threshold,
     };
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");

@@ -190,6 +190,9 @@ pub(crate) struct EvalLocomoArgs {
     /// Store to reuse (default: OUT/store).
     #[arg(long)]
     store: Option<PathBuf>,
+    /// Element type of the message vector files the build writes: f16 or f32.
+    #[arg(long, default_value = "f16", value_parser = super::memory::parse_dtype)]
+    vectors: trajwiki_store::VectorDtype,
     /// Context budgets (repeatable).
     #[arg(long = "budget")]
     budgets: Vec<usize>,
@@ -221,6 +224,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         budgets: budgets.clone(),
         modes: modes.clone(),
         memory: load_config(args.config.as_ref())?,
+        vectors: args.vectors,
         retrieval: RetrievalConfig::default(),
         embedder: embedder.as_ref(),
         scoring: backend.as_ref(),

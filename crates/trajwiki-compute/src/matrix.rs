@@ -72,6 +72,22 @@ impl<'a> MatrixView<'a> {
         })
     }
 
+    /// Rows `start..` of this matrix (empty when `start` is past the end).
+    pub fn rows_from(&self, start: usize) -> MatrixView<'a> {
+        let start = start.min(self.rows);
+        let from = start * self.dim;
+        let data = match self.data {
+            MatrixData::F32(d) => MatrixData::F32(&d[from..]),
+            MatrixData::F16(d) => MatrixData::F16(&d[from..]),
+            MatrixData::Bf16(d) => MatrixData::Bf16(&d[from..]),
+        };
+        MatrixView {
+            data,
+            rows: self.rows - start,
+            dim: self.dim,
+        }
+    }
+
     /// Views an f32 buffer of `data.len() / dim` rows.
     pub fn f32(data: &'a [f32], dim: usize) -> Result<Self, ComputeError> {
         Self::new(MatrixData::F32(data), data.len(), dim)

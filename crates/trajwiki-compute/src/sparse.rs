@@ -113,6 +113,16 @@ pub struct Bm25Index {
 }
 
 impl Bm25Index {
+    /// Approximate heap bytes: document lengths and postings.
+    pub fn heap_bytes(&self) -> usize {
+        self.doc_len.len() * 4
+            + self
+                .postings
+                .values()
+                .map(|(_, p)| 24 + p.len() * 8)
+                .sum::<usize>()
+    }
+
     /// Builds the index. Documents are bags of term ids (any order, repeats are frequencies).
     pub fn build(docs: &[&[u32]], params: Bm25Params) -> Result<Self, ComputeError> {
         if !params.k1.is_finite() || params.k1 < 0.0 {

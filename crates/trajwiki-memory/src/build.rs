@@ -98,6 +98,8 @@ pub struct BuildReport {
     pub embedded_texts: usize,
     /// Rows appended to the namespace's vector file.
     pub vectors_appended: usize,
+    /// Rows of the vector file searched through the approximate index (0: exact search only).
+    pub ann_rows: usize,
     /// Milliseconds spent embedding.
     pub embed_ms: u128,
     /// Milliseconds spent folding exchanges: extraction, matching, claim evolution, summaries.

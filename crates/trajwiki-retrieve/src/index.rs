@@ -93,6 +93,9 @@ pub enum IndexError {
     /// The scoring core refused its input.
     #[error(transparent)]
     Compute(#[from] ComputeError),
+    /// The approximate index failed.
+    #[error(transparent)]
+    Ann(#[from] trajwiki_ann::AnnError),
 }
 
 /// A superseded statement in a message: the deprecated claim and where it was revised.
@@ -514,6 +517,52 @@ impl Index {
             })
             .collect();
         Ok(index)
+    }
+
+    /// Approximate heap bytes of the index (records, vectors it owns, sparse indexes, rendered
+    /// lines; not the memory-mapped vector file): what a cache of indexes counts.
+    pub fn heap_bytes(&self) -> usize {
+        let r = &self.records;
+        let strings = |it: &mut dyn Iterator<Item = usize>| it.sum::<usize>();
+        let messages = strings(
+            &mut r
+                .messages
+                .iter()
+                .map(|m| 160 + m.text.len() + m.speaker.len()),
+        );
+        let snapshots = strings(&mut r.snapshots.iter().map(|s| {
+            200 + s.summary.len()
+                + s.context.len()
+                + 40 * (s.claim_ids.len() + s.source_message_ids.len() + s.keywords.len())
+        }));
+        let trajectories = strings(
+            &mut r
+                .trajectories
+                .iter()
+                .map(|t| 200 + t.summary.len() + 40 * t.snapshot_ids.len()),
+        );
+        let pages = strings(&mut r.pages.iter().map(|p| {
+            200 + p.title.len() + p.body.len() + p.routing_text.len() + 40 * p.trajectory_ids.len()
+        }));
+        let claims =
+            strings(&mut r.claims.iter().map(|(c, _)| {
+                160 + c.text.len() + c.quote.len() + 40 * c.source_message_ids.len()
+            }));
+        let v = &self.vectors;
+        let vectors = v.messages.owned_bytes()
+            + 4 * (v.snapshots.len() + v.trajectories.len() + v.pages.len());
+        let sparse = self.msg_bm25.heap_bytes()
+            + self.snap_bm25.heap_bytes()
+            + self.traj_bm25.heap_bytes()
+            + self.page_bm25.heap_bytes()
+            + self
+                .msg_terms
+                .iter()
+                .map(|t| 24 + 4 * t.len())
+                .sum::<usize>()
+            + self.vocab.keys().map(|k| 40 + k.len()).sum::<usize>();
+        let lines = self.lines.iter().map(|(l, _)| 32 + l.len()).sum::<usize>();
+        messages + snapshots + trajectories + pages + claims + vectors + sparse + lines
     }
 
     /// The message vectors.

@@ -87,6 +87,11 @@ pub struct RetrievalConfig {
     pub neighbour_radius: usize,
     /// Messages ranked by each direct route.
     pub direct_depth: usize,
+    /// The head of each other ranked list (pages, trajectories, snapshots) that fusion and
+    /// selection look at. It bounds a query's work in a large namespace: past the scoring scans
+    /// themselves, nothing a search does grows with the namespace. A namespace smaller than the
+    /// depth is ranked whole, exactly as without it.
+    pub depth: usize,
     /// Best direct hits whose neighbouring turns join the ranking.
     pub neighbour_seeds: usize,
     /// Weight of the structured evidence route (pages → trajectories → snapshots) when it is
@@ -119,7 +124,8 @@ impl Default for RetrievalConfig {
             trajectories: 15,
             rrf_k: 60.0,
             neighbour_radius: 1,
-            direct_depth: usize::MAX,
+            direct_depth: 1000,
+            depth: 1000,
             neighbour_seeds: 40,
             evidence_weight: 1.0,
             neighbour_weight: 1.0,
@@ -390,9 +396,9 @@ impl Index {
         let t0 = Instant::now();
         let mut universe: BTreeMap<usize, usize> = BTreeMap::new(); // trajectory → best page rank
         if use_wiki && !self.pages.is_empty() {
-            let all = self.pages.len();
-            let d = ranks(&self.dense(&self.vectors.pages, qvec, all, backend)?);
-            let s = ranks(&self.bm25(&self.page_bm25, q_terms, all, backend)?);
+            let depth = self.pages.len().min(config.depth);
+            let d = ranks(&self.dense(&self.vectors.pages, qvec, depth, backend)?);
+            let s = ranks(&self.bm25(&self.page_bm25, q_terms, depth, backend)?);
             let fused = self.fuse(&[&d, &s], config.rrf_k, backend)?;
             for (rank, (p, score)) in fused.iter().take(config.pages).enumerate() {
                 let page = &self.records.pages[self.pages[*p as usize]];
@@ -445,14 +451,27 @@ impl Index {
                 (t as u32, s)
             })
             .collect();
-        dense.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let pool_set: BTreeSet<u32> = pool.iter().map(|&t| t as u32).collect();
-        let sparse: Vec<u32> = self
-            .bm25(&self.traj_bm25, q_terms, n_traj, backend)?
-            .into_iter()
-            .map(|h| h.0)
-            .filter(|t| pool_set.contains(t))
-            .collect();
+        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let depth = config.depth.min(dense.len());
+        if depth < dense.len() {
+            dense.select_nth_unstable_by(depth, by_score);
+            dense.truncate(depth);
+        }
+        dense.sort_by(by_score);
+        // BM25 ranks every trajectory; without the direct path only those the pages reached.
+        let bm25_depth = if direct { depth } else { n_traj };
+        let sparse_hits = self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend)?;
+        let sparse: Vec<u32> = if direct {
+            sparse_hits.into_iter().map(|h| h.0).collect()
+        } else {
+            let pool_set: BTreeSet<u32> = pool.iter().map(|&t| t as u32).collect();
+            sparse_hits
+                .into_iter()
+                .map(|h| h.0)
+                .filter(|t| pool_set.contains(t))
+                .take(config.depth)
+                .collect()
+        };
         let mut routed: Vec<(usize, usize)> = universe.iter().map(|(t, r)| (*t, *r)).collect();
         routed.sort_by_key(|(t, r)| (*r, *t));
         let routed: Vec<u32> = routed.into_iter().map(|(t, _)| t as u32).collect();
@@ -487,7 +506,7 @@ impl Index {
         // 4. Evidence: the best snapshot of each selected trajectory, then snapshots by global
         //    similarity up to 2k, then neighbours and update-linked snapshots.
         let t0 = Instant::now();
-        let n_snap = self.records.snapshots.len();
+        let n_snap = self.records.snapshots.len().min(config.depth);
         let snap_d = self.dense(sv, qvec, n_snap, backend)?;
         let snap_s = self.bm25(&self.snap_bm25, q_terms, n_snap, backend)?;
         let snap_fused = self.fuse(&[&ranks(&snap_d), &ranks(&snap_s)], config.rrf_k, backend)?;

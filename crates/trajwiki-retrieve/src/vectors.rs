@@ -3,9 +3,12 @@
 //! a tail of f32 rows it holds (messages the file does not cover yet) — with the map between a
 //! message (session, position order) and its row.
 //!
-//! Scoring scans each segment with the backend and merges the two top-k lists, so that a search
-//! over a memory-mapped namespace decodes nothing up front.
+//! Scoring scans each segment with the backend and merges the top-k lists, so that a search over
+//! a memory-mapped namespace decodes nothing up front. A large namespace's shared rows may also
+//! carry an approximate index ([`AnnIndex`]) over their first rows: those rows are then asked of
+//! the index instead of scanned, and the rows after them are still scanned exactly.
 
+use trajwiki_ann::AnnIndex;
 use trajwiki_compute::{sort_hits, Hit, MatrixView, ScoringBackend};
 
 use crate::index::IndexError;
@@ -28,6 +31,8 @@ pub struct MessageVectors {
     message_of: Vec<u32>,
     /// Whether row `i` is message `i` throughout (messages ingested in conversation order).
     in_message_order: bool,
+    /// An approximate index over the first shared rows.
+    ann: Option<AnnIndex>,
 }
 
 impl MessageVectors {
@@ -82,6 +87,7 @@ impl MessageVectors {
         }
         let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
         Ok(MessageVectors {
+            ann: None,
             in_message_order,
             dim,
             shared,
@@ -90,6 +96,26 @@ impl MessageVectors {
             row_of,
             message_of,
         })
+    }
+
+    /// Searches the first `ann.rows()` shared rows through `ann` instead of scanning them. An
+    /// index over more rows than are shared, or of another dimension, is refused.
+    pub fn with_ann(mut self, ann: AnnIndex) -> Result<Self, IndexError> {
+        if ann.rows() > self.shared_rows || ann.dim() != self.dim {
+            return Err(IndexError::Shape {
+                level: "messages (approximate index)",
+                got: ann.rows() * ann.dim(),
+                rows: self.shared_rows,
+                dim: self.dim,
+            });
+        }
+        self.ann = Some(ann);
+        Ok(self)
+    }
+
+    /// Rows searched through the approximate index (0 without one).
+    pub fn ann_rows(&self) -> usize {
+        self.ann.as_ref().map_or(0, AnnIndex::rows)
     }
 
     /// Messages.
@@ -140,15 +166,23 @@ impl MessageVectors {
         backend: &dyn ScoringBackend,
     ) -> Result<Vec<Hit>, IndexError> {
         let mut hits: Vec<Hit> = Vec::new();
+        let approximate = self.ann_rows();
+        if let Some(ann) = &self.ann {
+            hits.extend(
+                ann.search(q, k)?
+                    .into_iter()
+                    .map(|(r, s)| (self.message_of[r as usize], s)),
+            );
+        }
         if let Some(shared) = &self.shared {
-            let view = shared.view();
+            let view = shared.view().rows_from(approximate);
             if view.rows() > 0 {
                 let found = backend.cosine_topk(&view, q, k)?.into_iter().next();
                 hits.extend(
                     found
                         .unwrap_or_default()
                         .into_iter()
-                        .map(|(r, s)| (self.message_of[r as usize], s)),
+                        .map(|(r, s)| (self.message_of[approximate + r as usize], s)),
                 );
             }
         }
@@ -162,7 +196,12 @@ impl MessageVectors {
                     .map(|(r, s)| (self.message_of[self.shared_rows + r as usize], s)),
             );
         }
-        if !self.in_message_order || (self.shared_rows > 0 && !self.tail.is_empty()) {
+        let segments = [
+            approximate > 0,
+            self.shared_rows > approximate,
+            !self.tail.is_empty(),
+        ];
+        if !self.in_message_order || segments.iter().filter(|s| **s).count() > 1 {
             // Two lists, or rows out of message order: the order is restored on message indices.
             sort_hits(&mut hits);
         }

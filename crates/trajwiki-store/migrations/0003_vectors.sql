@@ -5,7 +5,9 @@
 -- order, memory-mapped when a namespace is loaded. SQLite is the system of record for how much
 -- of each file is committed: `rows` rows, the last for the message at `last_rowid`. A tail past
 -- `rows` (a crash between writing the file and committing here) is ignored and overwritten by
--- the next append. Derived state: a file can always be rebuilt from the messages.
+-- the next append. A large namespace's file may have an approximate index (an HNSW graph, same
+-- name with the extension `hnsw`) over its first `ann_rows` rows. Derived state: a file and its
+-- graph can always be rebuilt from the messages.
 
 CREATE TABLE vector_files (
     namespace TEXT NOT NULL REFERENCES namespaces (id),
@@ -15,6 +17,7 @@ CREATE TABLE vector_files (
     file TEXT NOT NULL UNIQUE,
     rows INTEGER NOT NULL CHECK (rows >= 0),
     last_rowid INTEGER NOT NULL,
+    ann_rows INTEGER NOT NULL DEFAULT 0 CHECK (ann_rows >= 0 AND ann_rows <= rows),
     PRIMARY KEY (namespace, model_id)
 ) STRICT;
 

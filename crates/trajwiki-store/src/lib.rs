@@ -282,14 +282,7 @@ impl Store {
         let tx = self.conn.transaction().ctx("starting a delete")?;
         let exists = delete_in(&tx, ns, raw_too)?;
         tx.commit().ctx("committing a delete")?;
-        for path in files {
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::VectorFile { path, source: e });
-                }
-                _ => {}
-            }
-        }
+        vectors::remove_files(&files)?;
         Ok(exists)
     }
 }

@@ -76,6 +76,8 @@ pub struct VectorFileInfo {
     pub rows: usize,
     /// Rowid of the message of the last committed row (0 when there is none).
     pub last_rowid: i64,
+    /// Rows covered by the approximate index built last (0: none).
+    pub ann_rows: usize,
     /// The file.
     pub path: PathBuf,
 }
@@ -84,6 +86,12 @@ impl VectorFileInfo {
     /// Bytes of one row.
     pub fn row_bytes(&self) -> usize {
         self.dim * self.dtype.size()
+    }
+
+    /// Where the approximate index over the file's first rows lives (the file's name with the
+    /// extension `hnsw`).
+    pub fn ann_path(&self) -> PathBuf {
+        self.path.with_extension("hnsw")
     }
 }
 
@@ -164,13 +172,13 @@ fn read_info(
 ) -> Result<Option<VectorFileInfo>> {
     let row = conn
         .query_row(
-            "SELECT dtype, dim, rows, last_rowid, file FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
+            "SELECT dtype, dim, rows, last_rowid, file, ann_rows FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
             [ns, model],
-            |r| <(String, i64, i64, i64, String)>::try_from(r),
+            |r| <(String, i64, i64, i64, String, i64)>::try_from(r),
         )
         .optional()
         .ctx("reading a vector file record")?;
-    row.map(|(dtype, dim, rows, last_rowid, file)| {
+    row.map(|(dtype, dim, rows, last_rowid, file, ann_rows)| {
         let corrupt = |column, reason: String| StoreError::Corrupt {
             table: "vector_files",
             column,
@@ -183,6 +191,8 @@ fn read_info(
             dim: usize::try_from(dim).map_err(|_| corrupt("dim", format!("{dim}")))?,
             rows: usize::try_from(rows).map_err(|_| corrupt("rows", format!("{rows}")))?,
             last_rowid,
+            ann_rows: usize::try_from(ann_rows)
+                .map_err(|_| corrupt("ann_rows", format!("{ann_rows}")))?,
             path: dir.join(VECTOR_DIR).join(&file),
         })
     })
@@ -261,6 +271,7 @@ impl Store {
                     dim,
                     rows: 0,
                     last_rowid: 0,
+                    ann_rows: 0,
                     path: self.dir.join(VECTOR_DIR).join(file),
                 }
             }
@@ -341,6 +352,18 @@ impl Store {
         Ok(info)
     }
 
+    /// Records that the approximate index at [`VectorFileInfo::ann_path`] now covers the first
+    /// `rows` rows (the index file is written first, then this).
+    pub fn set_ann_rows(&mut self, ns: &Namespace, model: &str, rows: usize) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE vector_files SET ann_rows = ?3 WHERE namespace = ?1 AND model_id = ?2 AND rows >= ?3",
+                params![ns.as_str(), model, rows as i64],
+            )
+            .ctx("recording an approximate index")
+            .map(|_| ())
+    }
+
     /// Forgets the vector file of `ns` for `model` and removes it, so that the next append
     /// writes it again from the first message: the repair for a damaged file (derived state).
     pub fn reset_vectors(&mut self, ns: &Namespace, model: &str) -> Result<()> {
@@ -353,13 +376,7 @@ impl Store {
                 [ns.as_str(), model],
             )
             .ctx("forgetting a vector file")?;
-        match std::fs::remove_file(&info.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::VectorFile {
-                path: info.path,
-                source: e,
-            }),
-            _ => Ok(()),
-        }
+        remove_files(&[info.path.clone(), info.ann_path()])
     }
 
     /// The vector files of a namespace (any model), for removal with it.
@@ -375,7 +392,26 @@ impl Store {
             .ctx("listing vector files")?;
         Ok(files
             .into_iter()
-            .map(|f| self.dir.join(VECTOR_DIR).join(f))
+            .flat_map(|f| {
+                let path = self.dir.join(VECTOR_DIR).join(f);
+                [path.with_extension("hnsw"), path]
+            })
             .collect())
     }
+}
+
+/// Removes files that may be absent.
+pub(crate) fn remove_files(paths: &[PathBuf]) -> Result<()> {
+    for path in paths {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::VectorFile {
+                    path: path.clone(),
+                    source: e,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -106,6 +106,7 @@ class Memory:
         model: str = "minilm",
         device: str = "auto",
         config: str | os.PathLike[str] | None = None,
+        index_cache_bytes: int = 1 << 30,
     ) -> Memory: ...
     @property
     def path(self) -> pathlib.Path: ...
@@ -115,6 +116,8 @@ class Memory:
     def device(self) -> str: ...
     @property
     def scoring_backend(self) -> str: ...
+    @property
+    def index_cache(self) -> dict[str, Any]: ...
     def namespaces(self) -> list[str]: ...
     def add(
         self,
@@ -124,7 +127,11 @@ class Memory:
         build: bool = False,
     ) -> dict[str, Any]: ...
     def build(
-        self, namespace: str | None = None, rebuild: bool = False, flush: bool = False
+        self,
+        namespace: str | None = None,
+        rebuild: bool = False,
+        flush: bool = False,
+        vectors: str = "f16",
     ) -> list[dict[str, Any]]: ...
     def search(
         self,

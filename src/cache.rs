@@ -1,0 +1,176 @@
+//! A cache of loaded namespace indexes for long-lived callers (the Python `Memory`, a server),
+//! bounded by bytes with least-recently-used eviction, and emptied when the store changes.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use trajwiki::cache::LruCache;
+//! use trajwiki::core::Namespace;
+//!
+//! let mut cache: LruCache<&str> = LruCache::new(100);
+//! let (a, b) = (Namespace::new("a").unwrap(), Namespace::new("b").unwrap());
+//! cache.insert(a.clone(), Arc::new("index of a"), 60);
+//! cache.insert(b.clone(), Arc::new("index of b"), 60); // over 100 bytes: `a` goes
+//! assert!(cache.get(&a).is_none() && cache.get(&b).is_some());
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use trajwiki_core::Namespace;
+
+struct Entry<T> {
+    value: Arc<T>,
+    bytes: usize,
+    used: u64,
+}
+
+/// Values by namespace, at most `capacity` bytes in all (as their owners measured them); the
+/// least recently used go first. A value larger than the whole capacity is not kept.
+pub struct LruCache<T> {
+    capacity: usize,
+    entries: HashMap<Namespace, Entry<T>>,
+    bytes: usize,
+    clock: u64,
+    version: Option<i64>,
+}
+
+impl<T> LruCache<T> {
+    /// An empty cache of `capacity` bytes.
+    pub fn new(capacity: usize) -> Self {
+        LruCache {
+            capacity,
+            entries: HashMap::new(),
+            bytes: 0,
+            clock: 0,
+            version: None,
+        }
+    }
+
+    /// The value of `ns`, marked as just used.
+    pub fn get(&mut self, ns: &Namespace) -> Option<Arc<T>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(ns).map(|e| {
+            e.used = clock;
+            Arc::clone(&e.value)
+        })
+    }
+
+    /// Keeps `value` for `ns` (replacing an older one), then evicts the least recently used
+    /// until the cache fits its capacity.
+    pub fn insert(&mut self, ns: Namespace, value: Arc<T>, bytes: usize) {
+        self.remove(&ns);
+        if bytes > self.capacity {
+            return;
+        }
+        self.clock += 1;
+        self.bytes += bytes;
+        self.entries.insert(
+            ns,
+            Entry {
+                value,
+                bytes,
+                used: self.clock,
+            },
+        );
+        while self.bytes > self.capacity {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.used)
+                .map(|(ns, _)| ns.clone());
+            match oldest {
+                Some(ns) => self.remove(&ns),
+                None => break,
+            }
+        }
+    }
+
+    fn remove(&mut self, ns: &Namespace) {
+        if let Some(e) = self.entries.remove(ns) {
+            self.bytes -= e.bytes;
+        }
+    }
+
+    /// Forgets everything (after a write to the store).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
+    /// Forgets everything when the store's `data_version` is not the one last seen (another
+    /// connection wrote).
+    pub fn observe(&mut self, data_version: i64) {
+        if self.version != Some(data_version) {
+            self.clear();
+            self.version = Some(data_version);
+        }
+    }
+
+    /// The capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The namespaces held, sorted.
+    pub fn namespaces(&self) -> Vec<Namespace> {
+        let mut out: Vec<Namespace> = self.entries.keys().cloned().collect();
+        out.sort();
+        out
+    }
+
+    /// Namespaces held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(s: &str) -> Namespace {
+        Namespace::new(s).unwrap()
+    }
+
+    #[test]
+    fn evicts_the_least_recently_used_until_it_fits() {
+        let mut c: LruCache<u32> = LruCache::new(100);
+        c.insert(ns("a"), Arc::new(1), 40);
+        c.insert(ns("b"), Arc::new(2), 40);
+        assert!(c.get(&ns("a")).is_some()); // `b` is now the least recently used
+        c.insert(ns("c"), Arc::new(3), 40);
+        assert!(c.get(&ns("b")).is_none());
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.bytes(), 80);
+        // Replacing a value counts its new size once.
+        c.insert(ns("a"), Arc::new(4), 50);
+        assert_eq!((c.len(), c.bytes()), (2, 90));
+        assert_eq!(*c.get(&ns("a")).unwrap(), 4);
+        // Too large for the whole cache: not kept, and nothing else is evicted for it.
+        c.insert(ns("d"), Arc::new(5), 101);
+        assert!(c.get(&ns("d")).is_none());
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn a_new_data_version_empties_it() {
+        let mut c: LruCache<u32> = LruCache::new(100);
+        c.observe(1);
+        c.insert(ns("a"), Arc::new(1), 10);
+        c.observe(1);
+        assert!(c.get(&ns("a")).is_some());
+        c.observe(2);
+        assert!(c.is_empty() && c.bytes() == 0);
+    }
+}
