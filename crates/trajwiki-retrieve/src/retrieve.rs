@@ -1,6 +1,7 @@
 //! Retrieval (SPEC §3.1–3.5): route to pages, score trajectories, select with coverage, expand to
 //! snapshots and source messages, and pack the evidence under a token budget.
 
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -431,15 +432,17 @@ impl Index {
             .iter()
             .filter(|e| !self.lexicon.speakers.contains(*e))
             .collect();
+        // Each trajectory's score is its own: scored in parallel, the same numbers in any order.
         let mut dense: Vec<(u32, f32)> = pool
-            .iter()
+            .par_iter()
             .map(|&t| {
                 let latest = *self.traj_snaps[t]
                     .last()
                     .expect("a trajectory has a snapshot");
-                let bonus = if self.traj_entities[t]
-                    .iter()
-                    .any(|e| specific_entities.contains(e))
+                let bonus = if !specific_entities.is_empty()
+                    && self.traj_entities[t]
+                        .iter()
+                        .any(|e| specific_entities.contains(e))
                 {
                     1.0
                 } else {

@@ -74,27 +74,35 @@ fn children<T>(
     Ok(out)
 }
 
+/// The `child` column of `table` for each record of `parent` in scope, in `position` order,
+/// grouped by the record (`table.owner` refers to `parent.id`).
+fn positioned<T>(
+    conn: &Connection,
+    scope: Scope<'_>,
+    (parent, table, owner, child): (&str, &'static str, &str, &str),
+    parse: impl Fn(&str) -> std::result::Result<T, trajwiki_core::IdError>,
+) -> Result<HashMap<String, Vec<T>>> {
+    let col = scope.column();
+    let sql = format!(
+        "SELECT x.{owner}, x.{child} FROM {table} x JOIN {parent} p ON p.id = x.{owner}
+         WHERE p.{col} = ?1 ORDER BY x.{owner}, x.position"
+    );
+    children(conn, &sql, scope, table, parse)
+}
+
 /// Snapshots in scope, by trajectory and version.
 pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
     let col = scope.column();
-    let mut claims = children(
+    let mut claims = positioned(
         conn,
-        &format!(
-            "SELECT x.snapshot, x.claim FROM snapshot_claims x JOIN snapshots s ON s.id = x.snapshot
-             WHERE s.{col} = ?1 ORDER BY x.snapshot, x.position"
-        ),
         scope,
-        "snapshot_claims",
+        ("snapshots", "snapshot_claims", "snapshot", "claim"),
         ClaimId::parse,
     )?;
-    let mut messages = children(
+    let mut messages = positioned(
         conn,
-        &format!(
-            "SELECT x.snapshot, x.message FROM snapshot_messages x JOIN snapshots s ON s.id = x.snapshot
-             WHERE s.{col} = ?1 ORDER BY x.snapshot, x.position"
-        ),
         scope,
-        "snapshot_messages",
+        ("snapshots", "snapshot_messages", "snapshot", "message"),
         MessageId::parse,
     )?;
     let sql = format!(
@@ -133,14 +141,10 @@ pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snaps
 /// Claims in scope (each with the status it was created with), sorted by id.
 pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> {
     let col = scope.column();
-    let mut sources = children(
+    let mut sources = positioned(
         conn,
-        &format!(
-            "SELECT x.claim, x.message FROM claim_sources x JOIN claims c ON c.id = x.claim
-             WHERE c.{col} = ?1 ORDER BY x.claim, x.position"
-        ),
         scope,
-        "claim_sources",
+        ("claims", "claim_sources", "claim", "message"),
         MessageId::parse,
     )?;
     let sql = format!(
@@ -213,14 +217,10 @@ pub(crate) fn claim_states(
 /// Claim ops in scope, in seq order.
 pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
     let col = scope.column();
-    let mut sources = children(
+    let mut sources = positioned(
         conn,
-        &format!(
-            "SELECT x.op, x.message FROM op_sources x JOIN claim_ops o ON o.id = x.op
-             WHERE o.{col} = ?1 ORDER BY x.op, x.position"
-        ),
         scope,
-        "op_sources",
+        ("claim_ops", "op_sources", "op", "message"),
         MessageId::parse,
     )?;
     let sql = format!(
