@@ -150,7 +150,7 @@ impl Memory {
     /// are kept for the next search, `index_cache_bytes` in all (1 GiB by default; least recently
     /// used first out; 0 keeps none).
     #[new]
-    #[pyo3(signature = (path, model = "minilm", device = "auto", config = None, index_cache_bytes = 1 << 30))]
+    #[pyo3(signature = (path, model = "minilm", device = "auto", config = None, index_cache_bytes = 1_073_741_824))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
