@@ -189,18 +189,25 @@ impl Bm25Index {
         let mut q = query.to_vec();
         q.sort_unstable();
         q.dedup();
-        let mut acc: HashMap<u32, f32> = HashMap::new();
+        // A dense accumulator: each document's terms are still added in term order, so the sums
+        // are the same as any other accumulation in that order.
+        let mut acc = vec![0f32; self.doc_len.len()];
+        let mut seen = vec![false; self.doc_len.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for t in q {
             if let Some((idf, list)) = self.postings.get(&t) {
                 for &(d, f) in list {
                     let w = bm25_term(*idf, f, self.doc_len[d as usize], self.avg_len, self.params);
-                    *acc.entry(d).or_insert(0.0) += w;
+                    acc[d as usize] += w;
+                    if !seen[d as usize] {
+                        seen[d as usize] = true;
+                        touched.push(d);
+                    }
                 }
             }
         }
-        let mut v: Vec<Hit> = acc.into_iter().collect();
-        v.sort_unstable_by_key(|h| h.0);
-        v
+        touched.sort_unstable();
+        touched.into_iter().map(|d| (d, acc[d as usize])).collect()
     }
 
     /// The `k` best matching documents, by score then doc id.
