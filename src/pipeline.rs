@@ -151,16 +151,18 @@ pub fn sync_ann(
     threshold: usize,
 ) -> Result<usize, PipelineError> {
     let model = embedder.model_id().to_string();
+    // Decided on the record alone: an append that needs no new index maps nothing.
+    let Some(info) = store.vector_file(ns, &model)? else {
+        return Ok(0);
+    };
+    let fresh = info.ann_rows > 0 && info.rows - info.ann_rows <= info.ann_rows / 10;
+    if !AnnIndex::available() || info.rows < threshold.max(1) || fresh {
+        return Ok(info.ann_rows);
+    }
     let Some(mapped) = store.map_vectors(ns, &model)? else {
         return Ok(0);
     };
     let info = mapped.info().clone();
-    if !AnnIndex::available() || info.rows < threshold.max(1) {
-        return Ok(info.ann_rows);
-    }
-    if info.ann_rows > 0 && info.rows - info.ann_rows <= info.ann_rows / 10 {
-        return Ok(info.ann_rows);
-    }
     let mut rows = vec![0f32; info.rows * info.dim];
     for (i, row) in rows.chunks_exact_mut(info.dim).enumerate() {
         mapped.row_f32(i, row);

@@ -78,6 +78,27 @@ pub fn load_index(
     });
     lap("messages");
     let model = embedder.model_id().to_string();
+    // One configuration: the build's model and settings apply at query time.
+    let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
+        Some((model_id, config)) => {
+            if model_id != model {
+                return Err(PipelineError::ModelMismatch {
+                    namespace: ns.clone(),
+                    built: model_id,
+                    asked: model.clone(),
+                });
+            }
+            serde_json::from_str(&config).map_err(|e| {
+                PipelineError::Store(StoreError::Corrupt {
+                    table: "memory_builds",
+                    column: "config",
+                    id: ns.to_string(),
+                    reason: e.to_string(),
+                })
+            })?
+        }
+        None => trajwiki_memory::MemoryConfig::default(),
+    };
     // The file serves the rows it has committed when they are the first messages in ingest
     // order; otherwise (another model's dimension, a file out of step) it is left aside and
     // every vector comes through the cache.
@@ -136,27 +157,6 @@ pub fn load_index(
     }
     lap("vectors");
 
-    // One configuration: the build's model and settings apply at query time.
-    let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
-        Some((model_id, config)) => {
-            if model_id != model {
-                return Err(PipelineError::ModelMismatch {
-                    namespace: ns.clone(),
-                    built: model_id,
-                    asked: model,
-                });
-            }
-            serde_json::from_str(&config).map_err(|e| {
-                PipelineError::Store(trajwiki_store::StoreError::Corrupt {
-                    table: "memory_builds",
-                    column: "config",
-                    id: ns.to_string(),
-                    reason: e.to_string(),
-                })
-            })?
-        }
-        None => trajwiki_memory::MemoryConfig::default(),
-    };
     let states = store.claim_states(ns)?;
     let claims = store
         .claims(ns)?

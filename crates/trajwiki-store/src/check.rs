@@ -359,24 +359,18 @@ impl Store {
                 )));
                 continue;
             }
-            // Rows against the cache, where the cache has the message's text.
-            let mut stmt = self
-                .conn
-                .prepare(&format!(
-                    "{MESSAGE_SELECT} WHERE namespace = ?1 AND rowid <= ?2 ORDER BY rowid"
-                ))
-                .ctx("reading a vector file's messages")?;
-            let messages = stmt
-                .query_map(rusqlite::params![ns, info.last_rowid], message_row)
-                .ctx("reading a vector file's messages")?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .ctx("reading a vector file's messages")?;
+            // Rows against the cache, where the cache has the message's text: the file's rows
+            // are the first `rows` messages in ingest order.
+            let messages = self.messages_after(&namespace, 0)?;
+            let hashes: Vec<String> = messages[..info.rows]
+                .iter()
+                .map(|(_, m)| trajwiki_core::text_hash(&m.embedding_text()))
+                .collect();
+            let refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+            let cached = self.cached_embeddings(&model, info.dim, &refs)?;
             let mut row = vec![0f32; info.dim];
-            for (i, m) in messages.into_iter().enumerate() {
-                let m = decode_message(m)?;
-                let hash = trajwiki_core::text_hash(&m.embedding_text());
-                let cached = self.cached_embeddings(&model, info.dim, &[hash.as_str()])?;
-                let Some(Some(want)) = cached.into_iter().next() else {
+            for (i, (want, (_, m))) in cached.iter().zip(&messages).enumerate() {
+                let Some(want) = want else {
                     continue;
                 };
                 mapped.row_f32(i, &mut row);
