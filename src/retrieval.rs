@@ -157,21 +157,13 @@ pub fn load_index(
     }
     lap("vectors");
 
-    let states = store.claim_states(ns)?;
-    let claims = store
-        .claims(ns)?
-        .into_iter()
-        .map(|c| {
-            let status = states.get(&c.id).copied().unwrap_or(c.status);
-            (c, status)
-        })
-        .collect();
+    let read = store.memory_records(ns)?;
     let records = NamespaceRecords {
         messages,
-        snapshots: store.snapshots(ns)?,
-        trajectories: store.trajectories(ns)?,
-        pages: store.pages(ns)?,
-        claims,
+        snapshots: read.snapshots,
+        trajectories: read.trajectories,
+        pages: read.pages,
+        claims: read.claims,
         entity_min_count: config.entity_min_count,
     };
     lap("records");

@@ -1,4 +1,5 @@
-//! Memory at scale on disk: a store written by schema 2 upgrades in place; the vector file stays
+//! Memory at scale on disk: a store written by schema 2 upgrades in place (to the vector files of
+//! schema 3 and the namespace-keyed lists of schema 4); the vector file stays
 //! consistent with the database through SIGKILLs during builds and through a torn tail.
 
 mod common;
@@ -38,12 +39,76 @@ fn query_refs(store: &Path, ns: &str, question: &str) -> Vec<String> {
         .collect()
 }
 
-/// Turns a current store into the one schema 2 wrote: migration 3 only adds (the vector file
-/// table, an index), so removing what it added leaves exactly schema 2's database.
+/// The list tables as schema 3 had them (keyed by owner id alone, with a rowid), with the
+/// columns they share with schema 4.
+const SCHEMA_3_LISTS: &[(&str, &str, &str)] = &[
+    (
+        "snapshot_messages",
+        "snapshot TEXT NOT NULL REFERENCES snapshots (id), position INTEGER NOT NULL,
+         message TEXT NOT NULL REFERENCES messages (id), PRIMARY KEY (snapshot, position)",
+        "snapshot, position, message",
+    ),
+    (
+        "claim_sources",
+        "claim TEXT NOT NULL REFERENCES claims (id), position INTEGER NOT NULL,
+         message TEXT NOT NULL REFERENCES messages (id), PRIMARY KEY (claim, position)",
+        "claim, position, message",
+    ),
+    (
+        "snapshot_claims",
+        "snapshot TEXT NOT NULL REFERENCES snapshots (id), position INTEGER NOT NULL,
+         claim TEXT NOT NULL REFERENCES claims (id), PRIMARY KEY (snapshot, position)",
+        "snapshot, position, claim",
+    ),
+    (
+        "op_sources",
+        "op TEXT NOT NULL REFERENCES claim_ops (id), position INTEGER NOT NULL,
+         message TEXT NOT NULL REFERENCES messages (id), PRIMARY KEY (op, position)",
+        "op, position, message",
+    ),
+    (
+        "claim_state",
+        "claim TEXT PRIMARY KEY REFERENCES claims (id), status TEXT NOT NULL",
+        "claim, status",
+    ),
+    (
+        "page_trajectories",
+        "page TEXT NOT NULL, revision INTEGER NOT NULL, position INTEGER NOT NULL,
+         trajectory TEXT NOT NULL REFERENCES trajectories (id),
+         PRIMARY KEY (page, revision, position),
+         FOREIGN KEY (page, revision) REFERENCES page_revisions (page, revision)",
+        "page, revision, position, trajectory",
+    ),
+];
+
+/// Turns a current store into the one schema 2 wrote. Migration 4 only rekeys the list tables
+/// (their rows unchanged), so rebuilding them in schema 3's shape undoes it; migration 3 only
+/// adds (the vector file table, an index), so removing what it added leaves exactly schema 2's
+/// database.
 fn downgrade_to_schema_2(store: &Path) {
     let conn = rusqlite::Connection::open(store.join(DB_FILE)).unwrap();
+    for (table, columns, names) in SCHEMA_3_LISTS {
+        conn.execute_batch(&format!(
+            "CREATE TABLE {table}_v3 ({columns}) STRICT;
+             INSERT INTO {table}_v3 ({names}) SELECT {names} FROM {table};
+             DROP TABLE {table};
+             ALTER TABLE {table}_v3 RENAME TO {table};"
+        ))
+        .unwrap();
+        if *table != "claim_state" {
+            conn.execute_batch(&format!(
+                "CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table}
+                 BEGIN SELECT RAISE(ABORT, 'immutable record'); END;
+                 CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table}
+                 WHEN (SELECT allow_delete FROM guard) = 0
+                 BEGIN SELECT RAISE(ABORT, 'immutable record'); END;"
+            ))
+            .unwrap();
+        }
+    }
     conn.execute_batch(
-        "DROP TABLE vector_files; DROP INDEX messages_by_arrival; PRAGMA user_version = 2;",
+        "CREATE INDEX snapshot_messages_by_message ON snapshot_messages (message);
+         DROP TABLE vector_files; DROP INDEX messages_by_arrival; PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);
@@ -64,7 +129,7 @@ fn a_schema_2_store_upgrades_in_place_and_passes_check() {
 
     // Opening upgrades; the store is sound and answers as before, its vectors from the cache.
     ok(&["check", "--store", s]);
-    assert_eq!(stats(&store)["schema_version"], 3);
+    assert_eq!(stats(&store)["schema_version"], 4);
     assert_eq!(query_refs(&store, "demo", question), before);
     assert!(
         vector_files(&store).is_empty(),

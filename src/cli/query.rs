@@ -1,8 +1,9 @@
 //! `trajwiki query` and `trajwiki eval locomo`.
 
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 
-use trajwiki::api::{open_index, search, search_index, Query, Search};
+use trajwiki::api::{open_index, search_index, Query, Search};
 use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
@@ -88,6 +89,9 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let loaded = load_embedder_on(&args.model, global)?;
     let embedder = loaded.embedder;
     let config = RetrievalConfig::default();
+    // The process ends with this command: freeing a large index (millions of allocations) would
+    // only delay the exit, so it is never dropped.
+    let open = |store: &mut _| open_index(store, &ns, embedder.as_ref()).map(ManuallyDrop::new);
     if let Some(path) = &args.questions {
         let text = std::fs::read_to_string(path).map_err(|e| {
             UsageError(format!(
@@ -95,7 +99,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
                 path.display()
             ))
         })?;
-        let index = open_index(&mut store, &ns, embedder.as_ref())?;
+        let index = open(&mut store)?;
         for (i, question) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
             let query = Query {
                 question,
@@ -110,9 +114,10 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
         return Ok(());
     }
     let question = args.question.as_deref().unwrap_or_default();
-    let found = search(
-        &mut store,
-        &ns,
+    let index = open(&mut store)?;
+    let found = search_index(
+        &index,
+        true,
         embedder.as_ref(),
         &Query {
             question,

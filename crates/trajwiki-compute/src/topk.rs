@@ -1,8 +1,8 @@
 //! Exact cosine top-k: the order of hits, the dot product, and the rayon scan.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
+use half::f16;
 use rayon::prelude::*;
 
 use crate::{ComputeError, MatrixData, MatrixView};
@@ -57,34 +57,87 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
-/// Heap entry whose maximum is the worst hit, so the heap top is the one to evict.
-#[derive(Clone, Copy)]
-struct Worst(Hit);
+/// [`dot`] of an f16 row with an f32 vector. The halves convert exactly, and the products are
+/// summed in [`dot`]'s lanes and order, so the result has the same bits as converting the row
+/// first; with F16C (detected at run time) the conversion happens in registers, eight at a time.
+#[inline]
+pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() && a.len() == b.len() {
+        // SAFETY: `dot_f16_f16c` needs AVX and F16C, which the CPU has; the slices have the same
+        // length, the bound of every load.
+        #[allow(unsafe_code)]
+        return unsafe { dot_f16_f16c(a, b) };
+    }
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    let mut acc = [0f32; 8];
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l].to_f32() * y[l];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x.to_f32() * y;
+    }
+    s
+}
 
-impl PartialEq for Worst {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
+#[cfg(target_arch = "x86_64")]
+fn has_f16c() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx") && is_x86_feature_detected!("f16c"))
 }
-impl Eq for Worst {}
-impl PartialOrd for Worst {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+/// [`dot_f16`] with the conversion in F16C registers: a multiply then an add per lane (not
+/// fused), as [`dot`] does.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx,f16c")]
+#[allow(unsafe_code)]
+unsafe fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len();
+    let chunks = n / 8;
+    let mut acc = _mm256_setzero_ps();
+    for c in 0..chunks {
+        // SAFETY: 8 values from `c * 8`, inside both slices (`chunks * 8 <= n`).
+        let (x, y) = unsafe {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr().add(c * 8).cast())),
+                _mm256_loadu_ps(b.as_ptr().add(c * 8)),
+            )
+        };
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
     }
-}
-impl Ord for Worst {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Greater = later in hit order = worse.
-        hit_order(&self.0, &other.0)
+    let mut l = [0f32; 8];
+    // SAFETY: `l` holds 8 values.
+    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc) };
+    let mut s = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+    for i in chunks * 8..n {
+        s += a[i].to_f32() * b[i];
     }
+    s
 }
 
 /// A bounded collection of the best `k` hits seen so far.
+///
+/// Hits better than the current `k`-th best are appended to a buffer; when the buffer holds
+/// `2k` (at least [`MIN_BUFFER`]), a selection keeps the best `k` and raises the bar to the
+/// `k`-th. Each hit costs a comparison, and the buffer is cut in linear time: a deep `k` over a
+/// long scan costs far less than a binary heap's `log k` per replacement. [`hit_order`] is a
+/// total order, so the `k` kept are the same whatever the order of the pushes.
 #[derive(Clone)]
 pub struct TopK {
     k: usize,
-    heap: BinaryHeap<Worst>,
+    buf: Vec<Hit>,
+    /// The worst hit kept at the last cut: a hit not better than it cannot be in the top `k`.
+    bar: Option<Hit>,
 }
+
+/// The smallest buffer a collector cuts at, so that a small `k` is not cut every few pushes.
+const MIN_BUFFER: usize = 64;
 
 impl TopK {
     /// An empty collector for `k` hits.
@@ -92,8 +145,13 @@ impl TopK {
         TopK {
             k,
             // Grown as hits come: a deep k over a short scan costs what the scan finds.
-            heap: BinaryHeap::with_capacity(k.min(CHUNK_ROWS) + 1),
+            buf: Vec::with_capacity(Self::cut_at(k).min(CHUNK_ROWS)),
+            bar: None,
         }
+    }
+
+    fn cut_at(k: usize) -> usize {
+        (2 * k).max(MIN_BUFFER)
     }
 
     /// Offers a hit (its score is sanitised here).
@@ -103,28 +161,39 @@ impl TopK {
             return;
         }
         let hit = (index, sanitize(score));
-        if self.heap.len() < self.k {
-            self.heap.push(Worst(hit));
-        } else if let Some(top) = self.heap.peek() {
-            if hit_order(&hit, &top.0) == Ordering::Less {
-                self.heap.pop();
-                self.heap.push(Worst(hit));
+        if let Some(bar) = &self.bar {
+            if hit_order(&hit, bar) != Ordering::Less {
+                return;
             }
+        }
+        self.buf.push(hit);
+        if self.buf.len() >= Self::cut_at(self.k) {
+            self.cut();
+        }
+    }
+
+    /// Keeps the best `k` of the buffer and raises the bar to the worst of them.
+    fn cut(&mut self) {
+        if self.buf.len() > self.k {
+            self.buf.select_nth_unstable_by(self.k - 1, hit_order);
+            self.buf.truncate(self.k);
+            // Element k−1 is the k-th in order; those before it are better.
+            self.bar = Some(self.buf[self.k - 1]);
         }
     }
 
     /// Offers every hit of another collector.
     pub fn merge(&mut self, other: TopK) {
-        for Worst((i, s)) in other.heap {
+        for (i, s) in other.buf {
             self.push(i, s);
         }
     }
 
     /// The hits in [`hit_order`].
-    pub fn into_sorted(self) -> Vec<Hit> {
-        let mut v: Vec<Hit> = self.heap.into_iter().map(|w| w.0).collect();
-        sort_hits(&mut v);
-        v
+    pub fn into_sorted(mut self) -> Vec<Hit> {
+        self.cut();
+        sort_hits(&mut self.buf);
+        self.buf
     }
 }
 
@@ -167,9 +236,8 @@ pub fn cosine_topk(
             let mut row = vec![0f32; dim];
             let end = ((c + 1) * CHUNK_ROWS).min(matrix.rows());
             for i in c * CHUNK_ROWS..end {
-                let r = row_at(matrix, i, &mut row);
                 for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
-                    top.push(i as u32, dot(r, q));
+                    top.push(i as u32, row_dot(matrix, i, q, &mut row));
                 }
             }
             tops
@@ -182,6 +250,16 @@ pub fn cosine_topk(
         })
         .unwrap_or_default();
     Ok(merged.into_iter().map(TopK::into_sorted).collect())
+}
+
+/// [`dot`] of row `i` with `q`: an f16 row converted as it is read, a bf16 row through `buf`.
+#[inline]
+fn row_dot(matrix: &MatrixView<'_>, i: usize, q: &[f32], buf: &mut [f32]) -> f32 {
+    let dim = matrix.dim();
+    match matrix.data() {
+        MatrixData::F16(d) => dot_f16(&d[i * dim..(i + 1) * dim], q),
+        _ => dot(row_at(matrix, i, buf), q),
+    }
 }
 
 /// Row `i` as f32: borrowed from an f32 matrix, converted into `buf` otherwise.
@@ -246,9 +324,82 @@ pub fn cosine_topk_subset(
             let mut top = TopK::new(k);
             let mut row = vec![0f32; dim];
             for &i in c {
-                top.push(i, dot(row_at(matrix, i as usize, &mut row), q));
+                top.push(i, row_dot(matrix, i as usize, q, &mut row));
             }
             top.into_sorted()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scores with many ties (and a NaN), in a scrambled order.
+    fn hits(n: u32) -> Vec<Hit> {
+        let mut x = 12345u64;
+        (0..n)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let s = if i == 7 {
+                    f32::NAN
+                } else {
+                    ((x >> 33) % 50) as f32 / 7.0
+                };
+                ((x >> 13) as u32 % (4 * n), s)
+            })
+            .collect()
+    }
+
+    fn best(hits: &[Hit], k: usize) -> Vec<Hit> {
+        let mut all: Vec<Hit> = hits.iter().map(|&(i, s)| (i, sanitize(s))).collect();
+        sort_hits(&mut all);
+        all.truncate(k);
+        all
+    }
+
+    #[test]
+    fn f16_dot_has_the_bits_of_converting_first() {
+        let mut x = 99u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for n in [0, 1, 7, 8, 9, 383, 384, 1000] {
+            let a: Vec<f16> = (0..n).map(|_| f16::from_f32(next())).collect();
+            let b: Vec<f32> = (0..n).map(|_| next()).collect();
+            let wide: Vec<f32> = a.iter().map(|h| h.to_f32()).collect();
+            assert_eq!(
+                dot_f16(&a, &b).to_bits(),
+                dot(&wide, &b).to_bits(),
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn keeps_exactly_the_best_k_in_order_through_cuts_and_merges() {
+        let all = hits(5000);
+        for k in [0, 1, 5, 31, 32, 100, 1000, 4999, 5000, 6000] {
+            let mut one = TopK::new(k);
+            for &(i, s) in &all {
+                one.push(i, s);
+            }
+            assert_eq!(one.into_sorted(), best(&all, k), "k = {k}");
+            // Split over collectors, merged: the same hits.
+            let mut parts: Vec<TopK> = (0..3).map(|_| TopK::new(k)).collect();
+            for (j, &(i, s)) in all.iter().enumerate() {
+                parts[j % 3].push(i, s);
+            }
+            let mut merged = parts.pop().unwrap();
+            for p in parts {
+                merged.merge(p);
+            }
+            assert_eq!(merged.into_sorted(), best(&all, k), "merged, k = {k}");
+        }
+    }
 }

@@ -226,8 +226,13 @@ macro_rules! define_id {
 
         impl TryFrom<String> for $name {
             type Error = IdError;
+            /// [`parse`](Self::parse), keeping the string.
             fn try_from(value: String) -> Result<Self, Self::Error> {
-                $name::parse(&value)
+                let found = IdKind::of(&value)?;
+                if found != Self::KIND {
+                    return Err(IdError::WrongKind { id: value, expected: Self::KIND, found });
+                }
+                Ok($name(value))
             }
         }
 

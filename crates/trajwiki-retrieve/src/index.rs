@@ -245,6 +245,28 @@ fn terms(vocab: &mut HashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// The sparse side of an index: term ids and a BM25 index per level.
+struct Sparse {
+    msg: Bm25Index,
+    snap: Bm25Index,
+    traj: Bm25Index,
+    page: Bm25Index,
+    vocab: HashMap<String, u32>,
+    msg_terms: Vec<Vec<u32>>,
+}
+
+/// The links between an index's records and its per-message lists.
+struct Linked {
+    update_links: Vec<Vec<usize>>,
+    superseded: Vec<Vec<Superseded>>,
+    session_of: Vec<u32>,
+    families_of: Vec<u64>,
+    speaker_of: Vec<String>,
+    lexicon: Lexicon,
+    msg_snaps: Vec<Vec<usize>>,
+    msg_claims: Vec<Vec<usize>>,
+}
+
 impl Index {
     /// The texts of each level of `records`.
     pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
@@ -405,81 +427,119 @@ impl Index {
             .map(|t| t.signals.entities.iter().cloned().collect())
             .collect();
 
-        // Sparse terms and BM25 per level.
-        let mut vocab = HashMap::new();
-        let msg_terms = terms(&mut vocab, &texts.messages);
-        let snap_terms = terms(&mut vocab, &texts.snapshots);
-        let traj_terms = terms(&mut vocab, &texts.trajectories);
-        let page_terms = terms(&mut vocab, &texts.pages);
-        let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
-            let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
-            Bm25Index::build(&refs, Bm25Params::default())
+        // Sparse terms and BM25 per level, on one thread while the rest of the index is built
+        // on the other (they share nothing).
+        let sparse = || -> Result<Sparse, ComputeError> {
+            let mut vocab = HashMap::new();
+            let msg_terms = terms(&mut vocab, &texts.messages);
+            let snap_terms = terms(&mut vocab, &texts.snapshots);
+            let traj_terms = terms(&mut vocab, &texts.trajectories);
+            let page_terms = terms(&mut vocab, &texts.pages);
+            let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
+                let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+                Bm25Index::build(&refs, Bm25Params::default())
+            };
+            Ok(Sparse {
+                msg: bm25(&msg_terms)?,
+                snap: bm25(&snap_terms)?,
+                traj: bm25(&traj_terms)?,
+                page: bm25(&page_terms)?,
+                vocab,
+                msg_terms,
+            })
         };
-        let msg_bm25 = bm25(&msg_terms)?;
-        let snap_bm25 = bm25(&snap_terms)?;
-        let traj_bm25 = bm25(&traj_terms)?;
-        let page_bm25 = bm25(&page_terms)?;
-
-        // Claim revisions link snapshots; deprecated claims flag their messages.
-        let claim_snap: HashMap<&ClaimId, usize> = records
-            .claims
-            .iter()
-            .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
-            .collect();
-        let mut update_links = vec![Vec::new(); records.snapshots.len()];
-        let mut revised_by: BTreeMap<&ClaimId, &Claim> = BTreeMap::new();
-        for (c, _) in &records.claims {
-            if let Some(from) = &c.revised_from {
-                revised_by.insert(from, c);
-                if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
-                    if a != b {
-                        update_links[a].push(b);
-                        update_links[b].push(a);
+        // The links between records and the per-message lists.
+        let linked = || {
+            // Claim revisions link snapshots; deprecated claims flag their messages.
+            let claim_snap: HashMap<&ClaimId, usize> = records
+                .claims
+                .iter()
+                .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
+                .collect();
+            let mut update_links = vec![Vec::new(); records.snapshots.len()];
+            let mut revised_by: BTreeMap<&ClaimId, &Claim> = BTreeMap::new();
+            for (c, _) in &records.claims {
+                if let Some(from) = &c.revised_from {
+                    revised_by.insert(from, c);
+                    if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
+                        if a != b {
+                            update_links[a].push(b);
+                            update_links[b].push(a);
+                        }
                     }
                 }
             }
-        }
-        let mut superseded = vec![Vec::new(); records.messages.len()];
-        for (c, status) in &records.claims {
-            if *status != ClaimStatus::Deprecated {
-                continue;
-            }
-            let by = revised_by
-                .get(&c.id)
-                .and_then(|r| r.source_message_ids.first())
-                .and_then(|m| msg_idx.get(m))
-                .map(|&mi| {
-                    let m = &records.messages[mi];
-                    m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
-                });
-            for m in &c.source_message_ids {
-                if let Some(&mi) = msg_idx.get(m) {
-                    superseded[mi].push(Superseded { by: by.clone() });
+            let mut superseded = vec![Vec::new(); records.messages.len()];
+            for (c, status) in &records.claims {
+                if *status != ClaimStatus::Deprecated {
+                    continue;
+                }
+                let by = revised_by
+                    .get(&c.id)
+                    .and_then(|r| r.source_message_ids.first())
+                    .and_then(|m| msg_idx.get(m))
+                    .map(|&mi| {
+                        let m = &records.messages[mi];
+                        m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
+                    });
+                for m in &c.source_message_ids {
+                    if let Some(&mi) = msg_idx.get(m) {
+                        superseded[mi].push(Superseded { by: by.clone() });
+                    }
                 }
             }
-        }
-        let session_of = records.messages.iter().map(|m| m.session).collect();
-        let families_of = family_bits_all(&texts.messages);
-        let speaker_of = records
-            .messages
-            .iter()
-            .map(|m| entity_key(&m.speaker))
-            .collect();
-        let lexicon = Lexicon::build(&records.messages, records.entity_min_count);
-        let mut msg_snaps = vec![Vec::new(); records.messages.len()];
-        for (si, ms) in snap_msgs.iter().enumerate() {
-            for &mi in ms {
-                msg_snaps[mi].push(si);
-            }
-        }
-        let mut msg_claims = vec![Vec::new(); records.messages.len()];
-        for (ci, (c, _)) in records.claims.iter().enumerate() {
-            for m in &c.source_message_ids {
-                if let Some(&mi) = msg_idx.get(m) {
-                    msg_claims[mi].push(ci);
+            let session_of = records.messages.iter().map(|m| m.session).collect();
+            let families_of = family_bits_all(&texts.messages);
+            let speaker_of = records
+                .messages
+                .iter()
+                .map(|m| entity_key(&m.speaker))
+                .collect();
+            let lexicon = Lexicon::build(&records.messages, records.entity_min_count);
+            let mut msg_snaps = vec![Vec::new(); records.messages.len()];
+            for (si, ms) in snap_msgs.iter().enumerate() {
+                for &mi in ms {
+                    msg_snaps[mi].push(si);
                 }
             }
-        }
+            let mut msg_claims = vec![Vec::new(); records.messages.len()];
+            for (ci, (c, _)) in records.claims.iter().enumerate() {
+                for m in &c.source_message_ids {
+                    if let Some(&mi) = msg_idx.get(m) {
+                        msg_claims[mi].push(ci);
+                    }
+                }
+            }
+            Linked {
+                update_links,
+                superseded,
+                session_of,
+                families_of,
+                speaker_of,
+                lexicon,
+                msg_snaps,
+                msg_claims,
+            }
+        };
+        let (sparse, linked) = rayon::join(sparse, linked);
+        let Sparse {
+            msg: msg_bm25,
+            snap: snap_bm25,
+            traj: traj_bm25,
+            page: page_bm25,
+            vocab,
+            msg_terms,
+        } = sparse?;
+        let Linked {
+            update_links,
+            superseded,
+            session_of,
+            families_of,
+            speaker_of,
+            lexicon,
+            msg_snaps,
+            msg_claims,
+        } = linked;
         let unbuilt = msg_snaps.iter().filter(|s| s.is_empty()).count();
         let mut index = Index {
             dim,

@@ -422,7 +422,7 @@ impl Index {
         let tv = &self.vectors.trajectories;
         let sv = &self.vectors.snapshots;
         let dim = self.dim;
-        let cos = |v: &[f32]| v.iter().zip(qvec).map(|(a, b)| a * b).sum::<f32>();
+        let cos = |v: &[f32]| trajwiki_compute::topk::dot(v, qvec);
         let pool: Vec<usize> = if direct {
             (0..n_traj).collect()
         } else {

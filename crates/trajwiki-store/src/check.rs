@@ -95,6 +95,36 @@ impl Store {
             }
         }
 
+        // The namespace that keys a list row (and a claim state) is its owner's.
+        for (table, owner, parent) in [
+            ("snapshot_messages", "snapshot", "snapshots"),
+            ("snapshot_claims", "snapshot", "snapshots"),
+            ("claim_sources", "claim", "claims"),
+            ("op_sources", "op", "claim_ops"),
+            ("claim_state", "claim", "claims"),
+            ("page_trajectories", "page", "pages"),
+        ] {
+            let mut stmt = c
+                .prepare(&format!(
+                    "SELECT x.{owner}, x.namespace, p.namespace FROM {table} x
+                     JOIN {parent} p ON p.id = x.{owner} WHERE x.namespace != p.namespace
+                     ORDER BY x.{owner}"
+                ))
+                .ctx("checking list namespaces")?;
+            let rows = stmt
+                .query_map([], |row| <(String, String, String)>::try_from(row))
+                .ctx("checking list namespaces")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("checking list namespaces")?;
+            for (id, stored, owner_ns) in rows {
+                report.problems.push(Problem {
+                    invariant: "a list row is in its owner's namespace",
+                    id,
+                    detail: format!("{table} row in `{stored}`, its {owner} in `{owner_ns}`"),
+                });
+            }
+        }
+
         // Raw messages are unchanged since ingest.
         {
             let mut stmt = c
@@ -171,7 +201,8 @@ impl Store {
             let mut stmt = c
                 .prepare(
                     "SELECT c.id, c.quote, group_concat(m.text || char(31) || m.attachments, char(30))
-                     FROM claims c LEFT JOIN claim_sources s ON s.claim = c.id LEFT JOIN messages m ON m.id = s.message
+                     FROM claims c LEFT JOIN claim_sources s ON s.namespace = c.namespace AND s.claim = c.id
+                     LEFT JOIN messages m ON m.id = s.message
                      GROUP BY c.id ORDER BY c.id",
                 )
                 .ctx("reading claims")?;
@@ -219,8 +250,8 @@ impl Store {
                 Ok(replayed) => {
                     let mut stmt = c
                         .prepare(
-                            "SELECT s.claim, s.status FROM claim_state s JOIN claims c ON c.id = s.claim
-                             WHERE c.namespace = ?1 ORDER BY s.claim",
+                            "SELECT claim, status FROM claim_state WHERE namespace = ?1
+                             ORDER BY claim",
                         )
                         .ctx("reading claim state")?;
                     let stored = stmt

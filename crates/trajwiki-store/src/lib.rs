@@ -46,7 +46,7 @@ use serde::{de::DeserializeOwned, Serialize};
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite};
-pub use memory::{MemoryBatch, PageUpdates};
+pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::IngestReport;
 pub use vectors::{MappedVectors, VectorDtype, VectorFileInfo, VECTOR_DIR};
 
@@ -60,6 +60,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_fold.sql"),
     include_str!("../migrations/0003_vectors.sql"),
+    include_str!("../migrations/0004_namespace_lists.sql"),
 ];
 
 /// The newest schema version this build reads and writes.
@@ -295,16 +296,16 @@ pub(crate) fn delete_in(
     raw_too: bool,
 ) -> Result<bool> {
     const MEMORY: &[&str] = &[
-        "DELETE FROM page_trajectories WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
+        "DELETE FROM page_trajectories WHERE namespace = ?1",
         "DELETE FROM page_revisions WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
         "DELETE FROM pages WHERE namespace = ?1",
-        "DELETE FROM op_sources WHERE op IN (SELECT id FROM claim_ops WHERE namespace = ?1)",
+        "DELETE FROM op_sources WHERE namespace = ?1",
         "DELETE FROM claim_ops WHERE namespace = ?1",
-        "DELETE FROM claim_state WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
-        "DELETE FROM snapshot_claims WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
-        "DELETE FROM claim_sources WHERE claim IN (SELECT id FROM claims WHERE namespace = ?1)",
+        "DELETE FROM claim_state WHERE namespace = ?1",
+        "DELETE FROM snapshot_claims WHERE namespace = ?1",
+        "DELETE FROM claim_sources WHERE namespace = ?1",
         "DELETE FROM claims WHERE namespace = ?1",
-        "DELETE FROM snapshot_messages WHERE snapshot IN (SELECT id FROM snapshots WHERE namespace = ?1)",
+        "DELETE FROM snapshot_messages WHERE namespace = ?1",
         "DELETE FROM snapshots WHERE namespace = ?1",
         "DELETE FROM trajectories WHERE namespace = ?1",
         "DELETE FROM fold_trajectories WHERE namespace = ?1",

@@ -15,6 +15,19 @@ use crate::fold::{write_fold, FoldWrite};
 use crate::read::{self, Pages, Scope};
 use crate::{fmt_ts, parse_stored, to_json, Store};
 
+/// A namespace's memory records as [`Store::memory_records`] reads them.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryRecords {
+    /// Snapshots, by trajectory and version.
+    pub snapshots: Vec<Snapshot>,
+    /// Claims sorted by id, each with its current status.
+    pub claims: Vec<(Claim, ClaimStatus)>,
+    /// Trajectories sorted by id.
+    pub trajectories: Vec<Trajectory>,
+    /// Current page revisions, by kind then id.
+    pub pages: Vec<WikiPage>,
+}
+
 /// Everything one memory build (or increment) writes for a namespace, committed at once.
 ///
 /// Immutable records (snapshots, claims, ops) that are already stored with equal content are
@@ -87,10 +100,16 @@ fn conflict(
     }
 }
 
-fn insert_list(tx: &Transaction<'_>, sql: &str, owner: &str, items: &[&str]) -> Result<()> {
+fn insert_list(
+    tx: &Transaction<'_>,
+    sql: &str,
+    ns: &Namespace,
+    owner: &str,
+    items: &[&str],
+) -> Result<()> {
     let mut stmt = tx.prepare_cached(sql).ctx("preparing a list insert")?;
     for (i, item) in items.iter().enumerate() {
-        stmt.execute(params![owner, i as i64, item])
+        stmt.execute(params![ns.as_str(), owner, i as i64, item])
             .map_err(|source| match source {
                 rusqlite::Error::SqliteFailure(e, _)
                     if e.code == rusqlite::ErrorCode::ConstraintViolation =>
@@ -208,7 +227,8 @@ impl Store {
             let sources: Vec<&str> = s.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
                 &tx,
-                "INSERT INTO snapshot_messages (snapshot, position, message) VALUES (?1, ?2, ?3)",
+                "INSERT INTO snapshot_messages (namespace, snapshot, position, message) VALUES (?1, ?2, ?3, ?4)",
+                ns,
                 s.id.as_str(),
                 &sources,
             )?;
@@ -238,7 +258,8 @@ impl Store {
             let sources: Vec<&str> = c.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
                 &tx,
-                "INSERT INTO claim_sources (claim, position, message) VALUES (?1, ?2, ?3)",
+                "INSERT INTO claim_sources (namespace, claim, position, message) VALUES (?1, ?2, ?3, ?4)",
+                ns,
                 c.id.as_str(),
                 &sources,
             )?;
@@ -247,7 +268,8 @@ impl Store {
             let claims: Vec<&str> = s.claim_ids.iter().map(|c| c.as_str()).collect();
             insert_list(
                 &tx,
-                "INSERT INTO snapshot_claims (snapshot, position, claim) VALUES (?1, ?2, ?3)",
+                "INSERT INTO snapshot_claims (namespace, snapshot, position, claim) VALUES (?1, ?2, ?3, ?4)",
+                ns,
                 s.id.as_str(),
                 &claims,
             )?;
@@ -281,7 +303,8 @@ impl Store {
             let sources: Vec<&str> = op.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
                 &tx,
-                "INSERT INTO op_sources (op, position, message) VALUES (?1, ?2, ?3)",
+                "INSERT INTO op_sources (namespace, op, position, message) VALUES (?1, ?2, ?3, ?4)",
+                ns,
                 op.id.as_str(),
                 &sources,
             )?;
@@ -427,6 +450,28 @@ impl Store {
         read::claim_states(&self.conn, ns)
     }
 
+    /// A namespace's memory records, read in one transaction, so that they agree with each other
+    /// even while another process builds: what retrieval loads.
+    pub fn memory_records(&self, ns: &Namespace) -> Result<MemoryRecords> {
+        let scope = Scope::Namespace(ns.as_str());
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .ctx("starting a namespace read")?;
+        let snapshots = read::snapshots(&tx, scope)?;
+        let claims = read::claims_with_states(&tx, scope)?;
+        let trajectories = read::trajectories_of(&tx, ns.as_str(), &snapshots)?;
+        let pages = read::pages(&tx, Pages::Routing(ns.as_str()))?;
+        let records = MemoryRecords {
+            claims,
+            trajectories,
+            pages,
+            snapshots,
+        };
+        tx.commit().ctx("ending a namespace read")?;
+        Ok(records)
+    }
+
     /// The current revision of a page (`None` when unknown or retired).
     pub fn page(&self, id: &PageId) -> Result<Option<WikiPage>> {
         let rev: Option<Option<u32>> = self
@@ -539,7 +584,8 @@ fn list<I, T>(
 fn read_claim_status(conn: &Connection, id: &ClaimId) -> Result<Option<ClaimStatus>> {
     let status: Option<String> = conn
         .query_row(
-            "SELECT status FROM claim_state WHERE claim = ?1",
+            "SELECT status FROM claim_state
+             WHERE namespace = (SELECT namespace FROM claims WHERE id = ?1) AND claim = ?1",
             [id.as_str()],
             |row| row.get(0),
         )
@@ -585,10 +631,12 @@ fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<(
         reason: e.to_string(),
     })?;
     let mut stmt = tx
-        .prepare_cached("INSERT OR REPLACE INTO claim_state (claim, status) VALUES (?1, ?2)")
+        .prepare_cached(
+            "INSERT OR REPLACE INTO claim_state (namespace, claim, status) VALUES (?1, ?2, ?3)",
+        )
         .ctx("writing claim state")?;
     for (claim, status) in &state {
-        stmt.execute(params![claim.as_str(), status.as_str()])
+        stmt.execute(params![ns.as_str(), claim.as_str(), status.as_str()])
             .ctx("writing claim state")?;
     }
     Ok(())
@@ -713,24 +761,33 @@ fn upsert_page(tx: &Transaction<'_>, ns: &Namespace, page: &WikiPage) -> Result<
     )
     .ctx("inserting a page revision")?;
     let mut stmt = tx
-        .prepare_cached("INSERT INTO page_trajectories (page, revision, position, trajectory) VALUES (?1, ?2, ?3, ?4)")
+        .prepare_cached(
+            "INSERT INTO page_trajectories (namespace, page, revision, position, trajectory)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
         .ctx("preparing page links")?;
     for (i, t) in page.trajectory_ids.iter().enumerate() {
-        stmt.execute(params![page.id.as_str(), revision, i as i64, t.as_str()])
-            .map_err(|source| match source {
-                rusqlite::Error::SqliteFailure(e, _)
-                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                {
-                    StoreError::Dangling {
-                        what: format!("page {}", page.id),
-                        missing: t.to_string(),
-                    }
+        stmt.execute(params![
+            ns.as_str(),
+            page.id.as_str(),
+            revision,
+            i as i64,
+            t.as_str()
+        ])
+        .map_err(|source| match source {
+            rusqlite::Error::SqliteFailure(e, _)
+                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+            {
+                StoreError::Dangling {
+                    what: format!("page {}", page.id),
+                    missing: t.to_string(),
                 }
-                source => StoreError::Sqlite {
-                    context: "inserting a page link",
-                    source,
-                },
-            })?;
+            }
+            source => StoreError::Sqlite {
+                context: "inserting a page link",
+                source,
+            },
+        })?;
     }
     tx.execute(
         "UPDATE pages SET current_revision = ?2 WHERE id = ?1",

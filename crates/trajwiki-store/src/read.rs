@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection};
 use trajwiki_core::{
-    Claim, ClaimId, ClaimOp, ClaimStatus, ItemCount, MessageId, Namespace, OpId, OpKind, PageId,
+    Claim, ClaimId, ClaimOp, ClaimStatus, IdError, ItemCount, MessageId, Namespace, OpKind,
     PageKind, Signals, Snapshot, SnapshotId, Trajectory, TrajectoryId, WikiPage,
 };
 
-use crate::error::{Result, SqlContext};
+use crate::error::{Result, SqlContext, StoreError};
 use crate::{from_json, parse_stored, parse_ts};
 
 /// Which records a read covers.
@@ -56,134 +56,217 @@ fn rows<T>(
     Ok(out)
 }
 
-/// A child list (`owner`, `child` rows in position order), grouped by owner and parsed.
-fn children<T>(
-    conn: &Connection,
-    sql: &str,
-    scope: Scope<'_>,
-    table: &'static str,
-    parse: impl Fn(&str) -> std::result::Result<T, trajwiki_core::IdError>,
-) -> Result<HashMap<String, Vec<T>>> {
-    let mut out: HashMap<String, Vec<T>> = HashMap::new();
-    for (owner, child) in rows(conn, sql, scope, "reading a record list", |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-    })? {
-        let parsed = parse_stored(parse(&child), table, "id", &owner)?;
-        out.entry(owner).or_default().push(parsed);
-    }
-    Ok(out)
+/// Child lists in the order of their owners' ids, handed out owner by owner: the owners are
+/// visited in id order too, so the two are merged without a map of owners.
+struct ChildLists<T> {
+    rows: std::iter::Peekable<std::vec::IntoIter<(String, T)>>,
 }
 
-/// The `child` column of `table` for each record of `parent` in scope, in `position` order,
-/// grouped by the record (`table.owner` refers to `parent.id`).
-fn positioned<T>(
+impl<T> ChildLists<T> {
+    /// The children of `owner`; owners are asked for in increasing id order.
+    fn of(&mut self, owner: &str) -> Vec<T> {
+        // Children of an owner that is not asked for (none in a consistent read) are skipped.
+        while self.rows.next_if(|(o, _)| o.as_str() < owner).is_some() {}
+        let mut out = Vec::new();
+        while let Some((_, child)) = self.rows.next_if(|(o, _)| o == owner) {
+            out.push(child);
+        }
+        out
+    }
+}
+
+/// The `child` column of `table` for each of its owners in scope (`table.owner` refers to
+/// `parent.id`; `table` has a `namespace` column leading its key), each list in `order`. A
+/// namespace's lists are one range of the table's key.
+fn positioned<T: TryFrom<String, Error = IdError>>(
     conn: &Connection,
     scope: Scope<'_>,
-    (parent, table, owner, child): (&str, &'static str, &str, &str),
-    parse: impl Fn(&str) -> std::result::Result<T, trajwiki_core::IdError>,
-) -> Result<HashMap<String, Vec<T>>> {
-    let col = scope.column();
-    let sql = format!(
-        "SELECT x.{owner}, x.{child} FROM {table} x JOIN {parent} p ON p.id = x.{owner}
-         WHERE p.{col} = ?1 ORDER BY x.{owner}, x.position"
-    );
-    children(conn, &sql, scope, table, parse)
+    (parent, table, owner, child, order): (&str, &'static str, &str, &'static str, &str),
+) -> Result<ChildLists<T>> {
+    let sql = match scope {
+        Scope::Namespace(_) => format!(
+            "SELECT {owner}, {child} FROM {table} WHERE namespace = ?1 ORDER BY {owner}, {order}"
+        ),
+        Scope::Id(_) => format!(
+            "SELECT {owner}, {child} FROM {table}
+             WHERE namespace = (SELECT namespace FROM {parent} WHERE id = ?1) AND {owner} = ?1
+             ORDER BY {order}"
+        ),
+    };
+    let found = rows(conn, &sql, scope, "reading a record list", |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+    })?;
+    lists(found, table, child)
+}
+
+/// Parses the children of (owner, child) rows that are in owner order.
+fn lists<T: TryFrom<String, Error = IdError>>(
+    found: Vec<(String, String)>,
+    table: &'static str,
+    child: &'static str,
+) -> Result<ChildLists<T>> {
+    let parsed = found
+        .into_iter()
+        .map(|(owner, c)| Ok((owner, stored_id(c, table, child, "")?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ChildLists {
+        rows: parsed.into_iter().peekable(),
+    })
+}
+
+/// Parses a stored id, naming the place on failure; the string is kept, not copied. `record` is
+/// the record that holds the id; empty when the id is the record's own (the error then names
+/// the rejected id).
+fn stored_id<T: TryFrom<String, Error = IdError>>(
+    value: String,
+    table: &'static str,
+    column: &'static str,
+    record: &str,
+) -> Result<T> {
+    T::try_from(value).map_err(|e| {
+        let id = match (&e, record) {
+            (IdError::Malformed { id, .. } | IdError::WrongKind { id, .. }, "") => id.clone(),
+            _ => record.to_string(),
+        };
+        StoreError::Corrupt {
+            table,
+            column,
+            id,
+            reason: e.to_string(),
+        }
+    })
 }
 
 /// Snapshots in scope, by trajectory and version.
 pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
     let col = scope.column();
-    let mut claims = positioned(
+    let mut claims = positioned::<ClaimId>(
         conn,
         scope,
-        ("snapshots", "snapshot_claims", "snapshot", "claim"),
-        ClaimId::parse,
+        (
+            "snapshots",
+            "snapshot_claims",
+            "snapshot",
+            "claim",
+            "position",
+        ),
     )?;
-    let mut messages = positioned(
+    let mut messages = positioned::<MessageId>(
         conn,
         scope,
-        ("snapshots", "snapshot_messages", "snapshot", "message"),
-        MessageId::parse,
+        (
+            "snapshots",
+            "snapshot_messages",
+            "snapshot",
+            "message",
+            "position",
+        ),
     )?;
     let sql = format!(
         "SELECT id, namespace, trajectory, version, timestamp, summary, context, keywords
-         FROM snapshots WHERE {col} = ?1 ORDER BY trajectory, version"
+         FROM snapshots WHERE {col} = ?1"
     );
-    rows(conn, &sql, scope, "reading snapshots", |row| {
+    let mut found = rows(conn, &sql, scope, "reading snapshots", |row| {
         <(String, String, String, u32, String, String, String, String)>::try_from(row)
-    })?
-    .into_iter()
-    .map(
-        |(id, ns, trajectory, version, ts, summary, context, keywords)| {
-            let sid = id.as_str();
-            Ok(Snapshot {
-                namespace: parse_stored(Namespace::new(ns), "snapshots", "namespace", sid)?,
-                trajectory: parse_stored(
-                    TrajectoryId::parse(&trajectory),
-                    "snapshots",
-                    "trajectory",
-                    sid,
-                )?,
-                version,
-                timestamp: parse_ts(&ts, "snapshots", sid)?,
-                summary,
-                context,
-                keywords: from_json(&keywords, "snapshots", "keywords", sid)?,
-                claim_ids: claims.remove(sid).unwrap_or_default(),
-                source_message_ids: messages.remove(sid).unwrap_or_default(),
-                id: parse_stored(SnapshotId::parse(sid), "snapshots", "id", sid)?,
-            })
-        },
-    )
-    .collect()
+    })?;
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut out = found
+        .into_iter()
+        .map(
+            |(id, ns, trajectory, version, ts, summary, context, keywords)| {
+                let sid = id.as_str();
+                Ok(Snapshot {
+                    namespace: parse_stored(Namespace::new(ns), "snapshots", "namespace", sid)?,
+                    trajectory: stored_id(trajectory, "snapshots", "trajectory", sid)?,
+                    version,
+                    timestamp: parse_ts(&ts, "snapshots", sid)?,
+                    summary,
+                    context,
+                    keywords: from_json(&keywords, "snapshots", "keywords", sid)?,
+                    claim_ids: claims.of(sid),
+                    source_message_ids: messages.of(sid),
+                    id: stored_id(id, "snapshots", "id", "")?,
+                })
+            },
+        )
+        .collect::<Result<Vec<Snapshot>>>()?;
+    out.sort_by(|a, b| (&a.trajectory, a.version).cmp(&(&b.trajectory, b.version)));
+    Ok(out)
+}
+
+/// Claims in scope, sorted by id, each with the status it was created with and its current
+/// status (from `claim_state`; the creation status where the state records none).
+pub(crate) fn claims_with_states(
+    conn: &Connection,
+    scope: Scope<'_>,
+) -> Result<Vec<(Claim, ClaimStatus)>> {
+    let col = scope.column();
+    let mut sources = positioned::<MessageId>(
+        conn,
+        scope,
+        ("claims", "claim_sources", "claim", "message", "position"),
+    )?;
+    let sql = format!(
+        "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from, s.status
+         FROM claims c LEFT JOIN claim_state s ON s.namespace = c.namespace AND s.claim = c.id
+         WHERE c.{col} = ?1"
+    );
+    type ClaimRow = (
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+    );
+    let status = |s: &str, table, cid: &str| {
+        parse_stored(
+            ClaimStatus::parse(s).ok_or("unknown status"),
+            table,
+            "status",
+            cid,
+        )
+    };
+    let mut found = rows(conn, &sql, scope, "reading claims", |row| {
+        ClaimRow::try_from(row)
+    })?;
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    found
+        .into_iter()
+        .map(
+            |(id, ns, snapshot, text, created, quote, revised_from, current)| {
+                let cid = id.as_str();
+                let created = status(&created, "claims", cid)?;
+                let current = match current {
+                    Some(s) => status(&s, "claim_state", cid)?,
+                    None => created,
+                };
+                let claim = Claim {
+                    namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
+                    snapshot: stored_id(snapshot, "claims", "snapshot", cid)?,
+                    text,
+                    status: created,
+                    source_message_ids: sources.of(cid),
+                    quote,
+                    revised_from: revised_from
+                        .map(|r| stored_id(r, "claims", "revised_from", cid))
+                        .transpose()?,
+                    id: stored_id(id, "claims", "id", "")?,
+                };
+                Ok((claim, current))
+            },
+        )
+        .collect()
 }
 
 /// Claims in scope (each with the status it was created with), sorted by id.
 pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> {
-    let col = scope.column();
-    let mut sources = positioned(
-        conn,
-        scope,
-        ("claims", "claim_sources", "claim", "message"),
-        MessageId::parse,
-    )?;
-    let sql = format!(
-        "SELECT id, namespace, snapshot, text, status, quote, revised_from
-         FROM claims WHERE {col} = ?1 ORDER BY id"
-    );
-    rows(conn, &sql, scope, "reading claims", |row| {
-        <(
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-        )>::try_from(row)
-    })?
-    .into_iter()
-    .map(|(id, ns, snapshot, text, status, quote, revised_from)| {
-        let cid = id.as_str();
-        Ok(Claim {
-            namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
-            snapshot: parse_stored(SnapshotId::parse(&snapshot), "claims", "snapshot", cid)?,
-            text,
-            status: parse_stored(
-                ClaimStatus::parse(&status).ok_or("unknown status"),
-                "claims",
-                "status",
-                cid,
-            )?,
-            source_message_ids: sources.remove(cid).unwrap_or_default(),
-            quote,
-            revised_from: revised_from
-                .map(|r| parse_stored(ClaimId::parse(&r), "claims", "revised_from", cid))
-                .transpose()?,
-            id: parse_stored(ClaimId::parse(cid), "claims", "id", cid)?,
-        })
-    })
-    .collect()
+    Ok(claims_with_states(conn, scope)?
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect())
 }
 
 /// The current (derived) statuses of the claims of a namespace, from `claim_state`.
@@ -193,8 +276,7 @@ pub(crate) fn claim_states(
 ) -> Result<HashMap<ClaimId, ClaimStatus>> {
     rows(
         conn,
-        "SELECT x.claim, x.status FROM claim_state x JOIN claims c ON c.id = x.claim
-         WHERE c.namespace = ?1",
+        "SELECT claim, status FROM claim_state WHERE namespace = ?1",
         Scope::Namespace(ns.as_str()),
         "reading claim state",
         |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
@@ -217,15 +299,14 @@ pub(crate) fn claim_states(
 /// Claim ops in scope, in seq order.
 pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
     let col = scope.column();
-    let mut sources = positioned(
+    let mut sources = positioned::<MessageId>(
         conn,
         scope,
-        ("claim_ops", "op_sources", "op", "message"),
-        MessageId::parse,
+        ("claim_ops", "op_sources", "op", "message", "position"),
     )?;
     let sql = format!(
         "SELECT id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot
-         FROM claim_ops WHERE {col} = ?1 ORDER BY seq"
+         FROM claim_ops WHERE {col} = ?1"
     );
     type OpRow = (
         String,
@@ -238,83 +319,120 @@ pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
         String,
         String,
     );
-    rows(conn, &sql, scope, "reading claim ops", |row| {
+    let mut found = rows(conn, &sql, scope, "reading claim ops", |row| {
         OpRow::try_from(row)
-    })?
-    .into_iter()
-    .map(
-        |(id, ns, seq, op, target, new_claim, new_status, rationale, snapshot)| {
-            let oid = id.as_str();
-            let claim = |c: Option<String>, column| {
-                c.map(|c| parse_stored(ClaimId::parse(&c), "claim_ops", column, oid))
-                    .transpose()
-            };
-            Ok(ClaimOp {
-                namespace: parse_stored(Namespace::new(ns), "claim_ops", "namespace", oid)?,
-                seq: seq as u64,
-                op: parse_stored(
-                    OpKind::parse(&op).ok_or("unknown op"),
-                    "claim_ops",
-                    "op",
-                    oid,
-                )?,
-                target: claim(target, "target")?,
-                new_claim: claim(new_claim, "new_claim")?,
-                new_status: new_status
-                    .map(|s| {
-                        parse_stored(
-                            ClaimStatus::parse(&s).ok_or("unknown status"),
-                            "claim_ops",
-                            "new_status",
-                            oid,
-                        )
-                    })
-                    .transpose()?,
-                source_message_ids: sources.remove(oid).unwrap_or_default(),
-                rationale,
-                snapshot: parse_stored(SnapshotId::parse(&snapshot), "claim_ops", "snapshot", oid)?,
-                id: parse_stored(OpId::parse(oid), "claim_ops", "id", oid)?,
-            })
-        },
-    )
-    .collect()
+    })?;
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut out = found
+        .into_iter()
+        .map(
+            |(id, ns, seq, op, target, new_claim, new_status, rationale, snapshot)| {
+                let oid = id.as_str();
+                let claim = |c: Option<String>, column| {
+                    c.map(|c| stored_id(c, "claim_ops", column, oid))
+                        .transpose()
+                };
+                Ok(ClaimOp {
+                    namespace: parse_stored(Namespace::new(ns), "claim_ops", "namespace", oid)?,
+                    seq: seq as u64,
+                    op: parse_stored(
+                        OpKind::parse(&op).ok_or("unknown op"),
+                        "claim_ops",
+                        "op",
+                        oid,
+                    )?,
+                    target: claim(target, "target")?,
+                    new_claim: claim(new_claim, "new_claim")?,
+                    new_status: new_status
+                        .map(|s| {
+                            parse_stored(
+                                ClaimStatus::parse(&s).ok_or("unknown status"),
+                                "claim_ops",
+                                "new_status",
+                                oid,
+                            )
+                        })
+                        .transpose()?,
+                    source_message_ids: sources.of(oid),
+                    rationale,
+                    snapshot: stored_id(snapshot, "claim_ops", "snapshot", oid)?,
+                    id: stored_id(id, "claim_ops", "id", "")?,
+                })
+            },
+        )
+        .collect::<Result<Vec<ClaimOp>>>()?;
+    out.sort_by_key(|o| o.seq);
+    Ok(out)
 }
 
 /// Trajectories in scope, sorted by id, each with its snapshots in version order.
 pub(crate) fn trajectories(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Trajectory>> {
-    let col = scope.column();
-    let mut snapshots = children(
-        conn,
-        &format!(
-            "SELECT s.trajectory, s.id FROM snapshots s JOIN trajectories t ON t.id = s.trajectory
-             WHERE t.{col} = ?1 ORDER BY s.trajectory, s.version"
-        ),
-        scope,
-        "snapshots",
-        SnapshotId::parse,
-    )?;
-    let sql = format!(
-        "SELECT id, namespace, continues, summary, signals FROM trajectories
-         WHERE {col} = ?1 ORDER BY id"
-    );
-    rows(conn, &sql, scope, "reading trajectories", |row| {
-        <(String, String, Option<String>, String, String)>::try_from(row)
-    })?
-    .into_iter()
-    .map(|(id, ns, continues, summary, signals)| {
-        let tid = id.as_str();
-        Ok(Trajectory {
-            namespace: parse_stored(Namespace::new(ns), "trajectories", "namespace", tid)?,
-            snapshot_ids: snapshots.remove(tid).unwrap_or_default(),
-            continues: continues
-                .map(|c| parse_stored(TrajectoryId::parse(&c), "trajectories", "continues", tid))
-                .transpose()?,
-            summary,
-            signals: from_json::<Signals>(&signals, "trajectories", "signals", tid)?,
-            id: parse_stored(TrajectoryId::parse(tid), "trajectories", "id", tid)?,
-        })
+    let sql = match scope {
+        Scope::Namespace(_) => {
+            "SELECT trajectory, id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version"
+        }
+        Scope::Id(_) => {
+            "SELECT trajectory, id FROM snapshots WHERE trajectory = ?1 ORDER BY version"
+        }
+    };
+    let found = rows(conn, sql, scope, "reading a record list", |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+    })?;
+    let mut snapshots = lists::<SnapshotId>(found, "snapshots", "id")?;
+    trajectory_rows(conn, scope, |id| snapshots.of(id.as_str()))
+}
+
+/// [`trajectories`] of a namespace whose snapshots (by trajectory and version, as [`snapshots`]
+/// reads them) are already read: each trajectory's list is taken from them.
+pub(crate) fn trajectories_of(
+    conn: &Connection,
+    ns: &str,
+    snapshots: &[Snapshot],
+) -> Result<Vec<Trajectory>> {
+    let mut lists: HashMap<&TrajectoryId, Vec<SnapshotId>> = HashMap::new();
+    for s in snapshots {
+        lists.entry(&s.trajectory).or_default().push(s.id.clone());
+    }
+    trajectory_rows(conn, Scope::Namespace(ns), |id| {
+        lists.remove(id).unwrap_or_default()
     })
-    .collect()
+}
+
+/// The trajectory rows in scope, sorted by id, each given its snapshot list by `snapshots`
+/// (called with the trajectory's id, in id order).
+fn trajectory_rows(
+    conn: &Connection,
+    scope: Scope<'_>,
+    mut snapshots: impl FnMut(&TrajectoryId) -> Vec<SnapshotId>,
+) -> Result<Vec<Trajectory>> {
+    let col = scope.column();
+    let sql = format!(
+        "SELECT id, namespace, continues, summary, signals FROM trajectories WHERE {col} = ?1"
+    );
+    let mut found = rows(conn, &sql, scope, "reading trajectories", |row| {
+        <(String, String, Option<String>, String, String)>::try_from(row)
+    })?;
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    found
+        .into_iter()
+        .map(|(id, ns, continues, summary, signals)| {
+            let tid = id.as_str();
+            let namespace = parse_stored(Namespace::new(ns), "trajectories", "namespace", tid)?;
+            let continues = continues
+                .map(|c| stored_id(c, "trajectories", "continues", tid))
+                .transpose()?;
+            let signals = from_json::<Signals>(&signals, "trajectories", "signals", tid)?;
+            let id: TrajectoryId = stored_id(id, "trajectories", "id", "")?;
+            Ok(Trajectory {
+                namespace,
+                snapshot_ids: snapshots(&id),
+                continues,
+                summary,
+                signals,
+                id,
+            })
+        })
+        .collect()
 }
 
 /// Which page revisions a page read covers.
@@ -324,6 +442,10 @@ pub(crate) enum Pages<'a> {
     Revision(&'a str, u32),
     /// The current revisions of a namespace's pages.
     Current(&'a str),
+    /// The current revisions of a namespace's pages, with the fields retrieval routes on (kind,
+    /// title, routing text, links) and not the rest: body, keywords, terms and items are left
+    /// empty.
+    Routing(&'a str),
 }
 
 /// Page revisions, sorted by kind then id.
@@ -331,18 +453,23 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
     let (filter, value, revision) = match which {
         Pages::Revision(id, rev) => ("p.id = ?1 AND r.revision = ?2", id, rev as i64),
         // `?2` is bound but unused, so that both shapes take the same parameters.
-        Pages::Current(ns) => (
+        Pages::Current(ns) | Pages::Routing(ns) => (
             "p.namespace = ?1 AND r.revision = p.current_revision AND ?2 = ?2",
             ns,
             0,
         ),
     };
-    let mut links: HashMap<String, Vec<TrajectoryId>> = HashMap::new();
-    {
+    let fields = match which {
+        Pages::Routing(_) => "'', r.routing_text, '[]', '[]', '[]'",
+        _ => "r.body, r.routing_text, r.keywords, r.terms, r.items",
+    };
+    let mut links = {
         let mut stmt = conn
             .prepare_cached(&format!(
-                "SELECT x.page, x.trajectory FROM page_trajectories x
-                 JOIN pages p ON p.id = x.page JOIN page_revisions r ON r.page = p.id AND r.revision = x.revision
+                "SELECT x.page, x.trajectory FROM pages p
+                 JOIN page_revisions r ON r.page = p.id
+                 JOIN page_trajectories x
+                   ON x.namespace = p.namespace AND x.page = p.id AND x.revision = r.revision
                  WHERE {filter} ORDER BY x.page, x.position"
             ))
             .ctx("reading page links")?;
@@ -353,16 +480,8 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
             .ctx("reading page links")?
             .collect::<rusqlite::Result<Vec<_>>>()
             .ctx("reading page links")?;
-        for (page, t) in found {
-            let parsed = parse_stored(
-                TrajectoryId::parse(&t),
-                "page_trajectories",
-                "trajectory",
-                &page,
-            )?;
-            links.entry(page).or_default().push(parsed);
-        }
-    }
+        lists::<TrajectoryId>(found, "page_trajectories", "trajectory")?
+    };
     type PageRow = (
         String,
         String,
@@ -377,16 +496,17 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
     );
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT p.id, p.namespace, p.kind, r.revision, r.title, r.body, r.routing_text, r.keywords, r.terms, r.items
-             FROM pages p JOIN page_revisions r ON r.page = p.id WHERE {filter} ORDER BY p.kind, p.id"
+            "SELECT p.id, p.namespace, p.kind, r.revision, r.title, {fields}
+             FROM pages p JOIN page_revisions r ON r.page = p.id WHERE {filter}"
         ))
         .ctx("reading pages")?;
-    let found = stmt
+    let mut found = stmt
         .query_map(params![value, revision], |row| PageRow::try_from(row))
         .ctx("reading pages")?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading pages")?;
-    found
+    found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut out = found
         .into_iter()
         .map(
             |(id, ns, kind, revision, title, body, routing_text, keywords, terms, items)| {
@@ -403,13 +523,16 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
                     body,
                     routing_text,
                     keywords: from_json(&keywords, "page_revisions", "keywords", pid)?,
-                    trajectory_ids: links.remove(pid).unwrap_or_default(),
+                    trajectory_ids: links.of(pid),
                     terms: from_json(&terms, "page_revisions", "terms", pid)?,
                     items: from_json::<Vec<ItemCount>>(&items, "page_revisions", "items", pid)?,
                     revision,
-                    id: parse_stored(PageId::parse(pid), "pages", "id", pid)?,
+                    id: stored_id(id, "pages", "id", "")?,
                 })
             },
         )
-        .collect()
+        .collect::<Result<Vec<WikiPage>>>()?;
+    // The order SQLite's `ORDER BY kind, id` gave: kinds by name.
+    out.sort_by(|a, b| (a.kind.as_str(), &a.id).cmp(&(b.kind.as_str(), &b.id)));
+    Ok(out)
 }
