@@ -58,6 +58,11 @@ pub fn jaccard_many(query: &[u32], docs: &[&[u32]]) -> Result<Vec<f32>, ComputeE
     Ok(docs.par_iter().map(|d| jaccard_sorted(query, d)).collect())
 }
 
+thread_local! {
+    /// [`Bm25Index::matches`]'s accumulator: `None` for a document no query term reached yet.
+    static SCRATCH: std::cell::RefCell<Vec<Option<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// BM25 parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bm25Params {
@@ -190,24 +195,36 @@ impl Bm25Index {
         q.sort_unstable();
         q.dedup();
         // A dense accumulator: each document's terms are still added in term order, so the sums
-        // are the same as any other accumulation in that order.
-        let mut acc = vec![0f32; self.doc_len.len()];
-        let mut seen = vec![false; self.doc_len.len()];
-        let mut touched: Vec<u32> = Vec::new();
-        for t in q {
-            if let Some((idf, list)) = self.postings.get(&t) {
-                for &(d, f) in list {
-                    let w = bm25_term(*idf, f, self.doc_len[d as usize], self.avg_len, self.params);
-                    acc[d as usize] += w;
-                    if !seen[d as usize] {
-                        seen[d as usize] = true;
-                        touched.push(d);
+        // are the same as any other accumulation in that order. It is the thread's scratch,
+        // grown to the largest index it served and left zeroed (only the touched entries are
+        // reset), so a query allocates what it matches, not the size of the index.
+        SCRATCH.with(|scratch| {
+            let mut acc = scratch.borrow_mut();
+            if acc.len() < self.doc_len.len() {
+                acc.resize(self.doc_len.len(), None);
+            }
+            let mut touched: Vec<u32> = Vec::new();
+            for t in q {
+                if let Some((idf, list)) = self.postings.get(&t) {
+                    for &(d, f) in list {
+                        let w =
+                            bm25_term(*idf, f, self.doc_len[d as usize], self.avg_len, self.params);
+                        match &mut acc[d as usize] {
+                            Some(sum) => *sum += w,
+                            slot => {
+                                *slot = Some(w);
+                                touched.push(d);
+                            }
+                        }
                     }
                 }
             }
-        }
-        touched.sort_unstable();
-        touched.into_iter().map(|d| (d, acc[d as usize])).collect()
+            touched.sort_unstable();
+            touched
+                .into_iter()
+                .map(|d| (d, acc[d as usize].take().expect("touched")))
+                .collect()
+        })
     }
 
     /// The `k` best matching documents, by score then doc id.

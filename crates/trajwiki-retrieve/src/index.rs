@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError};
 use trajwiki_core::{
     centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
@@ -119,7 +120,7 @@ pub struct Index {
     pub(crate) snap_traj: Vec<usize>,
     pub(crate) snap_msgs: Vec<Vec<usize>>,
     pub(crate) traj_entities: Vec<BTreeSet<String>>,
-    pub(crate) vocab: HashMap<String, u32>,
+    pub(crate) vocab: FxHashMap<String, u32>,
     pub(crate) msg_terms: Vec<Vec<u32>>,
     pub(crate) msg_bm25: Bm25Index,
     pub(crate) snap_bm25: Bm25Index,
@@ -203,46 +204,83 @@ fn family_bits_of(stems: &[&str]) -> u64 {
 }
 
 /// Term ids of each text: the ids of its [`keywords`], a keyword new to `vocab` numbered next in
-/// keyword order. Each distinct word is stemmed once, however often it occurs.
-fn terms(vocab: &mut HashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
-    // A word as written → its keyword's id, or `None` when it is no keyword.
-    let mut seen: HashMap<&str, Option<u32>> = HashMap::new();
-    texts
+/// keyword order.
+///
+/// The texts are cut into chunks that find their keywords in parallel, each distinct word of a
+/// chunk turned into its keyword once ([`chunk_keywords`]); the ids are then given in text order,
+/// one vocabulary look-up per distinct keyword of a chunk. The numbering is the one a single pass
+/// over the texts gives.
+fn terms(vocab: &mut FxHashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
+    let chunk = texts
+        .len()
+        .div_ceil(4 * rayon::current_num_threads())
+        .max(256);
+    let chunks: Vec<ChunkKeywords> = texts.par_chunks(chunk).map(chunk_keywords).collect();
+    let mut out = Vec::with_capacity(texts.len());
+    for c in chunks {
+        // Chunk keyword → term id, found or given on first use.
+        let mut ids: Vec<Option<u32>> = vec![None; c.keywords.len()];
+        for text in c.texts {
+            // Known keywords keep their ids; new ones are numbered in keyword order (the text's
+            // list is sorted by keyword).
+            let mut row: Vec<u32> = text
+                .into_iter()
+                .map(|k| {
+                    *ids[k as usize].get_or_insert_with(|| {
+                        let word = &c.keywords[k as usize];
+                        match vocab.get(word) {
+                            Some(&id) => id,
+                            None => {
+                                let id = vocab.len() as u32;
+                                vocab.insert(word.clone(), id);
+                                id
+                            }
+                        }
+                    })
+                })
+                .collect();
+            row.sort_unstable();
+            out.push(row);
+        }
+    }
+    out
+}
+
+/// The keywords of a run of texts: each distinct keyword once, and per text the indices of its
+/// keywords, sorted by keyword and without repeats.
+struct ChunkKeywords {
+    keywords: Vec<String>,
+    texts: Vec<Vec<u32>>,
+}
+
+fn chunk_keywords(texts: &[String]) -> ChunkKeywords {
+    // A word as written → the index of its keyword, or `None` when it is no keyword.
+    let mut seen: FxHashMap<&str, Option<u32>> = FxHashMap::default();
+    let mut index: FxHashMap<String, u32> = FxHashMap::default();
+    let mut keywords: Vec<String> = Vec::new();
+    let texts = texts
         .iter()
         .map(|text| {
-            let mut ids = Vec::new();
-            let mut fresh: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+            let mut row: Vec<u32> = Vec::new();
             for (_, w) in words(text) {
-                match seen.get(w) {
-                    Some(Some(id)) => ids.push(*id),
-                    Some(None) => {}
-                    None => match keyword(w) {
-                        None => {
-                            seen.insert(w, None);
-                        }
-                        Some(k) => match vocab.get(&k) {
-                            Some(&id) => {
-                                seen.insert(w, Some(id));
-                                ids.push(id);
-                            }
-                            None => fresh.entry(k).or_default().push(w),
-                        },
-                    },
+                let k = *seen.entry(w).or_insert_with(|| {
+                    keyword(w).map(|k| {
+                        *index.entry(k).or_insert_with_key(|k| {
+                            keywords.push(k.clone());
+                            keywords.len() as u32 - 1
+                        })
+                    })
+                });
+                if let Some(k) = k {
+                    row.push(k);
                 }
             }
-            for (k, ws) in fresh {
-                let id = vocab.len() as u32;
-                vocab.insert(k, id);
-                for w in ws {
-                    seen.insert(w, Some(id));
-                }
-                ids.push(id);
-            }
-            ids.sort_unstable();
-            ids.dedup();
-            ids
+            row.sort_unstable_by(|a, b| keywords[*a as usize].cmp(&keywords[*b as usize]));
+            row.dedup();
+            row
         })
-        .collect()
+        .collect();
+    ChunkKeywords { keywords, texts }
 }
 
 /// The sparse side of an index: term ids and a BM25 index per level.
@@ -251,7 +289,7 @@ struct Sparse {
     snap: Bm25Index,
     traj: Bm25Index,
     page: Bm25Index,
-    vocab: HashMap<String, u32>,
+    vocab: FxHashMap<String, u32>,
     msg_terms: Vec<Vec<u32>>,
 }
 
@@ -430,7 +468,7 @@ impl Index {
         // Sparse terms and BM25 per level, on one thread while the rest of the index is built
         // on the other (they share nothing).
         let sparse = || -> Result<Sparse, ComputeError> {
-            let mut vocab = HashMap::new();
+            let mut vocab = FxHashMap::default();
             let msg_terms = terms(&mut vocab, &texts.messages);
             let snap_terms = terms(&mut vocab, &texts.snapshots);
             let traj_terms = terms(&mut vocab, &texts.trajectories);
@@ -668,6 +706,64 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn term_ids_are_those_of_one_pass_in_text_order() {
+        let vocabulary = [
+            "Painting",
+            "paintings",
+            "painted",
+            "the",
+            "Oslo",
+            "harbour",
+            "and",
+            "running",
+            "ran",
+            "Caroline's",
+            "42",
+            "cats",
+            "Cat",
+            "trip",
+            "to",
+            "Lisbon",
+            "garden",
+            "roses",
+            "dogs",
+        ];
+        let mut x = 7u64;
+        let texts: Vec<String> = (0..3000)
+            .map(|_| {
+                (0..12)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        vocabulary[(x >> 33) as usize % vocabulary.len()]
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        // The reference: each text's keywords in keyword order, new ones numbered as they come.
+        let mut reference: HashMap<String, u32> = HashMap::new();
+        let expected: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| {
+                let mut ids: Vec<u32> = keywords(t)
+                    .into_iter()
+                    .map(|k| {
+                        let next = reference.len() as u32;
+                        *reference.entry(k).or_insert(next)
+                    })
+                    .collect();
+                ids.sort_unstable();
+                ids
+            })
+            .collect();
+        let mut vocab = FxHashMap::default();
+        assert_eq!(terms(&mut vocab, &texts), expected);
+        assert_eq!(vocab.into_iter().collect::<HashMap<_, _>>(), reference);
+    }
 
     #[test]
     fn item_families_match_on_stems_and_whole_phrases() {

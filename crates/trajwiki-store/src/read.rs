@@ -389,13 +389,16 @@ pub(crate) fn trajectories_of(
     ns: &str,
     snapshots: &[Snapshot],
 ) -> Result<Vec<Trajectory>> {
-    let mut lists: HashMap<&TrajectoryId, Vec<SnapshotId>> = HashMap::new();
-    for s in snapshots {
-        lists.entry(&s.trajectory).or_default().push(s.id.clone());
-    }
-    trajectory_rows(conn, Scope::Namespace(ns), |id| {
-        lists.remove(id).unwrap_or_default()
-    })
+    // The snapshots are in trajectory order: merged with the trajectories, also in id order.
+    let mut lists = ChildLists {
+        rows: snapshots
+            .iter()
+            .map(|s| (s.trajectory.to_string(), s.id.clone()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .peekable(),
+    };
+    trajectory_rows(conn, Scope::Namespace(ns), |id| lists.of(id.as_str()))
 }
 
 /// The trajectory rows in scope, sorted by id, each given its snapshot list by `snapshots`
