@@ -1,7 +1,7 @@
 //! The per-namespace retrieval index: records, their embeddings, sparse term ids and BM25
 //! indices, and the maps between levels (page → trajectories → snapshots → messages).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
@@ -308,7 +308,7 @@ struct Linked {
 impl Index {
     /// The texts of each level of `records`.
     pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
-        let claim_text: HashMap<&ClaimId, &str> = records
+        let claim_text: FxHashMap<&ClaimId, &str> = records
             .claims
             .iter()
             .map(|(c, _)| (&c.id, c.text.as_str()))
@@ -371,19 +371,19 @@ impl Index {
                 });
             }
         }
-        let msg_idx: HashMap<&MessageId, usize> = records
+        let msg_idx: FxHashMap<&MessageId, usize> = records
             .messages
             .iter()
             .enumerate()
             .map(|(i, m)| (&m.id, i))
             .collect();
-        let snap_idx: HashMap<&SnapshotId, usize> = records
+        let snap_idx: FxHashMap<&SnapshotId, usize> = records
             .snapshots
             .iter()
             .enumerate()
             .map(|(i, s)| (&s.id, i))
             .collect();
-        let traj_idx: HashMap<&TrajectoryId, usize> = records
+        let traj_idx: FxHashMap<&TrajectoryId, usize> = records
             .trajectories
             .iter()
             .enumerate()
@@ -489,13 +489,13 @@ impl Index {
         // The links between records and the per-message lists.
         let linked = || {
             // Claim revisions link snapshots; deprecated claims flag their messages.
-            let claim_snap: HashMap<&ClaimId, usize> = records
+            let claim_snap: FxHashMap<&ClaimId, usize> = records
                 .claims
                 .iter()
                 .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
                 .collect();
             let mut update_links = vec![Vec::new(); records.snapshots.len()];
-            let mut revised_by: BTreeMap<&ClaimId, &Claim> = BTreeMap::new();
+            let mut revised_by: FxHashMap<&ClaimId, &Claim> = FxHashMap::default();
             for (c, _) in &records.claims {
                 if let Some(from) = &c.revised_from {
                     revised_by.insert(from, c);
