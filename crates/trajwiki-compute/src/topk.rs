@@ -39,8 +39,35 @@ pub fn sort_hits(hits: &mut [Hit]) {
 
 /// The dot product used by every CPU path (fast and reference alike, so that they agree to the
 /// bit): eight interleaved f32 accumulators, combined pairwise, then the tail in order.
+///
+/// Compiled twice: for baseline x86-64 (the lanes in two SSE registers) and with AVX (one
+/// register), picked at run time; the same operations in the same order either way.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx() {
+        // SAFETY: `dot_avx` only needs AVX, which the CPU has.
+        #[allow(unsafe_code)]
+        return unsafe { dot_avx(a, b) };
+    }
+    dot_lanes(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| is_x86_feature_detected!("avx"))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[allow(unsafe_code)]
+unsafe fn dot_avx(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes(a, b)
+}
+
+#[inline(always)]
+fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
     let ca = a.chunks_exact(8);
     let cb = b.chunks_exact(8);
     let (ra, rb) = (ca.remainder(), cb.remainder());

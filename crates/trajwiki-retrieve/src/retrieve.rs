@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use trajwiki_compute::topk::Hit;
 use trajwiki_compute::{
     Bm25Index, Candidate, CoverageWeights, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
     SetWords, NO_CLUSTER,
@@ -221,6 +222,24 @@ fn bits(ids: impl IntoIterator<Item = usize>, words: usize) -> Vec<u64> {
     out
 }
 
+/// A level's dense and BM25 rankings (item indices, best first).
+type Lists = (Vec<u32>, Vec<u32>);
+
+/// The rankings of a structured search that depend on the question alone (see `Index::scans`).
+struct Scans {
+    /// Pages: dense and BM25 ranks, when the mode routes through the wiki.
+    pages: Option<Lists>,
+    /// Trajectories' dense scores, best first, cut at the depth: on the direct path (else they
+    /// are scored after routing, over the trajectories the pages reach).
+    trajectories: Option<Vec<Hit>>,
+    /// Trajectories' BM25 hits.
+    traj_bm25: Vec<Hit>,
+    /// Snapshots: dense and BM25 ranks.
+    snapshots: Lists,
+    /// Messages: dense and BM25 ranks, on the direct path.
+    messages: Option<Lists>,
+}
+
 impl Index {
     fn dense(
         &self,
@@ -393,14 +412,17 @@ impl Index {
         let use_wiki = matches!(mode, Mode::Full | Mode::WikiOnly | Mode::LatestSnapshot);
         let direct = matches!(mode, Mode::Full | Mode::NoWiki | Mode::LatestSnapshot);
 
+        // 0. The rankings that depend on the question alone — each level's dense and BM25 lists,
+        //    the trajectories' dense scores — computed at once, in parallel.
+        let t0 = Instant::now();
+        let scans = self.scans(qvec, q_terms, q_entities, use_wiki, direct, config, backend)?;
+        timings.insert("scan".into(), ms(t0));
+
         // 1. Page routing: dense + sparse, RRF, top t; the index page is never routed to.
         let t0 = Instant::now();
         let mut universe: BTreeMap<usize, usize> = BTreeMap::new(); // trajectory → best page rank
-        if use_wiki && !self.pages.is_empty() {
-            let depth = self.pages.len().min(config.depth);
-            let d = ranks(&self.dense(&self.vectors.pages, qvec, depth, backend)?);
-            let s = ranks(&self.bm25(&self.page_bm25, q_terms, depth, backend)?);
-            let fused = self.fuse(&[&d, &s], config.rrf_k, backend)?;
+        if let Some((d, s)) = &scans.pages {
+            let fused = self.fuse(&[d.as_slice(), s.as_slice()], config.rrf_k, backend)?;
             for (rank, (p, score)) in fused.iter().take(config.pages).enumerate() {
                 let page = &self.records.pages[self.pages[*p as usize]];
                 ranking.pages.push(crate::retrieve::PathItem {
@@ -419,59 +441,21 @@ impl Index {
         // 2. Trajectory scoring: dense = 0.75 cos(q, summary) + 0.15 cos(q, latest snapshot)
         //    + 0.10 entity bonus; sparse = BM25; fused by RRF with the page route.
         let t0 = Instant::now();
-        let tv = &self.vectors.trajectories;
-        let sv = &self.vectors.snapshots;
-        let dim = self.dim;
-        let cos = |v: &[f32]| trajwiki_compute::topk::dot(v, qvec);
-        let pool: Vec<usize> = if direct {
-            (0..n_traj).collect()
-        } else {
-            universe.keys().copied().collect()
+        let dense = match scans.trajectories {
+            Some(dense) => dense,
+            None => {
+                let pool: Vec<usize> = universe.keys().copied().collect();
+                self.trajectory_dense(&pool, qvec, q_entities, config.depth)
+            }
         };
-        let specific_entities: BTreeSet<&String> = q_entities
-            .iter()
-            .filter(|e| !self.lexicon.speakers.contains(*e))
-            .collect();
-        // Each trajectory's score is its own: scored in parallel, the same numbers in any order.
-        let mut dense: Vec<(u32, f32)> = pool
-            .par_iter()
-            .map(|&t| {
-                let latest = *self.traj_snaps[t]
-                    .last()
-                    .expect("a trajectory has a snapshot");
-                let bonus = if !specific_entities.is_empty()
-                    && self.traj_entities[t]
-                        .iter()
-                        .any(|e| specific_entities.contains(e))
-                {
-                    1.0
-                } else {
-                    0.0
-                };
-                let s = 0.75 * cos(&tv[t * dim..(t + 1) * dim])
-                    + 0.15 * cos(&sv[latest * dim..(latest + 1) * dim])
-                    + 0.10 * bonus;
-                (t as u32, s)
-            })
-            .collect();
-        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let depth = config.depth.min(dense.len());
-        if depth < dense.len() {
-            dense.select_nth_unstable_by(depth, by_score);
-            dense.truncate(depth);
-        }
-        dense.sort_by(by_score);
-        // BM25 ranks every trajectory; without the direct path only those the pages reached.
-        let bm25_depth = if direct { depth } else { n_traj };
-        let sparse_hits = self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend)?;
         let sparse: Vec<u32> = if direct {
-            sparse_hits.into_iter().map(|h| h.0).collect()
+            scans.traj_bm25.into_iter().map(|h| h.0).collect()
         } else {
-            let pool_set: BTreeSet<u32> = pool.iter().map(|&t| t as u32).collect();
-            sparse_hits
+            scans
+                .traj_bm25
                 .into_iter()
                 .map(|h| h.0)
-                .filter(|t| pool_set.contains(t))
+                .filter(|t| universe.contains_key(&(*t as usize)))
                 .take(config.depth)
                 .collect()
         };
@@ -509,10 +493,12 @@ impl Index {
         // 4. Evidence: the best snapshot of each selected trajectory, then snapshots by global
         //    similarity up to 2k, then neighbours and update-linked snapshots.
         let t0 = Instant::now();
-        let n_snap = self.records.snapshots.len().min(config.depth);
-        let snap_d = self.dense(sv, qvec, n_snap, backend)?;
-        let snap_s = self.bm25(&self.snap_bm25, q_terms, n_snap, backend)?;
-        let snap_fused = self.fuse(&[&ranks(&snap_d), &ranks(&snap_s)], config.rrf_k, backend)?;
+        let (snap_d, snap_s) = &scans.snapshots;
+        let snap_fused = self.fuse(
+            &[snap_d.as_slice(), snap_s.as_slice()],
+            config.rrf_k,
+            backend,
+        )?;
         let snap_rank: BTreeMap<u32, usize> = snap_fused
             .iter()
             .enumerate()
@@ -596,10 +582,7 @@ impl Index {
             .iter()
             .flat_map(|&s| self.snap_msgs[s].iter().map(|&m| m as u32))
             .collect();
-        ranking.messages = if direct {
-            let depth = config.direct_depth.min(self.records.messages.len());
-            let md = ranks(&self.vectors.messages.topk(qvec, depth, backend)?);
-            let msp = ranks(&self.bm25(&self.msg_bm25, q_terms, depth, backend)?);
+        ranking.messages = if let Some((md, msp)) = scans.messages {
             // The turns next to the best direct hits: an answer often sits beside the turn that
             // matches the question's words (a question and its reply).
             let direct_hits = self.fuse(&[&md, &msp], config.rrf_k, backend)?;
@@ -668,6 +651,134 @@ impl Index {
         let _ = question;
         timings.insert("messages".into(), ms(t0));
         Ok(())
+    }
+
+    /// The rankings of a structured search that depend on the question alone, computed at once:
+    /// each level's dense and BM25 lists side by side, the levels themselves in parallel. The
+    /// lists are those each stage would compute in turn.
+    #[allow(clippy::too_many_arguments)]
+    fn scans(
+        &self,
+        qvec: &[f32],
+        q_terms: &[u32],
+        q_entities: &BTreeSet<String>,
+        use_wiki: bool,
+        direct: bool,
+        config: &RetrievalConfig,
+        backend: &dyn ScoringBackend,
+    ) -> Result<Scans, IndexError> {
+        let n_traj = self.records.trajectories.len();
+        let pages = || -> Result<Option<Lists>, IndexError> {
+            if !use_wiki || self.pages.is_empty() {
+                return Ok(None);
+            }
+            let depth = self.pages.len().min(config.depth);
+            let (d, s) = rayon::join(
+                || self.dense(&self.vectors.pages, qvec, depth, backend),
+                || self.bm25(&self.page_bm25, q_terms, depth, backend),
+            );
+            Ok(Some((ranks(&d?), ranks(&s?))))
+        };
+        // Every trajectory is a candidate on the direct path; without it only those the pages
+        // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
+        let trajectories = || -> Result<(Option<Vec<Hit>>, Vec<Hit>), IndexError> {
+            let bm25_depth = if direct {
+                config.depth.min(n_traj)
+            } else {
+                n_traj
+            };
+            let (dense, sparse) = rayon::join(
+                || {
+                    direct.then(|| {
+                        let pool: Vec<usize> = (0..n_traj).collect();
+                        self.trajectory_dense(&pool, qvec, q_entities, config.depth)
+                    })
+                },
+                || self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend),
+            );
+            Ok((dense, sparse?))
+        };
+        let snapshots = || -> Result<Lists, IndexError> {
+            let depth = self.records.snapshots.len().min(config.depth);
+            let (d, s) = rayon::join(
+                || self.dense(&self.vectors.snapshots, qvec, depth, backend),
+                || self.bm25(&self.snap_bm25, q_terms, depth, backend),
+            );
+            Ok((ranks(&d?), ranks(&s?)))
+        };
+        let messages = || -> Result<Option<Lists>, IndexError> {
+            if !direct {
+                return Ok(None);
+            }
+            let depth = config.direct_depth.min(self.records.messages.len());
+            let (d, s) = rayon::join(
+                || self.vectors.messages.topk(qvec, depth, backend),
+                || self.bm25(&self.msg_bm25, q_terms, depth, backend),
+            );
+            Ok(Some((ranks(&d?), ranks(&s?))))
+        };
+        let ((pages, trajectories), (snapshots, messages)) = rayon::join(
+            || rayon::join(pages, trajectories),
+            || rayon::join(snapshots, messages),
+        );
+        let (trajectories, traj_bm25) = trajectories?;
+        Ok(Scans {
+            pages: pages?,
+            trajectories,
+            traj_bm25,
+            snapshots: snapshots?,
+            messages: messages?,
+        })
+    }
+
+    /// Dense scores of the trajectories in `pool`, best first, cut at `depth`: 0.75 cos(q,
+    /// summary) + 0.15 cos(q, latest snapshot) + 0.10 when the trajectory names an entity of the
+    /// question that is not a speaker.
+    fn trajectory_dense(
+        &self,
+        pool: &[usize],
+        qvec: &[f32],
+        q_entities: &BTreeSet<String>,
+        depth: usize,
+    ) -> Vec<Hit> {
+        let tv = &self.vectors.trajectories;
+        let sv = &self.vectors.snapshots;
+        let dim = self.dim;
+        let cos = |v: &[f32]| trajwiki_compute::topk::dot(v, qvec);
+        let specific_entities: BTreeSet<&String> = q_entities
+            .iter()
+            .filter(|e| !self.lexicon.speakers.contains(*e))
+            .collect();
+        // Each trajectory's score is its own: scored in parallel, the same numbers in any order.
+        let mut dense: Vec<Hit> = pool
+            .par_iter()
+            .map(|&t| {
+                let latest = *self.traj_snaps[t]
+                    .last()
+                    .expect("a trajectory has a snapshot");
+                let bonus = if !specific_entities.is_empty()
+                    && self.traj_entities[t]
+                        .iter()
+                        .any(|e| specific_entities.contains(e))
+                {
+                    1.0
+                } else {
+                    0.0
+                };
+                let s = 0.75 * cos(&tv[t * dim..(t + 1) * dim])
+                    + 0.15 * cos(&sv[latest * dim..(latest + 1) * dim])
+                    + 0.10 * bonus;
+                (t as u32, s)
+            })
+            .collect();
+        let by_score = |a: &Hit, b: &Hit| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let depth = depth.min(dense.len());
+        if depth < dense.len() {
+            dense.select_nth_unstable_by(depth, by_score);
+            dense.truncate(depth);
+        }
+        dense.sort_by(by_score);
+        dense
     }
 
     fn coverage(
