@@ -243,7 +243,7 @@ struct Scans {
 impl Index {
     fn dense(
         &self,
-        level: &[f32],
+        level: &[half::f16],
         q: &[f32],
         k: usize,
         backend: &dyn ScoringBackend,
@@ -251,7 +251,7 @@ impl Index {
         if level.is_empty() {
             return Ok(Vec::new());
         }
-        let m = MatrixView::f32(level, self.dim)?;
+        let m = MatrixView::f16(level, self.dim)?;
         Ok(backend
             .cosine_topk(&m, q, k)?
             .into_iter()
@@ -732,8 +732,9 @@ impl Index {
     }
 
     /// Dense scores of the trajectories in `pool`, best first, cut at `depth`: 0.75 cos(q,
-    /// summary) + 0.15 cos(q, latest snapshot) + 0.10 when the trajectory names an entity of the
-    /// question that is not a speaker.
+    /// centroid) + 0.15 cos(q, latest snapshot) — one dot product with the trajectory's row, which
+    /// holds that sum of vectors — + 0.10 when the trajectory names an entity of the question
+    /// that is not a speaker.
     fn trajectory_dense(
         &self,
         pool: &[usize],
@@ -742,9 +743,7 @@ impl Index {
         depth: usize,
     ) -> Vec<Hit> {
         let tv = &self.vectors.trajectories;
-        let sv = &self.vectors.snapshots;
         let dim = self.dim;
-        let cos = |v: &[f32]| trajwiki_compute::topk::dot(v, qvec);
         let specific_entities: BTreeSet<&String> = q_entities
             .iter()
             .filter(|e| !self.lexicon.speakers.contains(*e))
@@ -753,9 +752,6 @@ impl Index {
         let mut dense: Vec<Hit> = pool
             .par_iter()
             .map(|&t| {
-                let latest = *self.traj_snaps[t]
-                    .last()
-                    .expect("a trajectory has a snapshot");
                 let bonus = if !specific_entities.is_empty()
                     && self.traj_entities[t]
                         .iter()
@@ -765,8 +761,7 @@ impl Index {
                 } else {
                     0.0
                 };
-                let s = 0.75 * cos(&tv[t * dim..(t + 1) * dim])
-                    + 0.15 * cos(&sv[latest * dim..(latest + 1) * dim])
+                let s = trajwiki_compute::topk::dot_f16(&tv[t * dim..(t + 1) * dim], qvec)
                     + 0.10 * bonus;
                 (t as u32, s)
             })
