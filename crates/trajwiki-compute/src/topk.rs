@@ -68,20 +68,32 @@ unsafe fn dot_avx(a: &[f32], b: &[f32]) -> f32 {
 
 #[inline(always)]
 fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
+    dot_lanes_of(a, b, |x| x)
+}
+
+/// [`dot`]'s lanes and order over rows of any element type, each converted to f32 by `wide`.
+#[inline(always)]
+fn dot_lanes_of<T: Copy>(a: &[T], b: &[f32], wide: impl Fn(T) -> f32) -> f32 {
     let ca = a.chunks_exact(8);
     let cb = b.chunks_exact(8);
     let (ra, rb) = (ca.remainder(), cb.remainder());
     let mut acc = [0f32; 8];
     for (x, y) in ca.zip(cb) {
         for l in 0..8 {
-            acc[l] += x[l] * y[l];
+            acc[l] += wide(x[l]) * y[l];
         }
     }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let mut s = reduce_lanes(acc);
     for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
+        s += wide(*x) * y;
     }
     s
+}
+
+/// The sum of [`dot`]'s eight lanes, combined pairwise.
+#[inline(always)]
+fn reduce_lanes(acc: [f32; 8]) -> f32 {
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
 }
 
 /// [`dot`] of an f16 row with an f32 vector. The halves convert exactly, and the products are
@@ -96,20 +108,7 @@ pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
         #[allow(unsafe_code)]
         return unsafe { dot_f16_f16c(a, b) };
     }
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    let mut acc = [0f32; 8];
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l].to_f32() * y[l];
-        }
-    }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (x, y) in ra.iter().zip(rb) {
-        s += x.to_f32() * y;
-    }
-    s
+    dot_lanes_of(a, b, f16::to_f32)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -141,7 +140,7 @@ unsafe fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
     let mut l = [0f32; 8];
     // SAFETY: `l` holds 8 values.
     unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc) };
-    let mut s = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+    let mut s = reduce_lanes(l);
     for i in chunks * 8..n {
         s += a[i].to_f32() * b[i];
     }
