@@ -44,8 +44,8 @@ pub struct Loaded {
     pub index: Index,
     /// Texts that had to be embedded (not in the vector file or the cache).
     pub embedded: usize,
-    /// Where the time went, in milliseconds: `messages` (reading them), `vectors` (mapping the
-    /// vector file, embedding what it lacks), `records` (the memory's records), `index`
+    /// Where the time went, in milliseconds: `records` (the memory's records), `messages`
+    /// (reading them), `vectors` (mapping the vector file, embedding what it lacks), `index`
     /// (building the index from them).
     pub stages: BTreeMap<String, f64>,
 }
@@ -65,6 +65,11 @@ pub fn load_index(
         stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
         clock = now;
     };
+    // The memory's records first, then the messages: messages are only ever appended and the
+    // records cite only stored ones, so every message a record cites is read, even while
+    // another process ingests and builds (a later message is one not built yet).
+    let read = store.memory_records(ns)?;
+    lap("records");
     // Ingest order, which is the vector file's row order; the index lists messages by session
     // and position.
     let arrived = store.messages_after(ns, 0)?;
@@ -157,7 +162,6 @@ pub fn load_index(
     }
     lap("vectors");
 
-    let read = store.memory_records(ns)?;
     let records = NamespaceRecords {
         messages,
         snapshots: read.snapshots,
@@ -166,7 +170,6 @@ pub fn load_index(
         claims: read.claims,
         entity_min_count: config.entity_min_count,
     };
-    lap("records");
     let texts = Index::level_texts(&records);
     let pages = {
         let refs: Vec<&str> = texts.pages.iter().map(String::as_str).collect();

@@ -24,7 +24,9 @@ pub struct MemoryRecords {
     pub claims: Vec<(Claim, ClaimStatus)>,
     /// Trajectories sorted by id.
     pub trajectories: Vec<Trajectory>,
-    /// Current page revisions, by kind then id.
+    /// Current page revisions, by kind then id, with the fields retrieval routes on (kind,
+    /// title, routing text, links); body, keywords, terms and items are left empty
+    /// ([`Store::page`] reads a whole page).
     pub pages: Vec<WikiPage>,
 }
 

@@ -1,7 +1,8 @@
 //! Reading derived records back: one record by id, or all of a namespace's, through the same
-//! code. A namespace read is one query per table (the record rows, then each child list joined
-//! to them), never one query per record, so loading a namespace costs a few statements whatever
-//! its size and whatever else the store holds (every table is indexed on `namespace`).
+//! code. A namespace read is one query per table (the record rows, then each child list, merged
+//! with them in id order), never one query per record, so loading a namespace costs a few
+//! statements whatever its size and whatever else the store holds: every record table is indexed
+//! on `namespace`, and the list tables are keyed by it, so a namespace's lists are one key range.
 
 use std::collections::HashMap;
 
