@@ -121,14 +121,21 @@ fn a_schema_2_store_upgrades_in_place_and_passes_check() {
     let store = dir.path().join("store");
     let s = store.to_str().unwrap();
     ok(&["ingest", "--store", s, demo().to_str().unwrap()]);
+    // A second namespace, so that the rekeyed lists hold rows of two.
+    let other = dir.path().join("other.jsonl");
+    conversation(&other, 60, 0);
+    ok(&["ingest", "--store", s, other.to_str().unwrap()]);
     ok(&["build", "--store", s, "--model", "hashing", "--flush"]);
     let question = "What did Maya decide about the race?";
     let before = query_refs(&store, "demo", question);
+    let other_question = "Who talked about the roses in Oslo?";
+    let other_before = query_refs(&store, "long", other_question);
     downgrade_to_schema_2(&store);
     assert!(vector_files(&store).is_empty());
 
     // Opening upgrades; the store is sound and answers as before, its vectors from the cache.
     ok(&["check", "--store", s]);
+    assert_eq!(query_refs(&store, "long", other_question), other_before);
     assert_eq!(stats(&store)["schema_version"], 4);
     assert_eq!(query_refs(&store, "demo", question), before);
     assert!(
@@ -139,19 +146,20 @@ fn a_schema_2_store_upgrades_in_place_and_passes_check() {
     // The next build writes the vector file for every message, and the answer stays.
     ok(&["build", "--store", s, "--model", "hashing"]);
     let files = vector_files(&store);
-    assert_eq!(files.len(), 1);
-    let messages = stats(&store)["messages"].as_u64().unwrap() as usize;
+    assert_eq!(files.len(), 2, "one per namespace");
+    let messages = stats(&store)["messages"].as_u64().unwrap() as usize - 60;
     let opened = Store::open(&store).unwrap();
     let ns = trajwiki::core::Namespace::new("demo").unwrap();
     let info = opened.vector_file(&ns, "hashing-384").unwrap().unwrap();
     assert_eq!(info.rows, messages);
     assert_eq!(
-        std::fs::metadata(&files[0]).unwrap().len() as usize,
+        std::fs::metadata(&info.path).unwrap().len() as usize,
         messages * 384 * 2,
         "f16 rows by default"
     );
     ok(&["check", "--store", s]);
     assert_eq!(query_refs(&store, "demo", question), before);
+    assert_eq!(query_refs(&store, "long", other_question), other_before);
 }
 
 /// One namespace of `n` messages, as JSONL.
