@@ -13,7 +13,7 @@ lexical `hashing` model so that embedding is out of the picture:
 - store size (database and vector files);
 - cold load: the index load of a fresh process (`query --json`, `timings_ms.index_load`);
 - search: the time of one search, analysis + ranking + rendering (`timings_ms`: stages
-  `analyse` and `rank`, which holds scan (since schema 4), route, score, select, expand and
+  `analyse` and `rank`, which holds scan (from commit 10d736f), route, score, select, expand and
   messages, plus `render`),
   per question (`query --questions`, the index loaded once), p50 and p95, and the query
   process's peak memory;
