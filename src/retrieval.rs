@@ -65,23 +65,6 @@ pub fn load_index(
         stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
         clock = now;
     };
-    // The memory's records first, then the messages: messages are only ever appended and the
-    // records cite only stored ones, so every message a record cites is read, even while
-    // another process ingests and builds (a later message is one not built yet).
-    let read = store.memory_records(ns)?;
-    lap("records");
-    // Ingest order, which is the vector file's row order; the index lists messages by session
-    // and position.
-    let arrived = store.messages_after(ns, 0)?;
-    if arrived.is_empty() {
-        return Err(PipelineError::Empty(ns.clone()));
-    }
-    let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
-    order.sort_by_key(|&i| {
-        let m = &arrived[i as usize].1;
-        (m.session, m.seq)
-    });
-    lap("messages");
     let model = embedder.model_id().to_string();
     // One configuration: the build's model and settings apply at query time.
     let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
@@ -104,6 +87,23 @@ pub fn load_index(
         }
         None => trajwiki_memory::MemoryConfig::default(),
     };
+    // The memory's records first, then the messages: messages are only ever appended and the
+    // records cite only stored ones, so every message a record cites is read, even while
+    // another process ingests and builds (a later message is one not built yet).
+    let read = store.memory_records(ns)?;
+    lap("records");
+    // Ingest order, which is the vector file's row order; the index lists messages by session
+    // and position.
+    let arrived = store.messages_after(ns, 0)?;
+    if arrived.is_empty() {
+        return Err(PipelineError::Empty(ns.clone()));
+    }
+    let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
+    order.sort_by_key(|&i| {
+        let m = &arrived[i as usize].1;
+        (m.session, m.seq)
+    });
+    lap("messages");
     // The file serves the rows it has committed when they are the first messages in ingest
     // order; otherwise (another model's dimension, a file out of step) it is left aside and
     // every vector comes through the cache.

@@ -196,7 +196,7 @@ impl Bm25Index {
         q.dedup();
         // A dense accumulator: each document's terms are still added in term order, so the sums
         // are the same as any other accumulation in that order. It is the thread's scratch,
-        // grown to the largest index it served and left zeroed (only the touched entries are
+        // grown to the largest index it served and left empty (only the touched entries are
         // reset), so a query allocates what it matches, not the size of the index.
         SCRATCH.with(|scratch| {
             let mut acc = scratch.borrow_mut();

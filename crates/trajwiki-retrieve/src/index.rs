@@ -452,12 +452,12 @@ impl Index {
                     .collect::<Vec<_>>()
             })
             .collect();
-        let half = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
+        let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
         let vectors = Vectors {
             messages: vectors.messages,
-            snapshots: half(&snapshots),
+            snapshots: to_f16(&snapshots),
             trajectories,
-            pages: half(&vectors.pages),
+            pages: to_f16(&vectors.pages),
         };
         let pages: Vec<usize> = records
             .pages

@@ -668,16 +668,21 @@ impl Index {
         backend: &dyn ScoringBackend,
     ) -> Result<Scans, IndexError> {
         let n_traj = self.records.trajectories.len();
+        // A level's dense and BM25 lists, side by side.
+        let both = |dense: &(dyn Fn() -> Result<Vec<Hit>, IndexError> + Sync),
+                    sparse: &Bm25Index,
+                    depth: usize|
+         -> Result<Lists, IndexError> {
+            let (d, s) = rayon::join(dense, || self.bm25(sparse, q_terms, depth, backend));
+            Ok((ranks(&d?), ranks(&s?)))
+        };
         let pages = || -> Result<Option<Lists>, IndexError> {
             if !use_wiki || self.pages.is_empty() {
                 return Ok(None);
             }
             let depth = self.pages.len().min(config.depth);
-            let (d, s) = rayon::join(
-                || self.dense(&self.vectors.pages, qvec, depth, backend),
-                || self.bm25(&self.page_bm25, q_terms, depth, backend),
-            );
-            Ok(Some((ranks(&d?), ranks(&s?))))
+            let dense = || self.dense(&self.vectors.pages, qvec, depth, backend);
+            both(&dense, &self.page_bm25, depth).map(Some)
         };
         // Every trajectory is a candidate on the direct path; without it only those the pages
         // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
@@ -700,22 +705,16 @@ impl Index {
         };
         let snapshots = || -> Result<Lists, IndexError> {
             let depth = self.records.snapshots.len().min(config.depth);
-            let (d, s) = rayon::join(
-                || self.dense(&self.vectors.snapshots, qvec, depth, backend),
-                || self.bm25(&self.snap_bm25, q_terms, depth, backend),
-            );
-            Ok((ranks(&d?), ranks(&s?)))
+            let dense = || self.dense(&self.vectors.snapshots, qvec, depth, backend);
+            both(&dense, &self.snap_bm25, depth)
         };
         let messages = || -> Result<Option<Lists>, IndexError> {
             if !direct {
                 return Ok(None);
             }
             let depth = config.direct_depth.min(self.records.messages.len());
-            let (d, s) = rayon::join(
-                || self.vectors.messages.topk(qvec, depth, backend),
-                || self.bm25(&self.msg_bm25, q_terms, depth, backend),
-            );
-            Ok(Some((ranks(&d?), ranks(&s?))))
+            let dense = || self.vectors.messages.topk(qvec, depth, backend);
+            both(&dense, &self.msg_bm25, depth).map(Some)
         };
         let ((pages, trajectories), (snapshots, messages)) = rayon::join(
             || rayon::join(pages, trajectories),

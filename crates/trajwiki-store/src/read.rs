@@ -64,6 +64,13 @@ struct ChildLists<T> {
 }
 
 impl<T> ChildLists<T> {
+    /// Lists from (owner, child) rows in owner order.
+    fn new(rows: Vec<(String, T)>) -> Self {
+        ChildLists {
+            rows: rows.into_iter().peekable(),
+        }
+    }
+
     /// The children of `owner`; owners are asked for in increasing id order.
     fn of(&mut self, owner: &str) -> Vec<T> {
         // Children of an owner that is not asked for (none in a consistent read) are skipped.
@@ -110,9 +117,7 @@ fn lists<T: TryFrom<String, Error = IdError>>(
         .into_iter()
         .map(|(owner, c)| Ok((owner, stored_id(c, table, child, "")?)))
         .collect::<Result<Vec<_>>>()?;
-    Ok(ChildLists {
-        rows: parsed.into_iter().peekable(),
-    })
+    Ok(ChildLists::new(parsed))
 }
 
 /// Parses a stored id, naming the place on failure; the string is kept, not copied. `record` is
@@ -201,15 +206,38 @@ pub(crate) fn claims_with_states(
     conn: &Connection,
     scope: Scope<'_>,
 ) -> Result<Vec<(Claim, ClaimStatus)>> {
+    claim_rows(conn, scope, true)
+}
+
+/// Claims in scope (each with the status it was created with), sorted by id.
+pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> {
+    Ok(claim_rows(conn, scope, false)?
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect())
+}
+
+/// Claims in scope with their current status, read from `claim_state` when `states` (else the
+/// creation status, without looking the state up).
+fn claim_rows(
+    conn: &Connection,
+    scope: Scope<'_>,
+    states: bool,
+) -> Result<Vec<(Claim, ClaimStatus)>> {
     let col = scope.column();
+    let state = if states {
+        "s.status FROM claims c
+         LEFT JOIN claim_state s ON s.namespace = c.namespace AND s.claim = c.id"
+    } else {
+        "NULL FROM claims c"
+    };
     let mut sources = positioned::<MessageId>(
         conn,
         scope,
         ("claims", "claim_sources", "claim", "message", "position"),
     )?;
     let sql = format!(
-        "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from, s.status
-         FROM claims c LEFT JOIN claim_state s ON s.namespace = c.namespace AND s.claim = c.id
+        "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from, {state}
          WHERE c.{col} = ?1"
     );
     type ClaimRow = (
@@ -260,14 +288,6 @@ pub(crate) fn claims_with_states(
             },
         )
         .collect()
-}
-
-/// Claims in scope (each with the status it was created with), sorted by id.
-pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> {
-    Ok(claims_with_states(conn, scope)?
-        .into_iter()
-        .map(|(c, _)| c)
-        .collect())
 }
 
 /// The current (derived) statuses of the claims of a namespace, from `claim_state`.
@@ -391,14 +411,12 @@ pub(crate) fn trajectories_of(
     snapshots: &[Snapshot],
 ) -> Result<Vec<Trajectory>> {
     // The snapshots are in trajectory order: merged with the trajectories, also in id order.
-    let mut lists = ChildLists {
-        rows: snapshots
+    let mut lists = ChildLists::new(
+        snapshots
             .iter()
             .map(|s| (s.trajectory.to_string(), s.id.clone()))
-            .collect::<Vec<_>>()
-            .into_iter()
-            .peekable(),
-    };
+            .collect(),
+    );
     trajectory_rows(conn, Scope::Namespace(ns), |id| lists.of(id.as_str()))
 }
 
