@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use half::f16;
+use trajwiki::compute::sketch::Sketch;
 use trajwiki::compute::synthetic::{unit_rows, Rng};
 use trajwiki::compute::{CpuScoring, MatrixView, ScoringBackend};
 
@@ -64,6 +65,8 @@ fn main() -> anyhow::Result<()> {
     let rows16: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
     let m32 = MatrixView::f32(&rows, d)?;
     let m16 = MatrixView::f16(&rows16, d)?;
+    let sketch = Sketch::of(&m16);
+    let m16s = m16.with_sketch(sketch.view())?;
     let mut report = serde_json::Map::new();
     report.insert("n".into(), n.into());
     report.insert("dim".into(), d.into());
@@ -72,7 +75,7 @@ fn main() -> anyhow::Result<()> {
     for b in [1usize, 64] {
         let q = &queries[..b * d];
         let runs = if b == 1 { 30 } else { 5 };
-        for (name, m) in [("f32", &m32), ("f16", &m16)] {
+        for (name, m) in [("f32", &m32), ("f16", &m16), ("f16_sketched", &m16s)] {
             let ms = median_ms(runs, || {
                 std::hint::black_box(CpuScoring.cosine_topk(m, q, k).expect("valid input"));
             });

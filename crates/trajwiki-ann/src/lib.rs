@@ -117,7 +117,7 @@ impl AnnIndex {
 
     /// Builds the graph over `rows` (row-major, `dim` each, unit length for cosine).
     pub fn build(rows: &[f32], dim: usize, params: AnnParams) -> Result<AnnIndex, AnnError> {
-        if dim == 0 || rows.len() % dim != 0 {
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
             return Err(AnnError::Shape {
                 values: rows.len(),
                 dim,

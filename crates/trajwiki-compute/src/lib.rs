@@ -35,6 +35,7 @@ pub mod matrix;
 pub mod reference;
 pub mod rrf;
 pub mod select;
+pub mod sketch;
 pub mod sparse;
 pub mod synthetic;
 pub mod topk;

@@ -3,6 +3,7 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use crate::sketch::{check_fits, SketchView};
 use crate::ComputeError;
 
 /// The element type of a [`MatrixView`].
@@ -44,6 +45,7 @@ pub struct MatrixView<'a> {
     data: MatrixData<'a>,
     rows: usize,
     dim: usize,
+    sketch: Option<SketchView<'a>>,
 }
 
 impl<'a> MatrixView<'a> {
@@ -51,7 +53,7 @@ impl<'a> MatrixView<'a> {
         if dim == 0 {
             return Err(ComputeError::ZeroDimension);
         }
-        if len % dim != 0 {
+        if !len.is_multiple_of(dim) {
             return Err(ComputeError::WrongDimension {
                 what: "matrix buffer (a multiple of dim)",
                 expected: (len / dim + 1) * dim,
@@ -69,7 +71,21 @@ impl<'a> MatrixView<'a> {
             data,
             rows: len / dim,
             dim,
+            sketch: None,
         })
+    }
+
+    /// The same rows with their int8 sketch, which a CPU scan reads first (see
+    /// [`crate::sketch`]); refused unless it has the matrix's shape.
+    pub fn with_sketch(mut self, sketch: SketchView<'a>) -> Result<Self, ComputeError> {
+        check_fits(&sketch, self.rows, self.dim)?;
+        self.sketch = Some(sketch);
+        Ok(self)
+    }
+
+    /// The rows' sketch, if they have one.
+    pub fn sketch(&self) -> Option<SketchView<'a>> {
+        self.sketch
     }
 
     /// Rows `start..` of this matrix (empty when `start` is past the end).
@@ -85,6 +101,7 @@ impl<'a> MatrixView<'a> {
             data,
             rows: self.rows - start,
             dim: self.dim,
+            sketch: self.sketch.map(|s| s.rows_from(start)),
         }
     }
 

@@ -191,6 +191,15 @@ impl Bm25Index {
     /// Scores of the documents that contain at least one query term, as `(doc, score)` in doc
     /// order. Query terms count once each.
     pub fn matches(&self, query: &[u32]) -> Vec<Hit> {
+        let mut hits = Vec::new();
+        self.each_match(query, |d, s| hits.push((d, s)));
+        hits.sort_unstable_by_key(|h| h.0);
+        hits
+    }
+
+    /// Calls `f` with each document that contains at least one query term and its score, in no
+    /// particular order. Query terms count once each.
+    fn each_match(&self, query: &[u32], mut f: impl FnMut(u32, f32)) {
         let mut q = query.to_vec();
         q.sort_unstable();
         q.dedup();
@@ -206,9 +215,14 @@ impl Bm25Index {
             let mut touched: Vec<u32> = Vec::new();
             for t in q {
                 if let Some((idf, list)) = self.postings.get(&t) {
-                    for &(d, f) in list {
-                        let w =
-                            bm25_term(*idf, f, self.doc_len[d as usize], self.avg_len, self.params);
+                    for &(d, tf) in list {
+                        let w = bm25_term(
+                            *idf,
+                            tf,
+                            self.doc_len[d as usize],
+                            self.avg_len,
+                            self.params,
+                        );
                         match &mut acc[d as usize] {
                             Some(sum) => *sum += w,
                             slot => {
@@ -219,20 +233,17 @@ impl Bm25Index {
                     }
                 }
             }
-            touched.sort_unstable();
-            touched
-                .into_iter()
-                .map(|d| (d, acc[d as usize].take().expect("touched")))
-                .collect()
+            for d in touched {
+                f(d, acc[d as usize].take().expect("touched"));
+            }
         })
     }
 
     /// The `k` best matching documents, by score then doc id.
     pub fn topk(&self, query: &[u32], k: usize) -> Vec<Hit> {
         let mut top = TopK::new(k);
-        for (d, s) in self.matches(query) {
-            top.push(d, s);
-        }
+        // The top k do not depend on the order of the pushes.
+        self.each_match(query, |d, s| top.push(d, s));
         top.into_sorted()
     }
 

@@ -1,10 +1,12 @@
 //! Exact cosine top-k: the order of hits, the dot product, and the rayon scan.
 
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering as MemoryOrder};
 
 use half::f16;
 use rayon::prelude::*;
 
+use crate::sketch::SketchQuery;
 use crate::{ComputeError, MatrixData, MatrixView};
 
 /// A scored index: `(index, score)`.
@@ -12,6 +14,9 @@ pub type Hit = (u32, f32);
 
 /// Rows scanned per rayon task.
 const CHUNK_ROWS: usize = 2048;
+
+/// Rows between two exchanges of a scan's collectors with its [`SharedBar`].
+const SHARE_EVERY: usize = 256;
 
 /// Replaces NaN by −∞ so that every score has a place in the order.
 #[inline]
@@ -147,6 +152,54 @@ unsafe fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
     s
 }
 
+/// The highest bar any collector of one scan has reached: every collector of the scan keeps `k`
+/// hits at least this good, so a score below it cannot be in the scan's top `k`. Chunks scanned
+/// in parallel share one, so that each skips what another has already beaten instead of filling
+/// `k` of its own first.
+pub struct SharedBar(AtomicU32);
+
+impl SharedBar {
+    /// No bar yet (−∞).
+    pub fn new() -> Self {
+        SharedBar(AtomicU32::new(ordered_bits(f32::NEG_INFINITY)))
+    }
+
+    /// The bar.
+    #[inline]
+    pub fn get(&self) -> f32 {
+        from_ordered_bits(self.0.load(MemoryOrder::Relaxed))
+    }
+
+    /// Raises the bar to `score` if that is higher.
+    pub fn raise(&self, score: f32) {
+        self.0.fetch_max(ordered_bits(score), MemoryOrder::Relaxed);
+    }
+}
+
+impl Default for SharedBar {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An f32 (not NaN) as a u32 in the same order.
+fn ordered_bits(x: f32) -> u32 {
+    let b = x.to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+fn from_ordered_bits(b: u32) -> f32 {
+    if b & 0x8000_0000 != 0 {
+        f32::from_bits(b & 0x7fff_ffff)
+    } else {
+        f32::from_bits(!b)
+    }
+}
+
 /// A bounded collection of the best `k` hits seen so far.
 ///
 /// Hits better than the current `k`-th best are appended to a buffer; when the buffer holds
@@ -160,6 +213,8 @@ pub struct TopK {
     buf: Vec<Hit>,
     /// The worst hit kept at the last cut: a hit not better than it cannot be in the top `k`.
     bar: Option<Hit>,
+    /// A score below which no hit can be in the top `k` (from a [`SharedBar`]; −∞ without one).
+    floor: f32,
 }
 
 /// The smallest buffer a collector cuts at, so that a small `k` is not cut every few pushes.
@@ -173,7 +228,26 @@ impl TopK {
             // Grown as hits come: a deep k over a short scan costs what the scan finds.
             buf: Vec::with_capacity(Self::cut_at(k).min(CHUNK_ROWS)),
             bar: None,
+            floor: f32::NEG_INFINITY,
         }
+    }
+
+    /// A score below which no hit can be kept.
+    #[inline]
+    pub fn floor(&self) -> f32 {
+        self.floor
+    }
+
+    /// Publishes this collector's bar to `shared` and takes the shared bar as its floor.
+    pub fn share(&mut self, shared: &SharedBar) {
+        if self.bar.is_none() {
+            // A first bar as soon as there are `k` hits, not at `2k`.
+            self.cut();
+        }
+        if let Some((_, score)) = self.bar {
+            shared.raise(score);
+        }
+        self.floor = self.floor.max(shared.get());
     }
 
     fn cut_at(k: usize) -> usize {
@@ -187,6 +261,9 @@ impl TopK {
             return;
         }
         let hit = (index, sanitize(score));
+        if hit.1 < self.floor {
+            return;
+        }
         if let Some(bar) = &self.bar {
             if hit_order(&hit, bar) != Ordering::Less {
                 return;
@@ -200,11 +277,13 @@ impl TopK {
 
     /// Keeps the best `k` of the buffer and raises the bar to the worst of them.
     fn cut(&mut self) {
-        if self.buf.len() > self.k {
+        if self.k > 0 && self.buf.len() >= self.k {
             self.buf.select_nth_unstable_by(self.k - 1, hit_order);
             self.buf.truncate(self.k);
             // Element k−1 is the k-th in order; those before it are better.
-            self.bar = Some(self.buf[self.k - 1]);
+            let bar = self.buf[self.k - 1];
+            self.bar = Some(bar);
+            self.floor = self.floor.max(bar.1);
         }
     }
 
@@ -228,7 +307,7 @@ pub(crate) fn batch_len(queries: &[f32], dim: usize) -> Result<usize, ComputeErr
     if dim == 0 {
         return Err(ComputeError::ZeroDimension);
     }
-    if queries.len() % dim != 0 {
+    if !queries.len().is_multiple_of(dim) {
         return Err(ComputeError::WrongDimension {
             what: "queries (a multiple of the matrix dim)",
             expected: (queries.len() / dim + 1) * dim,
@@ -255,19 +334,41 @@ pub fn cosine_topk(
         return Ok(vec![Vec::new(); b]);
     }
     let n_chunks = matrix.rows().div_ceil(CHUNK_ROWS);
+    let bars: Vec<SharedBar> = (0..b).map(|_| SharedBar::new()).collect();
+    if let (Some(sketch), 1) = (matrix.sketch(), b) {
+        // One query over sketched rows: the sketches bound every row, the exact dot product is
+        // computed for those whose bound reaches the bar. A batch reads each row once for all
+        // its queries instead.
+        let coded = SketchQuery::new(queries);
+        return Ok(vec![par_topk_bounded(
+            matrix.rows(),
+            k,
+            |i| sketch.bounds(i, &coded),
+            |i| (i as u32, exact_dot(matrix, i, queries)),
+        )]);
+    }
+    // One set of collectors per rayon job, kept across its chunks: a collector cuts, and so
+    // raises its bar, only once it has seen `2k` hits.
     let merged = (0..n_chunks)
         .into_par_iter()
-        .map(|c| {
-            let mut tops = vec![TopK::new(k); b];
-            let mut row = vec![0f32; dim];
-            let end = ((c + 1) * CHUNK_ROWS).min(matrix.rows());
-            for i in c * CHUNK_ROWS..end {
-                for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
-                    top.push(i as u32, row_dot(matrix, i, q, &mut row));
+        .fold(
+            || (vec![TopK::new(k); b], vec![0f32; dim]),
+            |(mut tops, mut row), c| {
+                let end = ((c + 1) * CHUNK_ROWS).min(matrix.rows());
+                for (j, i) in (c * CHUNK_ROWS..end).enumerate() {
+                    if j % SHARE_EVERY == 0 {
+                        for (top, bar) in tops.iter_mut().zip(&bars) {
+                            top.share(bar);
+                        }
+                    }
+                    for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
+                        top.push(i as u32, row_dot(matrix, i, q, &mut row));
+                    }
                 }
-            }
-            tops
-        })
+                (tops, row)
+            },
+        )
+        .map(|(tops, _)| tops)
         .reduce_with(|mut a, b| {
             for (x, y) in a.iter_mut().zip(b) {
                 x.merge(y);
@@ -276,6 +377,126 @@ pub fn cosine_topk(
         })
         .unwrap_or_default();
     Ok(merged.into_iter().map(TopK::into_sorted).collect())
+}
+
+/// Contiguous ranges covering `0..n` for a parallel scan: a few per thread (so that a busy
+/// thread does not hold the others up), none shorter than [`MIN_PART`] items where avoidable.
+fn parts(n: usize) -> Vec<std::ops::Range<usize>> {
+    let count = (rayon::current_num_threads() * 4).clamp(1, n.div_ceil(MIN_PART).max(1));
+    let len = n.div_ceil(count).max(1);
+    (0..n).step_by(len).map(|s| s..(s + len).min(n)).collect()
+}
+
+/// The shortest part of a parallel top-k scan.
+const MIN_PART: usize = 1024;
+
+/// The best `k` of the hits `hit(0)`, …, `hit(n - 1)` in [`hit_order`], scored in parallel
+/// parts, each with one collector, the collectors sharing a bar. The same hits however the
+/// items are split.
+pub fn par_topk(n: usize, k: usize, hit: impl Fn(usize) -> Hit + Sync) -> Vec<Hit> {
+    let k = k.min(n);
+    if k == 0 {
+        return Vec::new();
+    }
+    let bar = SharedBar::new();
+    parts(n)
+        .into_par_iter()
+        .map(|part| {
+            let mut top = TopK::new(k);
+            for (j, i) in part.enumerate() {
+                if j % SHARE_EVERY == 0 {
+                    top.share(&bar);
+                }
+                let (index, score) = hit(i);
+                top.push(index, score);
+            }
+            top.share(&bar);
+            top
+        })
+        .reduce_with(|mut a, b| {
+            a.merge(b);
+            a
+        })
+        .map(TopK::into_sorted)
+        .unwrap_or_default()
+}
+
+/// [`par_topk`] of items whose scores are bounded cheaply: `bounds(i)` is `(lower, upper)`
+/// around item `i`'s score. A first pass collects the best `k` lower bounds, whose worst is a
+/// bar at least `k` scores reach, and the items whose upper bound may reach it; `hit` is then
+/// computed only for those whose upper bound reaches the bar, in item order. The same hits as
+/// [`par_topk`], if the bounds hold.
+pub fn par_topk_bounded(
+    n: usize,
+    k: usize,
+    bounds: impl Fn(usize) -> (f32, f32) + Sync,
+    hit: impl Fn(usize) -> Hit + Sync,
+) -> Vec<Hit> {
+    let k = k.min(n);
+    if k == 0 {
+        return Vec::new();
+    }
+    let bar = SharedBar::new();
+    // A part's candidates are pruned to its bar whenever they outgrow this.
+    let prune_at = 4 * k + 4096;
+    let (lower, mut candidates) = parts(n)
+        .into_par_iter()
+        .map(|part| {
+            let mut lower = TopK::new(k);
+            let mut candidates: Vec<(u32, f32)> = Vec::new();
+            for (j, i) in part.enumerate() {
+                if j % SHARE_EVERY == 0 {
+                    lower.share(&bar);
+                    if candidates.len() > prune_at {
+                        let floor = lower.floor();
+                        candidates.retain(|&(_, hi)| may_reach(hi, floor));
+                    }
+                }
+                let (lo, hi) = bounds(i);
+                if may_reach(hi, lower.floor()) {
+                    lower.push(i as u32, lo);
+                    candidates.push((i as u32, hi));
+                }
+            }
+            lower.share(&bar);
+            (lower, candidates)
+        })
+        // In part order: the candidates stay in item order.
+        .reduce_with(|(mut lower, mut candidates), (other, more)| {
+            lower.merge(other);
+            candidates.extend(more);
+            (lower, candidates)
+        })
+        .unwrap_or_else(|| (TopK::new(k), Vec::new()));
+    // The k-th best lower bound of all items: k scores reach it.
+    let lower = lower.into_sorted();
+    let floor = match lower.get(k - 1) {
+        Some(&(_, lo)) => lo,
+        None => f32::NEG_INFINITY,
+    };
+    candidates.retain(|&(_, hi)| may_reach(hi, floor));
+    par_topk(candidates.len(), k, |j| hit(candidates[j].0 as usize))
+}
+
+/// Whether an upper bound `hi` reaches `floor`. A NaN bound bounds nothing: it reaches any.
+#[inline]
+fn may_reach(hi: f32, floor: f32) -> bool {
+    hi >= floor || hi.is_nan()
+}
+
+/// [`dot`] of row `i` with `q`, converting an f16 row as it is read.
+#[inline]
+fn exact_dot(matrix: &MatrixView<'_>, i: usize, q: &[f32]) -> f32 {
+    let dim = matrix.dim();
+    match matrix.data() {
+        MatrixData::F32(d) => dot(&d[i * dim..(i + 1) * dim], q),
+        MatrixData::F16(d) => dot_f16(&d[i * dim..(i + 1) * dim], q),
+        MatrixData::Bf16(_) => {
+            let mut row = vec![0f32; dim];
+            matrix.row_f32(i, &mut row);
+            dot(&row, q)
+        }
+    }
 }
 
 /// [`dot`] of row `i` with `q`: an f16 row converted as it is read, a bf16 row through `buf`.
@@ -404,6 +625,73 @@ mod tests {
                 dot(&wide, &b).to_bits(),
                 "n = {n}"
             );
+        }
+    }
+
+    #[test]
+    fn a_sketched_scan_returns_the_exact_scans_hits() {
+        use crate::sketch::Sketch;
+        use crate::synthetic::{unit_rows, Rng};
+        let mut rng = Rng::new(3);
+        let dim = 48;
+        // Clustered rows (many close scores) and exact duplicates (ties), over several chunks.
+        let base = unit_rows(&mut rng, 40, dim);
+        let mut rows = Vec::new();
+        for i in 0..9000 {
+            let b = &base[(i % 40) * dim..(i % 40 + 1) * dim];
+            let noise = unit_rows(&mut rng, 1, dim);
+            let w = if i % 7 == 0 { 0.0 } else { 0.05 };
+            rows.extend(b.iter().zip(&noise).map(|(x, n)| x + w * n));
+        }
+        let rows16: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
+        let queries = unit_rows(&mut rng, 3, dim);
+        for (name, m) in [
+            ("f32", MatrixView::f32(&rows, dim).unwrap()),
+            ("f16", MatrixView::f16(&rows16, dim).unwrap()),
+        ] {
+            let sketch = Sketch::of(&m);
+            let sketched = m.with_sketch(sketch.view()).unwrap();
+            for k in [1, 10, 1000, 9000] {
+                let exact = cosine_topk(&m, &queries, k).unwrap();
+                let fast = cosine_topk(&sketched, &queries, k).unwrap();
+                for (e, f) in exact.iter().zip(&fast) {
+                    let bits =
+                        |h: &[Hit]| h.iter().map(|&(i, s)| (i, s.to_bits())).collect::<Vec<_>>();
+                    assert_eq!(bits(e), bits(f), "{name}, k = {k}");
+                }
+                // And over rows from an offset (the sketch follows the view).
+                let tail = cosine_topk(&m.rows_from(5000), &queries[..dim], k).unwrap();
+                let fast_tail = cosine_topk(&sketched.rows_from(5000), &queries[..dim], k).unwrap();
+                assert_eq!(tail, fast_tail, "{name}, rows from 5000, k = {k}");
+            }
+        }
+        let other = Sketch::of(&MatrixView::f32(&rows[..dim * 10], dim).unwrap());
+        assert!(MatrixView::f32(&rows, dim)
+            .unwrap()
+            .with_sketch(other.view())
+            .is_err());
+    }
+
+    #[test]
+    fn a_bounded_parallel_top_k_is_the_sorted_best_k() {
+        let all = hits(20_000);
+        for k in [0, 1, 10, 300, 5000, 20_000, 30_000] {
+            let expected = best(&all, k);
+            assert_eq!(par_topk(all.len(), k, |i| all[i]), expected, "k = {k}");
+            // Bounds that hold, exact (ties at the bar), narrow or wide, change nothing; a NaN
+            // bound bounds nothing.
+            for width in [0.0, 0.01, 0.5, 100.0] {
+                let bounds = |i: usize| {
+                    let s = sanitize(all[i].1);
+                    if i.is_multiple_of(5) {
+                        (f32::NAN, f32::NAN)
+                    } else {
+                        (s - width, s + width)
+                    }
+                };
+                let got = par_topk_bounded(all.len(), k, bounds, |i| all[i]);
+                assert_eq!(got, expected, "k = {k}, width = {width}");
+            }
         }
     }
 

@@ -23,7 +23,7 @@ pub struct Embeddings {
 impl Embeddings {
     /// Wraps a row-major buffer of `data.len() / dim` rows.
     pub fn new(dim: usize, data: Vec<f32>) -> Result<Self, EmbedError> {
-        if dim == 0 || data.len() % dim != 0 {
+        if dim == 0 || !data.len().is_multiple_of(dim) {
             return Err(EmbedError::WrongDimension {
                 expected: dim,
                 got: data.len(),

@@ -718,7 +718,7 @@ impl CudaScoring {
         queries: &[f32],
         k: usize,
     ) -> Result<Vec<Vec<Hit>>, CudaError> {
-        if queries.len() % matrix.dim != 0 {
+        if !queries.len().is_multiple_of(matrix.dim) {
             return Err(CudaError::Input(ComputeError::WrongDimension {
                 what: "queries (a multiple of the matrix dim)",
                 expected: (queries.len() / matrix.dim + 1) * matrix.dim,
@@ -756,7 +756,7 @@ impl ScoringBackend for CudaScoring {
         queries: &[f32],
         k: usize,
     ) -> Result<Vec<Vec<Hit>>, ComputeError> {
-        if queries.len() % matrix.dim() != 0 {
+        if !queries.len().is_multiple_of(matrix.dim()) {
             return Err(ComputeError::WrongDimension {
                 what: "queries (a multiple of the matrix dim)",
                 expected: (queries.len() / matrix.dim() + 1) * matrix.dim(),
@@ -781,7 +781,7 @@ impl ScoringBackend for CudaScoring {
         k: usize,
     ) -> Result<Vec<Vec<Hit>>, ComputeError> {
         let d = matrix.dim();
-        if queries.len() % d != 0 {
+        if !queries.len().is_multiple_of(d) {
             return Err(ComputeError::WrongDimension {
                 what: "queries (a multiple of the matrix dim)",
                 expected: (queries.len() / d + 1) * d,

@@ -212,9 +212,11 @@ pub fn open_checkpoint(
         .head_dim
         .unwrap_or(cfg.hidden_size / cfg.num_attention_heads.max(1));
     if cfg.num_key_value_heads == 0
-        || cfg.num_attention_heads % cfg.num_key_value_heads != 0
+        || !cfg
+            .num_attention_heads
+            .is_multiple_of(cfg.num_key_value_heads)
         || head_dim == 0
-        || head_dim % 2 != 0
+        || !head_dim.is_multiple_of(2)
     {
         return Err(invalid(format!(
             "inconsistent attention shape: {} heads, {} key/value heads, head_dim {head_dim}",

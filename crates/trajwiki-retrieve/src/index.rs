@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 use half::f16;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError};
+use trajwiki_compute::sketch::{Sketch, SketchView};
+use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError, MatrixView};
 use trajwiki_core::{
     centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
     SourceMessage, Trajectory, TrajectoryId, WikiPage,
@@ -68,9 +69,59 @@ pub struct LevelVectors {
 /// 0.15 × its latest snapshot's, so that scoring it is one dot product.
 pub(crate) struct Vectors {
     pub messages: MessageVectors,
-    pub snapshots: Vec<f16>,
-    pub trajectories: Vec<f16>,
-    pub pages: Vec<f16>,
+    pub snapshots: Rows,
+    pub trajectories: Rows,
+    pub pages: Rows,
+}
+
+/// A level of f16 rows, with their int8 sketch (see [`trajwiki_compute::sketch`]) when the level
+/// is long enough for a scan to gain from one: a CPU scan then reads a byte per element for most
+/// rows, and its hits are the same.
+pub(crate) struct Rows {
+    pub data: Vec<f16>,
+    sketch: Option<Sketch>,
+    dim: usize,
+}
+
+/// The fewest rows a level is sketched at: below, the sketch would save little and the exact
+/// scan has to score most rows anyway (retrieval keeps up to 1,000 per level).
+pub(crate) const SKETCH_MIN_ROWS: usize = 4096;
+
+impl Rows {
+    pub(crate) fn new(data: Vec<f16>, dim: usize) -> Result<Self, IndexError> {
+        let view = MatrixView::f16(&data, dim)?;
+        let sketch = (view.rows() >= SKETCH_MIN_ROWS).then(|| Sketch::of(&view));
+        Ok(Rows { data, sketch, dim })
+    }
+
+    /// The rows as a matrix, with their sketch if they have one.
+    pub(crate) fn view(&self) -> Result<MatrixView<'_>, IndexError> {
+        let view = MatrixView::f16(&self.data, self.dim)?;
+        Ok(match &self.sketch {
+            Some(sketch) => view.with_sketch(sketch.view())?,
+            None => view,
+        })
+    }
+
+    /// The rows' sketch, if they have one.
+    pub(crate) fn sketch(&self) -> Option<SketchView<'_>> {
+        self.sketch.as_ref().map(Sketch::view)
+    }
+
+    /// Row `i`.
+    pub(crate) fn row(&self, i: usize) -> &[f16] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// Rows.
+    pub(crate) fn len(&self) -> usize {
+        self.data.len().checked_div(self.dim).unwrap_or(0)
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        2 * self.data.len() + self.sketch.as_ref().map_or(0, Sketch::bytes)
+    }
 }
 
 /// Index build failures.
@@ -124,9 +175,12 @@ pub struct Index {
     pub(crate) traj_snaps: Vec<Vec<usize>>,
     pub(crate) snap_traj: Vec<usize>,
     pub(crate) snap_msgs: Vec<Vec<usize>>,
-    pub(crate) traj_entities: Vec<BTreeSet<String>>,
+    /// Per entity, the trajectories that name it, in index order.
+    pub(crate) entity_trajectories: FxHashMap<String, Vec<u32>>,
     pub(crate) vocab: FxHashMap<String, u32>,
     pub(crate) msg_terms: Vec<Vec<u32>>,
+    /// Per trajectory, the term ids of its summary (sorted, each once), as a query's are found.
+    pub(crate) traj_terms: Vec<Vec<u32>>,
     pub(crate) msg_bm25: Bm25Index,
     pub(crate) snap_bm25: Bm25Index,
     pub(crate) traj_bm25: Bm25Index,
@@ -296,6 +350,7 @@ struct Sparse {
     page: Bm25Index,
     vocab: FxHashMap<String, u32>,
     msg_terms: Vec<Vec<u32>>,
+    traj_terms: Vec<Vec<u32>>,
 }
 
 /// The links between an index's records and its per-message lists.
@@ -455,9 +510,9 @@ impl Index {
         let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
         let vectors = Vectors {
             messages: vectors.messages,
-            snapshots: to_f16(&snapshots),
-            trajectories,
-            pages: to_f16(&vectors.pages),
+            snapshots: Rows::new(to_f16(&snapshots), dim)?,
+            trajectories: Rows::new(trajectories, dim)?,
+            pages: Rows::new(to_f16(&vectors.pages), dim)?,
         };
         let pages: Vec<usize> = records
             .pages
@@ -476,11 +531,17 @@ impl Index {
                     .collect()
             })
             .collect();
-        let traj_entities = records
-            .trajectories
-            .iter()
-            .map(|t| t.signals.entities.iter().cloned().collect())
-            .collect();
+        let mut entity_trajectories: FxHashMap<String, Vec<u32>> = FxHashMap::default();
+        for (t, traj) in records.trajectories.iter().enumerate() {
+            for e in &traj.signals.entities {
+                match entity_trajectories.get_mut(e.as_str()) {
+                    Some(list) => list.push(t as u32),
+                    None => {
+                        entity_trajectories.insert(e.clone(), vec![t as u32]);
+                    }
+                }
+            }
+        }
 
         // Sparse terms and BM25 per level, on one thread while the rest of the index is built
         // on the other (they share nothing).
@@ -501,6 +562,7 @@ impl Index {
                 page: bm25(&page_terms)?,
                 vocab,
                 msg_terms,
+                traj_terms,
             })
         };
         // The links between records and the per-message lists.
@@ -584,6 +646,7 @@ impl Index {
             page: page_bm25,
             vocab,
             msg_terms,
+            traj_terms,
         } = sparse?;
         let Linked {
             update_links,
@@ -604,9 +667,10 @@ impl Index {
             traj_snaps,
             snap_traj,
             snap_msgs,
-            traj_entities,
+            entity_trajectories,
             vocab,
             msg_terms,
+            traj_terms,
             msg_bm25,
             snap_bm25,
             traj_bm25,
@@ -665,7 +729,9 @@ impl Index {
             }));
         let v = &self.vectors;
         let vectors = v.messages.owned_bytes()
-            + 2 * (v.snapshots.len() + v.trajectories.len() + v.pages.len());
+            + v.snapshots.bytes()
+            + v.trajectories.bytes()
+            + v.pages.bytes();
         let sparse = self.msg_bm25.heap_bytes()
             + self.snap_bm25.heap_bytes()
             + self.traj_bm25.heap_bytes()
@@ -673,6 +739,7 @@ impl Index {
             + self
                 .msg_terms
                 .iter()
+                .chain(&self.traj_terms)
                 .map(|t| 24 + 4 * t.len())
                 .sum::<usize>()
             + self.vocab.keys().map(|k| 40 + k.len()).sum::<usize>();

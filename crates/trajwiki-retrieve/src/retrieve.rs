@@ -1,18 +1,18 @@
 //! Retrieval (SPEC §3.1–3.5): route to pages, score trajectories, select with coverage, expand to
 //! snapshots and source messages, and pack the evidence under a token budget.
 
-use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use trajwiki_compute::topk::Hit;
+use trajwiki_compute::sketch::SketchQuery;
+use trajwiki_compute::topk::{par_topk, par_topk_bounded, Hit};
 use trajwiki_compute::{
-    Bm25Index, Candidate, CoverageWeights, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
-    SetWords, NO_CLUSTER,
+    Bm25Index, Candidate, CoverageWeights, QueryWants, ScoringBackend, SelectionBatch, SetWords,
+    NO_CLUSTER,
 };
 
-use crate::index::{Index, IndexError};
+use crate::index::{Index, IndexError, Rows};
 use crate::shape::{analyse, Shape};
 use trajwiki_core::centroid;
 use trajwiki_text::lexicon::ITEM_FAMILIES;
@@ -243,15 +243,15 @@ struct Scans {
 impl Index {
     fn dense(
         &self,
-        level: &[half::f16],
+        level: &Rows,
         q: &[f32],
         k: usize,
         backend: &dyn ScoringBackend,
     ) -> Result<Vec<(u32, f32)>, IndexError> {
-        if level.is_empty() {
+        if level.len() == 0 {
             return Ok(Vec::new());
         }
-        let m = MatrixView::f16(level, self.dim)?;
+        let m = level.view()?;
         Ok(backend
             .cosine_topk(&m, q, k)?
             .into_iter()
@@ -445,7 +445,7 @@ impl Index {
             Some(dense) => dense,
             None => {
                 let pool: Vec<usize> = universe.keys().copied().collect();
-                self.trajectory_dense(&pool, qvec, q_entities, config.depth)
+                self.trajectory_dense(Some(&pool), qvec, q_entities, config.depth)
             }
         };
         let sparse: Vec<u32> = if direct {
@@ -693,12 +693,7 @@ impl Index {
                 n_traj
             };
             let (dense, sparse) = rayon::join(
-                || {
-                    direct.then(|| {
-                        let pool: Vec<usize> = (0..n_traj).collect();
-                        self.trajectory_dense(&pool, qvec, q_entities, config.depth)
-                    })
-                },
+                || direct.then(|| self.trajectory_dense(None, qvec, q_entities, config.depth)),
                 || self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend),
             );
             Ok((dense, sparse?))
@@ -730,49 +725,55 @@ impl Index {
         })
     }
 
-    /// Dense scores of the trajectories in `pool`, best first, cut at `depth`: 0.75 cos(q,
-    /// centroid) + 0.15 cos(q, latest snapshot) — one dot product with the trajectory's row, which
-    /// holds that sum of vectors — + 0.10 when the trajectory names an entity of the question
-    /// that is not a speaker.
+    /// Dense scores of the trajectories in `pool` (all of them without one), best first, cut at
+    /// `depth`: 0.75 cos(q, centroid) + 0.15 cos(q, latest snapshot) — one dot product with the
+    /// trajectory's row, which holds that sum of vectors — + 0.10 when the trajectory names an
+    /// entity of the question that is not a speaker.
     fn trajectory_dense(
         &self,
-        pool: &[usize],
+        pool: Option<&[usize]>,
         qvec: &[f32],
         q_entities: &BTreeSet<String>,
         depth: usize,
     ) -> Vec<Hit> {
         let tv = &self.vectors.trajectories;
-        let dim = self.dim;
-        let specific_entities: BTreeSet<&String> = q_entities
+        // The trajectories that name an entity of the question that is not a speaker.
+        let mut named: Vec<u32> = q_entities
             .iter()
             .filter(|e| !self.lexicon.speakers.contains(*e))
+            .filter_map(|e| self.entity_trajectories.get(e.as_str()))
+            .flatten()
+            .copied()
             .collect();
-        // Each trajectory's score is its own: scored in parallel, the same numbers in any order.
-        let mut dense: Vec<Hit> = pool
-            .par_iter()
-            .map(|&t| {
-                let bonus = if !specific_entities.is_empty()
-                    && self.traj_entities[t]
-                        .iter()
-                        .any(|e| specific_entities.contains(e))
-                {
-                    1.0
-                } else {
-                    0.0
+        named.sort_unstable();
+        named.dedup();
+        let bonus = |t: usize| -> f32 {
+            if named.binary_search(&(t as u32)).is_ok() {
+                0.10
+            } else {
+                0.0
+            }
+        };
+        let score = |t: usize| -> Hit {
+            (
+                t as u32,
+                trajwiki_compute::topk::dot_f16(tv.row(t), qvec) + bonus(t),
+            )
+        };
+        // Each trajectory's score is its own: scored in parallel, the same hits in any order.
+        match (pool, tv.sketch()) {
+            (Some(pool), _) => par_topk(pool.len(), depth, |i| score(pool[i])),
+            // Bounded by the sketch, the bonus added to both bounds (rounding is monotonic).
+            (None, Some(sketch)) => {
+                let coded = SketchQuery::new(qvec);
+                let bounds = |t: usize| {
+                    let (lo, hi) = sketch.bounds(t, &coded);
+                    (lo + bonus(t), hi + bonus(t))
                 };
-                let s = trajwiki_compute::topk::dot_f16(&tv[t * dim..(t + 1) * dim], qvec)
-                    + 0.10 * bonus;
-                (t as u32, s)
-            })
-            .collect();
-        let by_score = |a: &Hit, b: &Hit| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let depth = depth.min(dense.len());
-        if depth < dense.len() {
-            dense.select_nth_unstable_by(depth, by_score);
-            dense.truncate(depth);
+                par_topk_bounded(tv.len(), depth, bounds, score)
+            }
+            (None, None) => par_topk(tv.len(), depth, score),
         }
-        dense.sort_by(by_score);
-        dense
     }
 
     fn coverage(
@@ -825,9 +826,9 @@ impl Index {
                     *itm.entry(x.as_str()).or_insert(l)
                 })
                 .collect();
-            let terms: Vec<usize> = self
-                .query_terms(&tr.summary)
-                .into_iter()
+            let terms: Vec<usize> = self.traj_terms[t]
+                .iter()
+                .copied()
                 .filter(|x| q_term_set.contains(x))
                 .map(|x| {
                     let l = trm.len();

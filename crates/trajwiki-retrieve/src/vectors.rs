@@ -9,9 +9,10 @@
 //! the index instead of scanned, and the rows after them are still scanned exactly.
 
 use trajwiki_ann::AnnIndex;
+use trajwiki_compute::sketch::Sketch;
 use trajwiki_compute::{sort_hits, Hit, MatrixView, ScoringBackend};
 
-use crate::index::IndexError;
+use crate::index::{IndexError, SKETCH_MIN_ROWS};
 
 /// Rows stored outside the index, viewed as a matrix (e.g. a memory-mapped vector file).
 pub trait SharedRows: Send + Sync {
@@ -33,6 +34,8 @@ pub struct MessageVectors {
     in_message_order: bool,
     /// An approximate index over the first shared rows.
     ann: Option<AnnIndex>,
+    /// The shared rows' int8 sketch, when there are enough of them (see `index::Rows`).
+    sketch: Option<Sketch>,
 }
 
 impl MessageVectors {
@@ -63,7 +66,7 @@ impl MessageVectors {
             }
         }
         let rows = shared_rows + tail.len().checked_div(dim).unwrap_or(0);
-        if tail.len() % dim.max(1) != 0 || rows != row_of.len() {
+        if !tail.len().is_multiple_of(dim.max(1)) || rows != row_of.len() {
             return Err(IndexError::Shape {
                 level: "messages",
                 got: shared_rows * dim + tail.len(),
@@ -86,8 +89,13 @@ impl MessageVectors {
             }
         }
         let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
+        let sketch = shared
+            .as_ref()
+            .filter(|_| shared_rows >= SKETCH_MIN_ROWS)
+            .map(|s| Sketch::of(&s.view()));
         Ok(MessageVectors {
             ann: None,
+            sketch,
             in_message_order,
             dim,
             shared,
@@ -133,9 +141,10 @@ impl MessageVectors {
         self.shared_rows
     }
 
-    /// Bytes held by the index itself (the tail and the row maps; the shared rows are not).
+    /// Bytes held by the index itself (the tail, the row maps and the sketch; the shared rows
+    /// are not).
     pub fn owned_bytes(&self) -> usize {
-        self.tail.len() * 4 + self.row_of.len() * 8
+        self.tail.len() * 4 + self.row_of.len() * 8 + self.sketch.as_ref().map_or(0, Sketch::bytes)
     }
 
     /// Message `i`'s vector, as f32, into `out` (`dim` long).
@@ -175,7 +184,11 @@ impl MessageVectors {
             );
         }
         if let Some(shared) = &self.shared {
-            let view = shared.view().rows_from(approximate);
+            let view = match &self.sketch {
+                Some(sketch) => shared.view().with_sketch(sketch.view())?,
+                None => shared.view(),
+            };
+            let view = view.rows_from(approximate);
             if view.rows() > 0 {
                 let found = backend.cosine_topk(&view, q, k)?.into_iter().next();
                 hits.extend(
