@@ -112,9 +112,9 @@ pub fn bm25_avg_len(total_len: u64, n_docs: usize) -> f32 {
 pub struct Bm25Index {
     params: Bm25Params,
     doc_len: Vec<u32>,
-    avg_len: f32,
-    /// term → (idf, postings of (doc, tf) in doc order)
-    postings: HashMap<u32, (f32, Vec<(u32, u32)>)>,
+    /// term → postings of (doc, the term's BM25 contribution to it), in doc order: the
+    /// contributions depend on the index alone, so they are computed once, at build.
+    postings: HashMap<u32, Vec<(u32, f32)>>,
 }
 
 impl Bm25Index {
@@ -124,7 +124,7 @@ impl Bm25Index {
             + self
                 .postings
                 .values()
-                .map(|(_, p)| 24 + p.len() * 8)
+                .map(|p| 24 + p.len() * 8)
                 .sum::<usize>()
     }
 
@@ -151,7 +151,7 @@ impl Bm25Index {
                 len: u32::MAX as usize,
             });
         }
-        let mut postings: HashMap<u32, (f32, Vec<(u32, u32)>)> = HashMap::new();
+        let mut counts: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
         let mut doc_len = Vec::with_capacity(docs.len());
         let mut total = 0u64;
         let mut tf: HashMap<u32, u32> = HashMap::new();
@@ -163,16 +163,24 @@ impl Bm25Index {
                 *tf.entry(t).or_insert(0) += 1;
             }
             for (&t, &f) in &tf {
-                postings.entry(t).or_default().1.push((d as u32, f));
+                counts.entry(t).or_default().push((d as u32, f));
             }
         }
         let n = docs.len();
-        for (idf, list) in postings.values_mut() {
-            *idf = bm25_idf(n, list.len());
-        }
+        let avg_len = bm25_avg_len(total, n);
+        let postings = counts
+            .into_iter()
+            .map(|(t, list)| {
+                let idf = bm25_idf(n, list.len());
+                let weighted = list
+                    .into_iter()
+                    .map(|(d, tf)| (d, bm25_term(idf, tf, doc_len[d as usize], avg_len, params)))
+                    .collect();
+                (t, weighted)
+            })
+            .collect();
         Ok(Bm25Index {
             params,
-            avg_len: bm25_avg_len(total, n),
             doc_len,
             postings,
         })
@@ -214,15 +222,8 @@ impl Bm25Index {
             }
             let mut touched: Vec<u32> = Vec::new();
             for t in q {
-                if let Some((idf, list)) = self.postings.get(&t) {
-                    for &(d, tf) in list {
-                        let w = bm25_term(
-                            *idf,
-                            tf,
-                            self.doc_len[d as usize],
-                            self.avg_len,
-                            self.params,
-                        );
+                if let Some(list) = self.postings.get(&t) {
+                    for &(d, w) in list {
                         match &mut acc[d as usize] {
                             Some(sum) => *sum += w,
                             slot => {

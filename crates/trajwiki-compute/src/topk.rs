@@ -12,8 +12,8 @@ use crate::{ComputeError, MatrixData, MatrixView};
 /// A scored index: `(index, score)`.
 pub type Hit = (u32, f32);
 
-/// Rows scanned per rayon task.
-const CHUNK_ROWS: usize = 2048;
+/// The most buffer a collector reserves before it has hits to keep.
+const INITIAL_BUFFER: usize = 2048;
 
 /// Rows between two exchanges of a scan's collectors with its [`SharedBar`].
 const SHARE_EVERY: usize = 256;
@@ -226,7 +226,7 @@ impl TopK {
         TopK {
             k,
             // Grown as hits come: a deep k over a short scan costs what the scan finds.
-            buf: Vec::with_capacity(Self::cut_at(k).min(CHUNK_ROWS)),
+            buf: Vec::with_capacity(Self::cut_at(k).min(INITIAL_BUFFER)),
             bar: None,
             floor: f32::NEG_INFINITY,
         }
@@ -333,42 +333,42 @@ pub fn cosine_topk(
     if k == 0 {
         return Ok(vec![Vec::new(); b]);
     }
-    let n_chunks = matrix.rows().div_ceil(CHUNK_ROWS);
     let bars: Vec<SharedBar> = (0..b).map(|_| SharedBar::new()).collect();
     if let (Some(sketch), 1) = (matrix.sketch(), b) {
         // One query over sketched rows: the sketches bound every row, the exact dot product is
         // computed for those whose bound reaches the bar. A batch reads each row once for all
         // its queries instead.
-        let coded = SketchQuery::new(queries);
-        return Ok(vec![par_topk_bounded(
-            matrix.rows(),
-            k,
-            |i| sketch.bounds(i, &coded),
-            |i| (i as u32, exact_dot(matrix, i, queries)),
-        )]);
+        if sketch_pays(matrix.rows(), k) {
+            let coded = SketchQuery::new(queries);
+            return Ok(vec![par_topk_bounded(
+                matrix.rows(),
+                k,
+                |i| sketch.bounds(i, &coded),
+                |i| (i as u32, exact_dot(matrix, i, queries)),
+            )]);
+        }
     }
-    // One set of collectors per rayon job, kept across its chunks: a collector cuts, and so
-    // raises its bar, only once it has seen `2k` hits.
-    let merged = (0..n_chunks)
+    // One set of collectors per part, sharing a bar per query.
+    let merged = parts(matrix.rows())
         .into_par_iter()
-        .fold(
-            || (vec![TopK::new(k); b], vec![0f32; dim]),
-            |(mut tops, mut row), c| {
-                let end = ((c + 1) * CHUNK_ROWS).min(matrix.rows());
-                for (j, i) in (c * CHUNK_ROWS..end).enumerate() {
-                    if j % SHARE_EVERY == 0 {
-                        for (top, bar) in tops.iter_mut().zip(&bars) {
-                            top.share(bar);
-                        }
-                    }
-                    for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
-                        top.push(i as u32, row_dot(matrix, i, q, &mut row));
+        .map(|part| {
+            let mut tops = vec![TopK::new(k); b];
+            let mut row = vec![0f32; dim];
+            for (j, i) in part.enumerate() {
+                if j % SHARE_EVERY == 0 {
+                    for (top, bar) in tops.iter_mut().zip(&bars) {
+                        top.share(bar);
                     }
                 }
-                (tops, row)
-            },
-        )
-        .map(|(tops, _)| tops)
+                for (q, top) in queries.chunks_exact(dim).zip(tops.iter_mut()) {
+                    top.push(i as u32, row_dot(matrix, i, q, &mut row));
+                }
+            }
+            for (top, bar) in tops.iter_mut().zip(&bars) {
+                top.share(bar);
+            }
+            tops
+        })
         .reduce_with(|mut a, b| {
             for (x, y) in a.iter_mut().zip(b) {
                 x.merge(y);
@@ -476,6 +476,12 @@ pub fn par_topk_bounded(
     };
     candidates.retain(|&(_, hi)| may_reach(hi, floor));
     par_topk(candidates.len(), k, |j| hit(candidates[j].0 as usize))
+}
+
+/// Whether a scan for the best `k` of `rows` rows gains from reading their sketches first: not
+/// unless the rows are many times `k`, most of them being scored exactly otherwise.
+pub fn sketch_pays(rows: usize, k: usize) -> bool {
+    rows >= 16 * k
 }
 
 /// Whether an upper bound `hi` reaches `floor`. A NaN bound bounds nothing: it reaches any.
@@ -651,13 +657,15 @@ mod tests {
         ] {
             let sketch = Sketch::of(&m);
             let sketched = m.with_sketch(sketch.view()).unwrap();
-            for k in [1, 10, 1000, 9000] {
+            for k in [1, 10, 500, 1000, 9000] {
+                // One query at a time (a batch reads the rows, not the sketch), against the
+                // batch's exact lists.
                 let exact = cosine_topk(&m, &queries, k).unwrap();
-                let fast = cosine_topk(&sketched, &queries, k).unwrap();
-                for (e, f) in exact.iter().zip(&fast) {
+                for (q, e) in queries.chunks_exact(dim).zip(&exact) {
+                    let fast = cosine_topk(&sketched, q, k).unwrap();
                     let bits =
                         |h: &[Hit]| h.iter().map(|&(i, s)| (i, s.to_bits())).collect::<Vec<_>>();
-                    assert_eq!(bits(e), bits(f), "{name}, k = {k}");
+                    assert_eq!(bits(e), bits(&fast[0]), "{name}, k = {k}");
                 }
                 // And over rows from an offset (the sketch follows the view).
                 let tail = cosine_topk(&m.rows_from(5000), &queries[..dim], k).unwrap();

@@ -83,9 +83,10 @@ pub(crate) struct Rows {
     dim: usize,
 }
 
-/// The fewest rows a level is sketched at: below, the sketch would save little and the exact
-/// scan has to score most rows anyway (retrieval keeps up to 1,000 per level).
-pub(crate) const SKETCH_MIN_ROWS: usize = 4096;
+/// The fewest rows a level is sketched at: a scan gains from a sketch only when the rows are
+/// many times the hits it keeps (see [`trajwiki_compute::topk::sketch_pays`]), and retrieval
+/// keeps up to 1,000 per level.
+pub(crate) const SKETCH_MIN_ROWS: usize = 16_384;
 
 impl Rows {
     pub(crate) fn new(data: Vec<f16>, dim: usize) -> Result<Self, IndexError> {
@@ -106,11 +107,6 @@ impl Rows {
     /// The rows' sketch, if they have one.
     pub(crate) fn sketch(&self) -> Option<SketchView<'_>> {
         self.sketch.as_ref().map(Sketch::view)
-    }
-
-    /// Row `i`.
-    pub(crate) fn row(&self, i: usize) -> &[f16] {
-        &self.data[i * self.dim..(i + 1) * self.dim]
     }
 
     /// Rows.

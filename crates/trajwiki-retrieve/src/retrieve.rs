@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::sketch::SketchQuery;
-use trajwiki_compute::topk::{par_topk, par_topk_bounded, Hit};
+use trajwiki_compute::topk::{par_topk, par_topk_bounded, sketch_pays, Hit};
 use trajwiki_compute::{
     Bm25Index, Candidate, CoverageWeights, QueryWants, ScoringBackend, SelectionBatch, SetWords,
     NO_CLUSTER,
@@ -755,13 +755,15 @@ impl Index {
             }
         };
         let score = |t: usize| -> Hit {
+            let dim = qvec.len();
+            let row = &tv.data[t * dim..(t + 1) * dim];
             (
                 t as u32,
-                trajwiki_compute::topk::dot_f16(tv.row(t), qvec) + bonus(t),
+                trajwiki_compute::topk::dot_f16(row, qvec) + bonus(t),
             )
         };
         // Each trajectory's score is its own: scored in parallel, the same hits in any order.
-        match (pool, tv.sketch()) {
+        match (pool, tv.sketch().filter(|_| sketch_pays(tv.len(), depth))) {
             (Some(pool), _) => par_topk(pool.len(), depth, |i| score(pool[i])),
             // Bounded by the sketch, the bonus added to both bounds (rounding is monotonic).
             (None, Some(sketch)) => {
