@@ -1,5 +1,6 @@
 //! The exact scan against faiss (issue 13): our CPU cosine top-k (k = 10) over N unit rows of
-//! dimension d, f32 and f16, at query batch 1 and 64, on every core rayon sees. Writes the rows
+//! dimension d, f32, f16 and f16 with int8 sketches (the same hits, read from the sketches first;
+//! a batch reads the rows), at query batch 1 and 64, on every core rayon sees. Writes the rows
 //! and queries it scanned as raw little-endian f32 (`rows.f32`, `queries.f32`) into `--out`, so
 //! that `scripts/bench_faiss.py` times faiss `IndexFlatIP` on exactly the same vectors, and
 //! prints one JSON object of median milliseconds per search.

@@ -3,6 +3,7 @@
 
     python3 scripts/bench_scale.py one --messages 250000
     python3 scripts/bench_scale.py many --messages 1000000 --namespaces 10000
+    python3 scripts/bench_scale.py measure target/bench-scale/one-5882 target/bench-scale/one-23528
 
 `one` writes one namespace of N messages (the LoCoMo conversations end to end, repeated, by
 ../shared/tools/make_long_conv.py); `many` writes N messages over M namespaces (consecutive
@@ -18,6 +19,10 @@ lexical `hashing` model so that embedding is out of the picture:
   per question (`query --questions`, the index loaded once), p50 and p95, and the query
   process's peak memory;
 - `many` also loads one small namespace in the big store and in a store of its own, the ratio.
+
+`measure` re-measures stores that `one` left, without building them again: in rounds, each
+store's cold load and questions in turn, the medians over rounds and each store's search time
+relative to the first store's (the growth target compares 23,528 messages with 5,882).
 
 Results are printed as a table and written as JSON next to the store (--work, default
 target/bench-scale). Uses target/release/trajwiki (built if missing). The stores stay there and
@@ -200,6 +205,33 @@ def many(args):
     report(result, work)
 
 
+def measure(args):
+    """Re-measures stores that `one` left (no ingest, no build): `rounds` rounds, each a cold
+    load and the questions on every store in turn, so that a slow moment of the machine falls
+    on all of them; prints the medians over rounds and the ratio of each store's search to the
+    first's."""
+    stores = [Path(w) for w in args.stores]
+    rows = {w: {"load": [], "p50": [], "p95": []} for w in stores}
+    for _ in range(args.rounds):
+        for w in stores:
+            ns = json.loads((w / "conv.jsonl").open().readline())["namespace"]
+            qfile = w / "questions.txt"
+            first = qfile.read_text().splitlines()[0]
+            load, _, _ = cold_loads(w / "store", ns, first, runs=1)
+            times, _ = search_times(w / "store", ns, qfile)
+            rows[w]["load"].append(load)
+            rows[w]["p50"].append(pct(times, 50))
+            rows[w]["p95"].append(pct(times, 95))
+    med = statistics.median
+    base = rows[stores[0]]
+    print(f"binary {BIN}, {args.rounds} rounds, {time.strftime('%Y-%m-%d')}, "
+          f"{os.cpu_count()} cores (medians over rounds)")
+    print(f"{'store':<28} {'cold load':>10} {'p50':>8} {'p95':>8} {'p50 ratio':>10} {'p95 ratio':>10}")
+    for w, r in rows.items():
+        print(f"{w.name:<28} {med(r['load']):>8.0f}ms {med(r['p50']):>6.2f}ms {med(r['p95']):>6.2f}ms"
+              f" {med(r['p50']) / med(base['p50']):>10.2f} {med(r['p95']) / med(base['p95']):>10.2f}")
+
+
 def report(result, work):
     result["date"] = time.strftime("%Y-%m-%d")
     result["machine"] = f"{os.cpu_count()} cores"
@@ -224,13 +256,17 @@ def main():
         if name == "many":
             s.add_argument("--namespaces", type=int, required=True)
             s.add_argument("--samples", type=int, default=40)
+    s = sub.add_parser("measure", help="re-measure the stores `one` left, in alternating rounds")
+    s.add_argument("stores", nargs="+", help="work directories of `one` (e.g. target/bench-scale/one-5882)")
+    s.add_argument("--rounds", type=int, default=4)
+    s.add_argument("--bin", default=str(BIN))
     args = p.parse_args()
     globals()["BIN"] = Path(args.bin)
     if not LOCOMO.exists():
         sys.exit(f"LoCoMo data not found at {LOCOMO}")
     if not Path(args.bin).exists():
         subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
-    {"one": one, "many": many}[args.cmd](args)
+    {"one": one, "many": many, "measure": measure}[args.cmd](args)
 
 
 if __name__ == "__main__":

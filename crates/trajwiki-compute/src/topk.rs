@@ -388,7 +388,7 @@ fn parts(n: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The shortest part of a parallel top-k scan.
-const MIN_PART: usize = 1024;
+const MIN_PART: usize = 4096;
 
 /// The best `k` of the hits `hit(0)`, …, `hit(n - 1)` in [`hit_order`], scored in parallel
 /// parts, each with one collector, the collectors sharing a bar. The same hits however the

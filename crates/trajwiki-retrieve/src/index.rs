@@ -86,7 +86,7 @@ pub(crate) struct Rows {
 /// The fewest rows a level is sketched at: a scan gains from a sketch only when the rows are
 /// many times the hits it keeps (see [`trajwiki_compute::topk::sketch_pays`]), and retrieval
 /// keeps up to 1,000 per level.
-pub(crate) const SKETCH_MIN_ROWS: usize = 16_384;
+pub(crate) const SKETCH_MIN_ROWS: usize = 32_768;
 
 impl Rows {
     pub(crate) fn new(data: Vec<f16>, dim: usize) -> Result<Self, IndexError> {
