@@ -153,7 +153,7 @@ unsafe fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
 }
 
 /// The highest bar any collector of one scan has reached: every collector of the scan keeps `k`
-/// hits at least this good, so a score below it cannot be in the scan's top `k`. Chunks scanned
+/// hits at least this good, so a score below it cannot be in the scan's top `k`. Parts scanned
 /// in parallel share one, so that each skips what another has already beaten instead of filling
 /// `k` of its own first.
 pub struct SharedBar(AtomicU32);
@@ -333,7 +333,6 @@ pub fn cosine_topk(
     if k == 0 {
         return Ok(vec![Vec::new(); b]);
     }
-    let bars: Vec<SharedBar> = (0..b).map(|_| SharedBar::new()).collect();
     if let (Some(sketch), 1) = (matrix.sketch(), b) {
         // One query over sketched rows: the sketches bound every row, the exact dot product is
         // computed for those whose bound reaches the bar. A batch reads each row once for all
@@ -349,6 +348,7 @@ pub fn cosine_topk(
         }
     }
     // One set of collectors per part, sharing a bar per query.
+    let bars: Vec<SharedBar> = (0..b).map(|_| SharedBar::new()).collect();
     let merged = parts(matrix.rows())
         .into_par_iter()
         .map(|part| {
