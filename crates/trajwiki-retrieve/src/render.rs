@@ -100,6 +100,10 @@ impl Index {
             if !seen.insert(i) {
                 continue;
             }
+            // A line that does not fit alone is skipped before its heading is made.
+            if used + self.lines[i].1 > budget {
+                continue;
+            }
             let session = self.records.messages[i].session;
             let cost = self.lines[i].1
                 + if sessions.contains(&session) {

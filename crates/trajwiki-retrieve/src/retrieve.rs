@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::sketch::SketchQuery;
 use trajwiki_compute::topk::{par_topk, par_topk_bounded, sketch_pays, Hit};
@@ -174,16 +175,21 @@ pub struct Ranking {
 /// Weighted reciprocal rank fusion: Σ w / (k + rank), rank from 1. Returns every listed id
 /// with its fused score, in id order.
 fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<(usize, f32)> {
-    let mut score: BTreeMap<u32, f32> = BTreeMap::new();
+    // Each id's terms are added in list order whatever the map, and the caller orders the
+    // result totally: hash maps give the same ranking as ordered ones, faster.
+    let mut score: FxHashMap<u32, f32> = FxHashMap::default();
+    let mut seen: FxHashSet<u32> = FxHashSet::default();
     for (list, w) in lists {
-        let mut seen = BTreeSet::new();
+        seen.clear();
         for (r, &id) in list.iter().enumerate() {
             if seen.insert(id) {
                 *score.entry(id).or_default() += w / (k + r as f32 + 1.0);
             }
         }
     }
-    score.into_iter().map(|(i, s)| (i as usize, s)).collect()
+    let mut out: Vec<(usize, f32)> = score.into_iter().map(|(i, s)| (i as usize, s)).collect();
+    out.sort_unstable_by_key(|h| h.0);
+    out
 }
 
 /// Orders scored messages by `score · tokens^exponent`, best first, ties by index.
