@@ -551,11 +551,16 @@ impl Index {
                 let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
                 Bm25Index::build(&refs, Bm25Params::default())
             };
+            // The four indexes share nothing: built side by side.
+            let ((msg, snap), (traj, page)) = rayon::join(
+                || rayon::join(|| bm25(&msg_terms), || bm25(&snap_terms)),
+                || rayon::join(|| bm25(&traj_terms), || bm25(&page_terms)),
+            );
             Ok(Sparse {
-                msg: bm25(&msg_terms)?,
-                snap: bm25(&snap_terms)?,
-                traj: bm25(&traj_terms)?,
-                page: bm25(&page_terms)?,
+                msg: msg?,
+                snap: snap?,
+                traj: traj?,
+                page: page?,
                 vocab,
                 msg_terms,
                 traj_terms,
