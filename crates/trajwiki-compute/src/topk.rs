@@ -490,18 +490,13 @@ fn may_reach(hi: f32, floor: f32) -> bool {
     hi >= floor || hi.is_nan()
 }
 
-/// [`dot`] of row `i` with `q`, converting an f16 row as it is read.
+/// [`row_dot`] without a caller's buffer.
 #[inline]
 fn exact_dot(matrix: &MatrixView<'_>, i: usize, q: &[f32]) -> f32 {
-    let dim = matrix.dim();
+    // Only a bf16 row needs a buffer to be converted into.
     match matrix.data() {
-        MatrixData::F32(d) => dot(&d[i * dim..(i + 1) * dim], q),
-        MatrixData::F16(d) => dot_f16(&d[i * dim..(i + 1) * dim], q),
-        MatrixData::Bf16(_) => {
-            let mut row = vec![0f32; dim];
-            matrix.row_f32(i, &mut row);
-            dot(&row, q)
-        }
+        MatrixData::Bf16(_) => row_dot(matrix, i, q, &mut vec![0f32; matrix.dim()]),
+        _ => row_dot(matrix, i, q, &mut []),
     }
 }
 

@@ -88,10 +88,14 @@ pub(crate) struct Rows {
 /// keeps up to 1,000 per level.
 pub(crate) const SKETCH_MIN_ROWS: usize = 32_768;
 
+/// The sketch of `rows`, if there are [`SKETCH_MIN_ROWS`] of them.
+pub(crate) fn sketch_if_long(rows: &MatrixView<'_>) -> Option<Sketch> {
+    (rows.rows() >= SKETCH_MIN_ROWS).then(|| Sketch::of(rows))
+}
+
 impl Rows {
     pub(crate) fn new(data: Vec<f16>, dim: usize) -> Result<Self, IndexError> {
-        let view = MatrixView::f16(&data, dim)?;
-        let sketch = (view.rows() >= SKETCH_MIN_ROWS).then(|| Sketch::of(&view));
+        let sketch = sketch_if_long(&MatrixView::f16(&data, dim)?);
         Ok(Rows { data, sketch, dim })
     }
 

@@ -12,7 +12,7 @@ use trajwiki_ann::AnnIndex;
 use trajwiki_compute::sketch::Sketch;
 use trajwiki_compute::{sort_hits, Hit, MatrixView, ScoringBackend};
 
-use crate::index::{IndexError, SKETCH_MIN_ROWS};
+use crate::index::{sketch_if_long, IndexError};
 
 /// Rows stored outside the index, viewed as a matrix (e.g. a memory-mapped vector file).
 pub trait SharedRows: Send + Sync {
@@ -89,10 +89,7 @@ impl MessageVectors {
             }
         }
         let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
-        let sketch = shared
-            .as_ref()
-            .filter(|_| shared_rows >= SKETCH_MIN_ROWS)
-            .map(|s| Sketch::of(&s.view()));
+        let sketch = shared.as_ref().and_then(|s| sketch_if_long(&s.view()));
         Ok(MessageVectors {
             ann: None,
             sketch,
