@@ -10,7 +10,8 @@ use trajwiki_embed::output::{write_jsonl, write_npy};
 use trajwiki_embed::{EmbedKind, EmbedOptions, Embeddings, DEFAULT_MODEL};
 
 use super::device::load_model;
-use super::Global;
+use super::output::Output;
+use super::{Global, UsageError};
 
 /// Whether texts are queries or documents.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -82,6 +83,10 @@ fn read_lines(input: &PathBuf) -> anyhow::Result<Vec<String>> {
 
 /// Runs `trajwiki embed`.
 pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
+    if args.output.is_none() && matches!(args.format, Format::Npy) {
+        anyhow::bail!(UsageError("--format npy needs --output FILE".into()));
+    }
+    let output = args.output.as_deref().map(Output::to).transpose()?;
     let t0 = Instant::now();
     let opts = EmbedOptions {
         threads: args.threads,
@@ -103,25 +108,23 @@ pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
     let vectors: Embeddings = embedder.embed(&texts, kind).context("embedding")?;
     let embed_s = t1.elapsed().as_secs_f64();
 
-    let sink: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(
-            std::fs::File::create(p)
-                .with_context(|| format!("cannot create output {}", p.display()))?,
-        ),
-        None => {
-            if matches!(args.format, Format::Npy) {
-                anyhow::bail!("--format npy needs --output FILE");
-            }
-            Box::new(std::io::stdout().lock())
-        }
+    let write = |sink: &mut dyn Write| match args.format {
+        Format::Jsonl => write_jsonl(sink, &vectors),
+        Format::Npy => write_npy(sink, &vectors),
     };
-    let mut sink = BufWriter::new(sink);
-    match args.format {
-        Format::Jsonl => write_jsonl(&mut sink, &vectors),
-        Format::Npy => write_npy(&mut sink, &vectors),
+    match output {
+        Some(output) => {
+            let mut buf = Vec::new();
+            write(&mut buf).context("writing embeddings")?;
+            output.write(&buf)?;
+        }
+        None => {
+            let mut sink = BufWriter::new(std::io::stdout().lock());
+            write(&mut sink)
+                .and_then(|()| sink.flush())
+                .context("writing embeddings")?;
+        }
     }
-    .and_then(|()| sink.flush())
-    .context("writing embeddings")?;
     if args.stats {
         eprintln!(
             "{}",

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use trajwiki_core::Namespace;
 use trajwiki_ingest::jsonl;
 
+use super::output::Output;
 use super::{Global, StoreArg, UsageError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,6 +41,8 @@ pub(crate) struct ExportArgs {
 
 pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
     let store = args.store.open()?;
+    // Checked before the work: a refused path costs nothing.
+    let output = args.output.as_deref().map(Output::to).transpose()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let (messages, runs) = store.namespace_counts(&ns)?;
     if messages == 0 && runs == 0 {
@@ -74,15 +77,18 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
             messages.len()
         }
     };
-    match &args.output {
-        Some(path) => {
-            // Write beside the target and rename, so a failed export leaves no partial file.
-            let tmp = path.with_extension("partial");
-            std::fs::write(&tmp, &buf)?;
-            std::fs::rename(&tmp, path)?;
+    match (&output, &args.output) {
+        (Some(output), Some(path)) => {
+            output.write(&buf)?;
             global.say(format!("wrote {n} records of {ns} to {}", path.display()));
         }
-        None => std::io::stdout().lock().write_all(&buf)?,
+        _ => {
+            // JSON lines: escaped for a terminal the way `--json` output is, still exact.
+            let text = String::from_utf8(buf).expect("JSON is UTF-8");
+            std::io::stdout()
+                .lock()
+                .write_all(super::safe::json(&text).as_bytes())?
+        }
     }
     Ok(())
 }

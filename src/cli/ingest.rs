@@ -100,7 +100,7 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
             .iter()
             .map(|(file, kind, r)| serde_json::json!({"file": file, "kind": kind, "added": r.added, "unchanged": r.unchanged, "new_namespaces": r.new_namespaces}))
             .collect();
-        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
+        outjson!(serde_json::to_string_pretty(&rows)?)?;
     } else if !global.quiet {
         for (file, kind, r) in &reports {
             outln!("{}", describe(file, kind, r))?;

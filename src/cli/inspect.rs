@@ -4,6 +4,7 @@ use trajwiki::api::{get, Record};
 use trajwiki_core::{IdKind, Namespace, SourceMessage, TIMESTAMP_FORMAT};
 use trajwiki_store::Store;
 
+use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
 #[derive(Debug, clap::Args)]
@@ -37,7 +38,7 @@ pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
             "scoring_backend": backend.name(),
             "built_with_cuda": trajwiki_cuda::BUILT_WITH_CUDA,
         });
-        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+        outjson!(serde_json::to_string_pretty(&value)?)?;
     } else {
         outln!(
             "store {} (schema v{})",
@@ -99,7 +100,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         (Err(e), None) => return Err(e.into()),
     }
     let json = |v: serde_json::Value| -> anyhow::Result<()> {
-        outln!("{}", serde_json::to_string_pretty(&v)?)?;
+        outjson!(serde_json::to_string_pretty(&v)?)?;
         Ok(())
     };
     let record = get(&store, id)?;
@@ -113,7 +114,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         Record::Message(msg) => print_message(&store, &msg, false),
         Record::Run(run) => {
             outln!("run {} [{}] in {}", run.id, run.external_ref, run.namespace)?;
-            outln!("task: {}", run.task)?;
+            outln!("task: {}", line(&run.task))?;
             let outcome = match (run.outcome.success, run.outcome.reward) {
                 (Some(s), Some(r)) => {
                     format!("{} (reward {r})", if s { "success" } else { "failure" })
@@ -128,7 +129,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                outln!("{k}: {}", first_line(&v, 100))?;
+                outln!("{}: {}", line(k), first_line(&v, 100))?;
             }
             outln!("steps ({}):", run.steps.len())?;
             for (i, s) in run.steps.iter().enumerate() {
@@ -147,14 +148,14 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             )?;
             outln!(
                 "summary: {}\ncontext: {}\nkeywords: {}",
-                s.summary,
-                s.context,
-                s.keywords.join(", ")
+                line(&s.summary),
+                line(&s.context),
+                line(&s.keywords.join(", "))
             )?;
             for c in &s.claim_ids {
                 if let Some(claim) = store.claim(c)? {
                     let status = store.claim_status(c)?.unwrap_or(claim.status);
-                    outln!("  claim {} [{}] {}", c, status.as_str(), claim.text)?;
+                    outln!("  claim {} [{}] {}", c, status.as_str(), line(&claim.text))?;
                 }
             }
             for m in &s.source_message_ids {
@@ -171,7 +172,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
                 status.as_str(),
                 c.snapshot
             )?;
-            outln!("text: {}\nquote: {:?}", c.text, c.quote)?;
+            outln!("text: {}\nquote: {:?}", line(&c.text), c.quote)?;
             if let Some(prev) = &c.revised_from {
                 outln!("revises: {prev}")?;
             }
@@ -193,14 +194,14 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             if let Some(prev) = &t.continues {
                 outln!("continues: {prev}")?;
             }
-            outln!("{}", t.summary)?;
+            outln!("{}", line(&t.summary))?;
             for s in &t.snapshot_ids {
                 if let Some(s) = store.snapshot(s)? {
                     outln!(
                         "  v{} {} {}",
                         s.version,
                         s.timestamp.format(TIMESTAMP_FORMAT),
-                        s.summary
+                        line(&s.summary)
                     )?;
                 }
             }
@@ -209,7 +210,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         Record::Page(p) => {
             outln!(
                 "# {} ({} page {}, revision {})\n",
-                p.title,
+                line(&p.title),
                 p.kind.as_str(),
                 p.id,
                 p.revision
@@ -232,8 +233,8 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
                 outln!(
                     "  insight {}: {} (when {})",
                     i.id,
-                    i.guideline,
-                    i.applies_when
+                    line(&i.guideline),
+                    line(&i.applies_when)
                 )?;
             }
             Ok(())
@@ -242,8 +243,8 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             outln!(
                 "insight {}\n{}\napplies when: {}\ncompilation: {}\nrun: {}",
                 i.id,
-                i.guideline,
-                i.applies_when,
+                line(&i.guideline),
+                line(&i.applies_when),
                 i.compilation,
                 i.run
             )?;
@@ -263,17 +264,17 @@ fn first_line(s: &str, max: usize) -> String {
 fn message_line(m: &SourceMessage) -> String {
     format!(
         "{} | {} | {}: {}",
-        m.external_ref.as_deref().unwrap_or(m.id.as_str()),
+        line(m.external_ref.as_deref().unwrap_or(m.id.as_str())),
         m.timestamp.format("%-d %B %Y %H:%M"),
-        m.speaker,
-        m.text
+        line(&m.speaker),
+        line(&m.text)
     )
 }
 
 fn print_message(store: &Store, m: &SourceMessage, json: bool) -> anyhow::Result<()> {
     let _ = store;
     if json {
-        outln!("{}", serde_json::to_string_pretty(m)?)?;
+        outjson!(serde_json::to_string_pretty(m)?)?;
         return Ok(());
     }
     outln!(
@@ -287,11 +288,11 @@ fn print_message(store: &Store, m: &SourceMessage, json: bool) -> anyhow::Result
     for a in &m.attachments {
         outln!(
             "  [{}] {}{}",
-            a.kind,
-            a.caption.as_deref().unwrap_or(""),
+            line(&a.kind),
+            line(a.caption.as_deref().unwrap_or("")),
             a.url
                 .as_deref()
-                .map(|u| format!(" <{u}>"))
+                .map(|u| format!(" <{}>", line(u)))
                 .unwrap_or_default()
         )?;
     }
@@ -316,7 +317,7 @@ pub(crate) fn check(args: &CheckArgs, global: Global) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let report = store.check()?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+        outjson!(serde_json::to_string_pretty(&report)?)?;
     } else {
         let examined: Vec<String> = report
             .examined
@@ -326,7 +327,12 @@ pub(crate) fn check(args: &CheckArgs, global: Global) -> anyhow::Result<()> {
         global.say(format!("examined {}", examined.join(", ")));
         outln!("sqlite integrity: {}", report.sqlite_integrity)?;
         for p in &report.problems {
-            outln!("problem [{}] {}: {}", p.invariant, p.id, p.detail)?;
+            outln!(
+                "problem [{}] {}: {}",
+                p.invariant,
+                line(&p.id),
+                line(&p.detail)
+            )?;
         }
         if report.ok() {
             outln!("ok: every invariant holds")?;

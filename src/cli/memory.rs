@@ -7,6 +7,7 @@ use trajwiki_memory::MemoryConfig;
 use trajwiki_store::VectorDtype;
 
 use super::device::load_model;
+use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 use trajwiki::api::LoadedModel;
 use trajwiki::pipeline::{build_namespace, BuildOptions};
@@ -125,14 +126,11 @@ pub(crate) fn build_and_report(
     }
     bar.finish_and_clear();
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "model": embedder.model_id(),
-                "seconds": started.elapsed().as_secs_f64(),
-                "namespaces": reports,
-            }))?
-        )?;
+        outjson!(serde_json::to_string_pretty(&serde_json::json!({
+            "model": embedder.model_id(),
+            "seconds": started.elapsed().as_secs_f64(),
+            "namespaces": reports,
+        }))?)?;
         return Ok(());
     }
     outln!(
@@ -219,7 +217,7 @@ pub(crate) fn wiki(args: &WikiArgs) -> anyhow::Result<()> {
             ))
         })?;
         if args.json {
-            outln!("{}", serde_json::to_string_pretty(&page)?)?;
+            outjson!(serde_json::to_string_pretty(&page)?)?;
         } else {
             outln!("{}", page.body)?;
             outln!(
@@ -243,7 +241,7 @@ pub(crate) fn wiki(args: &WikiArgs) -> anyhow::Result<()> {
         .into());
     }
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&pages)?)?;
+        outjson!(serde_json::to_string_pretty(&pages)?)?;
         return Ok(());
     }
     for p in pages {
@@ -253,7 +251,7 @@ pub(crate) fn wiki(args: &WikiArgs) -> anyhow::Result<()> {
             p.id,
             p.revision,
             p.trajectory_ids.len(),
-            p.title
+            line(&p.title)
         )?;
     }
     Ok(())
@@ -285,7 +283,7 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<()> {
     };
     let history = trajwiki::api::history(&store, &args.id, as_of)?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&history.entries)?)?;
+        outjson!(serde_json::to_string_pretty(&history.entries)?)?;
         return Ok(());
     }
     outln!(
@@ -305,19 +303,19 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<()> {
             e.at.as_deref().unwrap_or(""),
             e.op,
             status(e.status),
-            e.text.as_deref().unwrap_or("")
+            line(e.text.as_deref().unwrap_or(""))
         )?;
         if let Some(t) = &e.target_text {
-            outln!("     was [{}] {}", status(e.target_status), t)?;
+            outln!("     was [{}] {}", status(e.target_status), line(t))?;
         }
-        outln!("     why: {}", e.rationale)?;
+        outln!("     why: {}", line(&e.rationale))?;
         for src in &e.sources {
             outln!(
                 "     source {} | {} | {}: {}",
-                src.source_ref,
+                line(&src.source_ref),
                 src.timestamp,
-                src.speaker,
-                src.text
+                line(&src.speaker),
+                line(&src.text)
             )?;
         }
     }

@@ -1,13 +1,32 @@
 //! Subcommands of the `trajwiki` binary. Each module owns one area and stays thin: the work is
 //! done by the library crates.
 
-/// `println!` that reports a closed stdout as an error instead of panicking.
+/// `println!` that reports a closed stdout as an error instead of panicking, and escapes the
+/// control characters of what it prints (see [`safe`]).
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)
+        let text = format!($($arg)*);
+        writeln!(std::io::stdout().lock(), "{}", $crate::cli::safe::block(&text))
     }};
 }
+
+/// Prints one JSON text (`serde_json::to_string` or `to_string_pretty` of a value) exactly, with
+/// the characters serde_json leaves raw that a terminal acts on escaped (see [`safe::json`]).
+macro_rules! outjson {
+    ($text:expr) => {{
+        use std::io::Write as _;
+        let text: String = $text;
+        writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            $crate::cli::safe::json(&text)
+        )
+    }};
+}
+
+mod output;
+mod safe;
 
 mod device;
 mod embed;
@@ -134,7 +153,7 @@ impl Global {
     /// Prints a status line unless quiet.
     pub(crate) fn say(&self, line: impl std::fmt::Display) {
         if !self.quiet {
-            eprintln!("{line}");
+            eprintln!("{}", safe::block(&line.to_string()));
         }
     }
 }
@@ -143,6 +162,14 @@ impl Global {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct UsageError(pub String);
+
+/// Prints an error and its causes on standard error, escaped like everything else printed.
+pub fn report(err: &anyhow::Error) {
+    eprintln!("error: {}", safe::block(&err.to_string()));
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {}", safe::block(&cause.to_string()));
+    }
+}
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {

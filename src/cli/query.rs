@@ -10,6 +10,7 @@ use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::device::scoring;
 use super::memory::{load_config, load_embedder, load_embedder_on};
+use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -109,7 +110,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
             };
             let found = search_index(&index, i == 0, embedder.as_ref(), &query, backend.as_ref())?;
             let value = search_json(args, &found, global, backend.name(), loaded.backend);
-            outln!("{}", serde_json::to_string(&value)?)?;
+            outjson!(serde_json::to_string(&value)?)?;
         }
         return Ok(());
     }
@@ -130,7 +131,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);
     if args.json {
         let value = search_json(args, &found, global, backend.name(), loaded.backend);
-        outln!("{}", serde_json::to_string_pretty(&value)?)?;
+        outjson!(serde_json::to_string_pretty(&value)?)?;
         return Ok(());
     }
     outln!("{}", ctx.text)?;
@@ -147,10 +148,10 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
         args.budget
     )?;
     for p in &ranking.pages {
-        outln!("page {} {:.4} {}", p.id, p.score, p.label)?;
+        outln!("page {} {:.4} {}", p.id, p.score, line(&p.label))?;
     }
     for t in &ranking.trajectories {
-        outln!("trajectory {} {:.4} {}", t.id, t.score, t.label)?;
+        outln!("trajectory {} {:.4} {}", t.id, t.score, line(&t.label))?;
     }
     outln!(
         "snapshots: {}",
@@ -161,7 +162,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(" ")
     )?;
-    outln!("source refs: {}", ctx.source_refs.join(" "))?;
+    outln!("source refs: {}", line(&ctx.source_refs.join(" ")))?;
     let stages: Vec<String> = timings
         .stages
         .iter()

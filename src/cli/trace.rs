@@ -11,6 +11,7 @@ use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry};
 
 use super::memory::load_embedder;
+use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
 #[derive(Debug, clap::Subcommand)]
@@ -138,7 +139,7 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&reports)?)?;
+        outjson!(serde_json::to_string_pretty(&reports)?)?;
         return Ok(());
     }
     outln!(
@@ -202,7 +203,7 @@ fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
     )
     .map_err(usage)?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&ctx)?)?;
+        outjson!(serde_json::to_string_pretty(&ctx)?)?;
     } else {
         outln!("{}", ctx.text.trim_end())?;
     }
@@ -215,12 +216,12 @@ fn print_run_header(entry: &RunEntry) -> anyhow::Result<()> {
     outln!(
         "run {} [{}] in {}: {} — {} steps",
         run.id,
-        run.external_ref,
+        line(&run.external_ref),
         run.namespace,
         entry.outcome(),
         run.steps.len()
     )?;
-    outln!("task: {}", run.task)?;
+    outln!("task: {}", line(&run.task))?;
     Ok(())
 }
 
@@ -229,9 +230,9 @@ fn print_steps(entry: &RunEntry, only: Option<&[usize]>) -> anyhow::Result<()> {
         if only.is_some_and(|o| !o.contains(&(i + 1))) {
             continue;
         }
-        outln!("[step {}] > {}", i + 1, s.action)?;
-        for line in s.observation.lines().filter(|l| !l.trim().is_empty()) {
-            outln!("           {}", line.trim_end())?;
+        outln!("[step {}] > {}", i + 1, line(&s.action))?;
+        for l in s.observation.lines().filter(|l| !l.trim().is_empty()) {
+            outln!("           {}", line(l.trim_end()))?;
         }
     }
     Ok(())
@@ -246,20 +247,17 @@ fn insight(args: &OpenArgs) -> anyhow::Result<()> {
         .ok_or_else(|| UsageError(format!("insight {id} has no compilation in this store")))?;
     let e = opened.entry;
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&opened_insight_json(&opened))?
-        )?;
+        outjson!(serde_json::to_string_pretty(&opened_insight_json(&opened))?)?;
         return Ok(());
     }
     outln!("insight {} (compilation {})", id, opened.compilation.id)?;
-    outln!("guideline: {}", opened.insight.guideline)?;
-    outln!("applies when: {}", opened.insight.applies_when)?;
+    outln!("guideline: {}", line(&opened.insight.guideline))?;
+    outln!("applies when: {}", line(&opened.insight.applies_when))?;
     print_run_header(e)?;
     outln!(
         "diagnosis ({}): {}",
         opened.compilation.compiler,
-        opened.compilation.diagnosis
+        line(&opened.compilation.diagnosis)
     )?;
     outln!("cited steps:")?;
     print_steps(e, Some(&opened.cited_steps))
@@ -273,15 +271,15 @@ fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
         .open_run(&id)
         .ok_or_else(|| UsageError(format!("no run {id} in this store")))?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&run_entry_json(e))?)?;
+        outjson!(serde_json::to_string_pretty(&run_entry_json(e))?)?;
         return Ok(());
     }
     print_run_header(e)?;
     if let Some(c) = &e.compilation {
-        outln!("diagnosis ({}): {}", c.compiler, c.diagnosis)?;
+        outln!("diagnosis ({}): {}", c.compiler, line(&c.diagnosis))?;
     }
     for (i, ins) in e.insights.iter().enumerate() {
-        outln!("insight {} {}: {}", i + 1, ins.id, ins.guideline)?;
+        outln!("insight {} {}: {}", i + 1, ins.id, line(&ins.guideline))?;
     }
     print_steps(e, None)
 }
@@ -301,10 +299,16 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
             args.limit,
         )?;
         if args.json {
-            outln!("{}", serde_json::to_string_pretty(&hits)?)?;
+            outjson!(serde_json::to_string_pretty(&hits)?)?;
         } else {
             for h in &hits {
-                outln!("{} [step {}] {:.3} {}", h.run, h.step, h.score, h.action)?;
+                outln!(
+                    "{} [step {}] {:.3} {}",
+                    h.run,
+                    h.step,
+                    h.score,
+                    line(&h.action)
+                )?;
             }
         }
         return Ok(());
@@ -312,17 +316,17 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
     let memory = compiled_run_memory(&mut store, &ns, None).map_err(usage)?;
     let hits = memory.grep(&args.pattern, args.limit);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&hits)?)?;
+        outjson!(serde_json::to_string_pretty(&hits)?)?;
     } else {
         for h in &hits {
             let at = match h.step {
                 0 => "task".to_string(),
                 s => format!("[step {s}] {}", h.field),
             };
-            outln!("{} {at}: {}", h.run, h.excerpt)?;
+            outln!("{} {at}: {}", h.run, line(&h.excerpt))?;
         }
         if hits.is_empty() {
-            global.say(format!("no run in {ns} contains \"{}\"", args.pattern));
+            global.say(format!("no run in {ns} contains {:?}", args.pattern));
         }
     }
     Ok(())

@@ -11,6 +11,12 @@
 
 use std::collections::BTreeSet;
 
+/// Whitespace collapsed: what is stored (a speaker, a text, a caption, a page title) takes one
+/// line of the context, whatever it holds.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 use serde::Serialize;
 use trajwiki_text::temporal::{fmt_day, resolve};
 
@@ -47,12 +53,12 @@ impl Index {
         let mut line = format!(
             "{} {}: {}",
             self.message_ref(i),
-            m.speaker,
-            m.text.split_whitespace().collect::<Vec<_>>().join(" ")
+            flat(&m.speaker),
+            flat(&m.text)
         );
         for a in &m.attachments {
             if let Some(c) = &a.caption {
-                line.push_str(&format!(" [image: {c}]"));
+                line.push_str(&format!(" [image: {}]", flat(c)));
             }
         }
         for anchor in resolve(&m.text, m.timestamp.date()) {
@@ -79,11 +85,11 @@ impl Index {
         let header = if ranking.pages.is_empty() {
             String::new()
         } else {
-            let titles: Vec<&str> = ranking
+            let titles: Vec<String> = ranking
                 .pages
                 .iter()
                 .take(3)
-                .map(|p| p.label.as_str())
+                .map(|p| flat(&p.label))
                 .collect();
             format!("Pages: {}", titles.join("; "))
         };

@@ -1,0 +1,118 @@
+//! Files the commands write (`export -o`, `embed --output`): never one of a store's files, never
+//! a partial file, and into a pipe or a device as written rather than by replacing it.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use trajwiki_store::DB_FILE;
+
+use super::UsageError;
+
+/// Where an output goes: a regular file replaced whole once written, or a pipe or a character
+/// device (a FIFO, `/dev/stdout`) written in place.
+pub(crate) enum Output {
+    File { path: PathBuf, tmp: PathBuf },
+    Stream(PathBuf),
+}
+
+impl Output {
+    /// Checks that `path` may be written and says how. Refused, with a [`UsageError`] naming the
+    /// path: a directory or anything else that is not a file, pipe or device; any path inside a
+    /// store directory (one that holds a `trajwiki.db`, or a folder below it); an existing
+    /// SQLite database.
+    pub(crate) fn to(path: &Path) -> anyhow::Result<Output> {
+        let refuse = |why: String| -> anyhow::Result<Output> {
+            Err(UsageError(format!("refusing to write {}: {why}", path.display())).into())
+        };
+        // The folder the file goes to, resolved, and every folder above it.
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let parent = match parent.canonicalize() {
+            Ok(p) => p,
+            Err(e) => {
+                return refuse(format!(
+                    "its folder {} is not usable: {e}",
+                    parent.display()
+                ))
+            }
+        };
+        if let Some(store) = parent.ancestors().find(|dir| dir.join(DB_FILE).is_file()) {
+            return refuse(format!(
+                "it is inside the store {}; write outside the store",
+                store.display()
+            ));
+        }
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return refuse(e.to_string()),
+            Ok(meta) if meta.is_file() => {
+                let mut head = [0u8; 16];
+                let n = File::open(path)
+                    .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+                    .unwrap_or(0);
+                if head[..n] == b"SQLite format 3\0"[..n.min(16)] && n == 16 {
+                    return refuse("it is an SQLite database".into());
+                }
+            }
+            Ok(meta) => {
+                use std::os::unix::fs::FileTypeExt;
+                let kind = meta.file_type();
+                if kind.is_fifo() || kind.is_char_device() {
+                    return Ok(Output::Stream(path.to_path_buf()));
+                }
+                let what = if kind.is_dir() {
+                    "a directory"
+                } else if kind.is_socket() {
+                    "a socket"
+                } else if kind.is_block_device() {
+                    "a block device"
+                } else {
+                    "not a regular file"
+                };
+                return refuse(format!("it is {what}"));
+            }
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = parent.join(format!(".{name}.{}.partial", std::process::id()));
+        Ok(Output::File {
+            path: path.to_path_buf(),
+            tmp,
+        })
+    }
+
+    /// Writes `bytes`: a file is written beside its place and renamed over it, so that a failed
+    /// write leaves no partial file and the old one, if any, whole.
+    pub(crate) fn write(&self, bytes: &[u8]) -> anyhow::Result<()> {
+        match self {
+            Output::Stream(path) => {
+                let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+                f.write_all(bytes)?;
+                f.flush()?;
+            }
+            Output::File { path, tmp } => {
+                let written = (|| -> std::io::Result<()> {
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(tmp)?;
+                    f.write_all(bytes)?;
+                    f.sync_all()?;
+                    std::fs::rename(tmp, path)
+                })();
+                if let Err(e) = written {
+                    let _ = std::fs::remove_file(tmp);
+                    return Err(
+                        anyhow::Error::new(e).context(format!("writing {}", path.display()))
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
