@@ -325,6 +325,33 @@ pub fn get(store: &Store, id: &str) -> Result<Record, ApiError> {
     })
 }
 
+/// [`get`] inside one namespace: a record of another namespace is not found, whatever its id
+/// (ids derive from namespace and content, so they can be guessed; a command that names a
+/// namespace must not reach outside it).
+pub fn get_in(store: &Store, ns: &Namespace, id: &str) -> Result<Record, ApiError> {
+    let record = get(store, id)?;
+    let owner = match &record {
+        Record::Message(m) => Some(m.namespace.clone()),
+        Record::Run(r) => Some(r.namespace.clone()),
+        Record::Snapshot(s) => Some(s.namespace.clone()),
+        Record::Claim { claim, .. } => Some(claim.namespace.clone()),
+        Record::Op(o) => Some(o.namespace.clone()),
+        Record::Trajectory(t) => Some(t.namespace.clone()),
+        Record::Page(p) => Some(p.namespace.clone()),
+        Record::Compilation { compilation, .. } => {
+            store.run(&compilation.run)?.map(|r| r.namespace)
+        }
+        Record::Insight(i) => store.run(&i.run)?.map(|r| r.namespace),
+    };
+    if owner.as_ref() != Some(ns) {
+        return Err(ApiError::NotFound {
+            kind: IdKind::of(id)?,
+            id: id.to_string(),
+        });
+    }
+    Ok(record)
+}
+
 /// A claim a piece of evidence supports.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvidenceClaim {
@@ -415,7 +442,7 @@ pub struct LoadedIndex {
 
 /// Loads the retrieval index of a built namespace.
 pub fn open_index(
-    store: &mut Store,
+    store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
 ) -> Result<LoadedIndex, ApiError> {
@@ -444,7 +471,7 @@ pub fn open_index(
 /// each of its source messages with its snapshot, trajectory and claims, and the retrieval path.
 /// Loads the index first; [`search_index`] answers from one already loaded.
 pub fn search(
-    store: &mut Store,
+    store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
     query: &Query<'_>,

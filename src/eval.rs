@@ -226,7 +226,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
     let mut acc: BTreeMap<(Mode, usize, String), Acc> = BTreeMap::new();
     for (si, sample) in samples.iter().enumerate() {
-        let index = load_index(&mut store, &sample.namespace, o.embedder)?.index;
+        let index = load_index(&store, &sample.namespace, o.embedder)?.index;
         let traj_of_ref: BTreeMap<String, String> = index
             .records
             .snapshots

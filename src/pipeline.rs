@@ -53,55 +53,88 @@ pub fn embed_cached(
     embedder: &dyn Embedder,
     texts: &[&str],
 ) -> Result<(Vec<Vec<f32>>, usize), PipelineError> {
+    let (rows, computed) = embed_through_cache(store, embedder, texts)?;
+    if !computed.is_empty() {
+        let items: Vec<(&str, &[f32])> = computed
+            .iter()
+            .map(|(hash, v)| (hash.as_str(), v.as_slice()))
+            .collect();
+        store.put_embeddings(embedder.model_id(), embedder.dim(), &items)?;
+    }
+    Ok((rows, computed.len()))
+}
+
+/// [`embed_cached`] for readers: what the cache misses is embedded and kept in memory, never
+/// written, so that a query or a read leaves the store as it was (and works on a store opened
+/// read only).
+pub fn embed_read(
+    store: &Store,
+    embedder: &dyn Embedder,
+    texts: &[&str],
+) -> Result<(Vec<Vec<f32>>, usize), PipelineError> {
+    let (rows, computed) = embed_through_cache(store, embedder, texts)?;
+    Ok((rows, computed.len()))
+}
+
+/// The rows of `texts` (cached ones from the store, the others embedded in one batch, each
+/// distinct text once) and the (hash, vector) of each text embedded.
+#[allow(clippy::type_complexity)]
+fn embed_through_cache(
+    store: &Store,
+    embedder: &dyn Embedder,
+    texts: &[&str],
+) -> Result<(Vec<Vec<f32>>, Vec<(String, Vec<f32>)>), PipelineError> {
     let model = embedder.model_id().to_string();
     let dim = embedder.dim();
     let hashes: Vec<String> = texts.iter().map(|t| trajwiki_core::text_hash(t)).collect();
     let hash_refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
     let mut rows = store.cached_embeddings(&model, dim, &hash_refs)?;
     let missing: Vec<usize> = (0..texts.len()).filter(|&i| rows[i].is_none()).collect();
-    if !missing.is_empty() {
-        // Unique texts only.
-        let mut unique: Vec<usize> = Vec::new();
-        let mut seen = std::collections::HashMap::new();
-        for &i in &missing {
-            seen.entry(hashes[i].as_str()).or_insert_with(|| {
-                unique.push(i);
-                unique.len() - 1
-            });
-        }
-        let batch: Vec<&str> = unique.iter().map(|&i| texts[i]).collect();
-        let vectors = embedder
-            .embed(&batch, EmbedKind::Document)
-            .map_err(|source| BuildError::Embed {
-                stage: "documents",
-                source,
-            })?;
-        if vectors.len() != batch.len() || vectors.dim() != dim {
-            return Err(BuildError::Embed {
-                stage: "documents",
-                source: EmbedError::WrongDimension {
-                    expected: dim,
-                    got: vectors.dim(),
-                },
-            }
-            .into());
-        }
-        let items: Vec<(&str, &[f32])> = unique
-            .iter()
-            .zip(vectors.rows())
-            .map(|(&i, v)| (hashes[i].as_str(), v))
-            .collect();
-        store.put_embeddings(&model, dim, &items)?;
-        for &i in &missing {
-            let k = seen[hashes[i].as_str()];
-            rows[i] = Some(vectors.row(k).to_vec());
-        }
+    if missing.is_empty() {
         return Ok((
-            rows.into_iter().map(|r| r.expect("filled")).collect(),
-            unique.len(),
+            rows.into_iter().map(|r| r.expect("cached")).collect(),
+            Vec::new(),
         ));
     }
-    Ok((rows.into_iter().map(|r| r.expect("cached")).collect(), 0))
+    // Unique texts only.
+    let mut unique: Vec<usize> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for &i in &missing {
+        seen.entry(hashes[i].as_str()).or_insert_with(|| {
+            unique.push(i);
+            unique.len() - 1
+        });
+    }
+    let batch: Vec<&str> = unique.iter().map(|&i| texts[i]).collect();
+    let vectors = embedder
+        .embed(&batch, EmbedKind::Document)
+        .map_err(|source| BuildError::Embed {
+            stage: "documents",
+            source,
+        })?;
+    if vectors.len() != batch.len() || vectors.dim() != dim {
+        return Err(BuildError::Embed {
+            stage: "documents",
+            source: EmbedError::WrongDimension {
+                expected: dim,
+                got: vectors.dim(),
+            },
+        }
+        .into());
+    }
+    for &i in &missing {
+        let k = seen[hashes[i].as_str()];
+        rows[i] = Some(vectors.row(k).to_vec());
+    }
+    let computed = unique
+        .iter()
+        .zip(vectors.rows())
+        .map(|(&i, v)| (hashes[i].clone(), v.to_vec()))
+        .collect();
+    Ok((
+        rows.into_iter().map(|r| r.expect("filled")).collect(),
+        computed,
+    ))
 }
 
 /// Appends to the vector file of `ns` (for `embedder`'s model) the vectors of every message
@@ -135,8 +168,15 @@ pub fn sync_vectors(
         .zip(&vectors)
         .map(|((rowid, _), v)| (*rowid, v.as_slice()))
         .collect();
-    store.append_vectors(ns, &model, dtype, embedder.dim(), &rows)?;
-    Ok(rows.len())
+    match store.append_vectors(ns, &model, dtype, embedder.dim(), &rows) {
+        Ok(_) => Ok(rows.len()),
+        // Another process appended the same messages' rows first: the file is current up to
+        // them, and what it lacks, if anything, is appended from there.
+        Err(StoreError::Conflict {
+            kind: "vector row", ..
+        }) => sync_vectors(store, ns, embedder, dtype),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Builds the approximate index of `ns`'s vector file when the file holds at least `threshold`
@@ -276,6 +316,32 @@ pub fn build_namespace_kept(
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
 ) -> Result<BuildReport, PipelineError> {
+    // Another process that builds the namespace at the same time commits first: this build is
+    // then done again from where that one left the fold (a few times at most: each retry
+    // follows a commit of someone else's).
+    let mut tries = 0;
+    loop {
+        match build_once(store, ns, embedder, config, options, kept) {
+            Err(PipelineError::Store(StoreError::Moved { .. })) if tries < MOVED_RETRIES => {
+                tries += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How many times a build whose commit found the namespace built by another process is done
+/// again before the error is returned.
+const MOVED_RETRIES: usize = 16;
+
+fn build_once(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    kept: &mut Option<KeptFold>,
+) -> Result<BuildReport, PipelineError> {
     let held = kept.take();
     let model_id = embedder.model_id().to_string();
     let config_json = serde_json::to_string(config).expect("configuration serialises");
@@ -285,6 +351,7 @@ pub fn build_namespace_kept(
     };
     let started = std::time::Instant::now();
     let record = store.fold_record(ns)?;
+    let from = record.as_ref().map(|r| (r.cursor, r.pending.clone()));
     let mut replaced = None;
     // A memory without a fold record was built before memory could be appended to.
     let legacy = record.is_none() && store.has_memory(ns)?;
@@ -416,6 +483,7 @@ pub fn build_namespace_kept(
             page_updates: Some(PageUpdates { changed, retired }),
             replace,
             fold: Some(FoldWrite {
+                from,
                 record: FoldRecord {
                     model_id,
                     config: config_json,

@@ -11,7 +11,7 @@ use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{Index, LevelVectors, MessageVectors, NamespaceRecords, SharedRows};
 use trajwiki_store::{MappedVectors, Store, StoreError};
 
-use crate::pipeline::{embed_cached, PipelineError};
+use crate::pipeline::{embed_read, PipelineError};
 
 /// A vector file's committed rows as the index's shared segment.
 struct MappedRows(MappedVectors);
@@ -54,7 +54,7 @@ pub struct Loaded {
 /// namespace's vector file as far as it reaches, the rest (messages ingested since the last
 /// build) and the pages embedded through the cache.
 pub fn load_index(
-    store: &mut Store,
+    store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
 ) -> Result<Loaded, PipelineError> {
@@ -127,7 +127,7 @@ pub fn load_index(
         .collect();
     let tail = {
         let refs: Vec<&str> = tail_texts.iter().map(String::as_str).collect();
-        let (rows, n) = embed_cached(store, embedder, &refs)?;
+        let (rows, n) = embed_read(store, embedder, &refs)?;
         computed += n;
         rows.into_iter().flatten().collect()
     };
@@ -173,7 +173,7 @@ pub fn load_index(
     let texts = Index::level_texts(&records);
     let pages = {
         let refs: Vec<&str> = texts.pages.iter().map(String::as_str).collect();
-        let (rows, n) = embed_cached(store, embedder, &refs)?;
+        let (rows, n) = embed_read(store, embedder, &refs)?;
         computed += n;
         rows.into_iter().flatten().collect()
     };

@@ -11,7 +11,7 @@ use trajwiki_trace::{
     RunMemory,
 };
 
-use crate::pipeline::{embed_cached, PipelineError};
+use crate::pipeline::{embed_read, PipelineError};
 
 /// A failure of the run memory.
 #[derive(Debug, thiserror::Error)]
@@ -149,7 +149,7 @@ pub fn load_run_memory(
     let vectors = match embedder {
         Some(embedder) => {
             let tasks: Vec<&str> = runs.iter().map(|r| r.task.as_str()).collect();
-            embed_cached(store, embedder, &tasks)?.0
+            embed_read(store, embedder, &tasks)?.0
         }
         None => vec![vec![0.0]; runs.len()],
     };
@@ -311,7 +311,7 @@ pub fn grep_semantic(
         }
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let (vectors, _) = embed_cached(store, embedder, &refs)?;
+    let (vectors, _) = embed_read(store, embedder, &refs)?;
     let q = embedder
         .embed(&[query], trajwiki_core::EmbedKind::Query)
         .map_err(|source| embed_error("query", source))?;

@@ -96,3 +96,178 @@ fn sigkill_leaves_whole_batches() {
     ok(&["check", "--store", store.to_str().unwrap()]);
     eprintln!("full ingest took {total:?}; a kill fell between batches: {saw_partial_progress}");
 }
+
+/// A generated conversation of `sessions` sessions for namespace `ns`, one file per session.
+fn conversation(dir: &Path, ns: &str, sessions: usize) -> Vec<PathBuf> {
+    const CITIES: [&str; 6] = ["Oslo", "Lisbon", "Kyoto", "Quito", "Perth", "Tunis"];
+    const HOBBIES: [&str; 5] = ["pottery", "climbing", "chess", "sailing", "baking"];
+    const PEOPLE: [&str; 4] = ["Nora", "Ivan", "Leila", "Tomas"];
+    (0..sessions)
+        .map(|k| {
+            let path = dir.join(format!("{ns}-{k}.jsonl"));
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+            for i in 0..40 {
+                let n = k * 40 + i;
+                let text = match n % 4 {
+                    0 => format!("I moved to {} last month.", CITIES[n % 6]),
+                    1 => format!("{} started {} in week {}.", PEOPLE[n % 4], HOBBIES[n % 5], n),
+                    2 => format!("Do you still go {} with {}?", HOBBIES[(n / 3) % 5], PEOPLE[(n / 2) % 4]),
+                    _ => format!("Not anymore, I gave up {} and now I live in {}.", HOBBIES[n % 5], CITIES[(n / 4) % 6]),
+                };
+                writeln!(
+                    out,
+                    r#"{{"namespace": "{ns}", "session": {}, "speaker": "{}", "text": "{text}", "timestamp": "2024-{:02}-{:02}T10:{:02}:00", "ref": "D{}:{}"}}"#,
+                    k + 1,
+                    ["Ann", "Bo"][i % 2],
+                    1 + k / 28,
+                    1 + k % 28,
+                    i,
+                    k + 1,
+                    i + 1
+                )
+                .unwrap();
+            }
+            path
+        })
+        .collect()
+}
+
+/// 100 SIGKILLs at pseudo-random points of ingests and builds. After each kill the store
+/// passes `check` and holds every batch whole or not at all; resuming (the same commands run
+/// to the end) gives the memory a store that was never killed builds, byte for byte.
+#[test]
+fn a_hundred_kills_across_ingest_and_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["k0", "k1"];
+    let files: Vec<Vec<PathBuf>> = names
+        .iter()
+        .map(|ns| conversation(dir.path(), ns, 12))
+        .collect();
+    let ingest = |store: &Path, file: &Path| -> Vec<String> {
+        [
+            "ingest",
+            "-q",
+            "--store",
+            store.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let build = |store: &Path, ns: &str| -> Vec<String> {
+        [
+            "build",
+            "-q",
+            "--store",
+            store.to_str().unwrap(),
+            "--namespace",
+            ns,
+            "--model",
+            "hashing",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let export = |store: &Path, ns: &str| {
+        ok(&[
+            "export",
+            "--store",
+            store.to_str().unwrap(),
+            "--namespace",
+            ns,
+            "--what",
+            "memory",
+        ])
+    };
+
+    // The reference, and how long its steps take.
+    let reference = dir.path().join("reference");
+    let started = Instant::now();
+    for (ns, fs) in names.iter().zip(&files) {
+        for f in fs {
+            assert!(bin()
+                .args(ingest(&reference, f))
+                .status()
+                .unwrap()
+                .success());
+        }
+        assert!(bin()
+            .args(build(&reference, ns))
+            .status()
+            .unwrap()
+            .success());
+    }
+    let step = started.elapsed() / (names.len() * 13) as u32;
+    let expected: Vec<String> = names.iter().map(|ns| export(&reference, ns)).collect();
+
+    // 100 killed steps: ingests of the files in order (a killed one is tried again) with a
+    // build of the namespace after every third file.
+    let store = dir.path().join("store");
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |bound: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % bound
+    };
+    let mut cursor = [0usize; 2];
+    let mut kills = 0;
+    let mut finished = 0;
+    while kills < 100 {
+        let which = next(2) as usize;
+        let (ns, fs) = (names[which], &files[which]);
+        // A namespace is built once its first file is in.
+        let args = if cursor[which] == 0 || (cursor[which] < fs.len() && next(3) != 0) {
+            ingest(&store, &fs[cursor[which]])
+        } else {
+            build(&store, ns)
+        };
+        let mut child = bin()
+            .args(&args)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let wait = step.mul_f64(next(1000) as f64 / 500.0);
+        std::thread::sleep(wait);
+        let killed = child.try_wait().unwrap().is_none();
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        if killed {
+            kills += 1;
+        } else {
+            assert!(
+                out.status.success(),
+                "{args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            finished += 1;
+            if args[0] == "ingest" {
+                cursor[which] += 1;
+            }
+        }
+        if store.join(trajwiki::store::DB_FILE).exists() {
+            ok(&["check", "--store", store.to_str().unwrap()]);
+            let st = stats(&store);
+            for row in st["per_namespace"].as_array().unwrap() {
+                let n = row["messages"].as_u64().unwrap();
+                assert_eq!(n % 40, 0, "a partial batch after a kill: {row}");
+            }
+        }
+    }
+    // Resume: everything run to its end.
+    for (ns, fs) in names.iter().zip(&files) {
+        for f in fs {
+            assert!(bin().args(ingest(&store, f)).status().unwrap().success());
+        }
+        assert!(bin().args(build(&store, ns)).status().unwrap().success());
+    }
+    ok(&["check", "--store", store.to_str().unwrap()]);
+    for (ns, want) in names.iter().zip(&expected) {
+        assert_eq!(
+            &export(&store, ns),
+            want,
+            "namespace {ns} differs after the kills"
+        );
+    }
+    eprintln!("100 kills, {finished} steps finished between them (a step takes ~{step:?})");
+}

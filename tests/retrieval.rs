@@ -33,7 +33,7 @@ fn demo_index() -> (
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
-    let loaded = load_index(&mut store, &ns, &e).unwrap();
+    let loaded = load_index(&store, &ns, &e).unwrap();
     let (index, computed) = (loaded.index, loaded.embedded);
     // The build wrote every message's vector to the namespace's vector file, which serves them.
     assert_eq!(index.vectors().shared_rows(), index.records.messages.len());
@@ -239,12 +239,12 @@ fn search_gives_every_context_line_its_provenance() {
         budget: 300,
         config: &config,
     };
-    let not_built = search(&mut store, &ns, &e, &query, &CpuScoring);
+    let not_built = search(&store, &ns, &e, &query, &CpuScoring);
     assert!(matches!(not_built, Err(ApiError::NotBuilt(_))));
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
-    let found = search(&mut store, &ns, &e, &query, &CpuScoring).unwrap();
+    let found = search(&store, &ns, &e, &query, &CpuScoring).unwrap();
     // A loaded index answers the same, without reading the store again.
-    let loaded = open_index(&mut store, &ns, &e).unwrap();
+    let loaded = open_index(&store, &ns, &e).unwrap();
     let again = search_index(&loaded, false, &e, &query, &CpuScoring).unwrap();
     assert_eq!(again.context.text, found.context.text);
     assert_eq!(again.timings.index_load, 0.0);
@@ -278,7 +278,7 @@ fn search_gives_every_context_line_its_provenance() {
     let early = history(&store, trajectory.as_str(), Some(msgs[0].timestamp)).unwrap();
     assert!(early.entries.len() <= h.entries.len());
     let other = Namespace::new("nobody").unwrap();
-    let unknown = search(&mut store, &other, &e, &query, &CpuScoring);
+    let unknown = search(&store, &other, &e, &query, &CpuScoring);
     assert!(matches!(unknown, Err(ApiError::UnknownNamespace { .. })));
     assert!(matches!(
         history(&store, found.evidence[0].message.id.as_str(), None),

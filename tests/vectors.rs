@@ -136,7 +136,10 @@ fn a_schema_2_store_upgrades_in_place_and_passes_check() {
     // Opening upgrades; the store is sound and answers as before, its vectors from the cache.
     ok(&["check", "--store", s]);
     assert_eq!(query_refs(&store, "long", other_question), other_before);
-    assert_eq!(stats(&store)["schema_version"], 4);
+    assert_eq!(
+        stats(&store)["schema_version"],
+        trajwiki::store::SCHEMA_VERSION
+    );
     assert_eq!(query_refs(&store, "demo", question), before);
     assert!(
         vector_files(&store).is_empty(),
@@ -308,10 +311,10 @@ fn a_namespace_past_the_threshold_is_searched_through_its_approximate_index() {
     }
     assert_eq!(ann_rows, 600);
     assert!(ann_file.is_some());
-    let mut opened = Store::open(&store).unwrap();
+    let opened = Store::open(&store).unwrap();
     let ns = trajwiki::core::Namespace::new("long").unwrap();
     let embedder = trajwiki::core::HashingEmbedder::new(384);
-    let loaded = trajwiki::retrieval::load_index(&mut opened, &ns, &embedder).unwrap();
+    let loaded = trajwiki::retrieval::load_index(&opened, &ns, &embedder).unwrap();
     assert_eq!(loaded.index.vectors().ann_rows(), 600);
     drop(opened);
     // The approximate search finds what the exact one found (a few hundred clear-cut rows).

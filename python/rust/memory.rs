@@ -98,14 +98,14 @@ impl Memory {
         ns: &Namespace,
         embedder: &dyn Embedder,
     ) -> Result<(Arc<LoadedIndex>, bool), ApiError> {
-        let mut store = self.store();
+        let store = self.store();
         let version = store.data_version()?;
         let mut cache = self.indexes();
         cache.observe(version);
         if let Some(found) = cache.get(ns) {
             return Ok((found, false));
         }
-        let loaded = Arc::new(api::open_index(&mut store, ns, embedder)?);
+        let loaded = Arc::new(api::open_index(&store, ns, embedder)?);
         let bytes = loaded.index.heap_bytes();
         cache.insert(ns.clone(), Arc::clone(&loaded), bytes);
         Ok((loaded, true))
@@ -439,16 +439,17 @@ impl Memory {
         to_python(py, &pages)
     }
 
-    /// Removes a namespace and everything in it (messages, runs, memory, wiki and their history)
-    /// from every table, in one transaction. Returns whether it existed. Cached embeddings are
-    /// shared between namespaces and stay.
+    /// Removes a namespace and everything in it for good (messages, runs, memory, wiki and their
+    /// history, vector files, the cached embeddings of texts no other namespace holds), in one
+    /// transaction, then overwrites the freed space so that no file of the store keeps the
+    /// deleted text. Returns whether it existed.
     fn delete(&self, py: Python<'_>, namespace: &str) -> PyResult<bool> {
         let ns = self::namespace(namespace)?;
         py.detach(|| {
             let mut store = self.store();
             let deleted = store.delete_namespace(&ns);
             self.forget_indexes(&store);
-            deleted
+            deleted.map(|d| d.existed)
         })
         .or_raise()
     }

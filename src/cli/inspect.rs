@@ -1,6 +1,6 @@
 //! `trajwiki stats`, `show` and `check`.
 
-use trajwiki::api::{get, Record};
+use trajwiki::api::{get, get_in, Record};
 use trajwiki_core::{IdKind, Namespace, SourceMessage, TIMESTAMP_FORMAT};
 use trajwiki_store::Store;
 
@@ -77,7 +77,8 @@ pub(crate) struct ShowArgs {
     /// A record id (msg_…, run_…, snp_…, clm_…, op_…, trj_…, pg_…, cmp_…, ins_…), or an external
     /// ref such as `D3:12` together with --namespace.
     id: String,
-    /// Namespace, to look a message up by its external ref.
+    /// Namespace: a message is looked up by its external ref there, and a record id is found
+    /// only when the record belongs to it.
     #[arg(long)]
     namespace: Option<String>,
     /// Print JSON.
@@ -103,7 +104,11 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         outjson!(serde_json::to_string_pretty(&v)?)?;
         Ok(())
     };
-    let record = get(&store, id)?;
+    // With --namespace, ids resolve inside it only.
+    let record = match &args.namespace {
+        Some(ns) => get_in(&store, &Namespace::new(ns.as_str())?, id)?,
+        None => get(&store, id)?,
+    };
     if args.json {
         if let Record::Message(m) = &record {
             return print_message(&store, m, true);

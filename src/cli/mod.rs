@@ -28,6 +28,7 @@ macro_rules! outjson {
 mod output;
 mod safe;
 
+mod delete;
 mod device;
 mod embed;
 mod export;
@@ -74,6 +75,9 @@ enum Command {
     Show(inspect::ShowArgs),
     /// Write a namespace as JSONL that `trajwiki ingest` reads back.
     Export(export::ExportArgs),
+    /// Delete a namespace for good: its records, files and history, and the freed space
+    /// overwritten.
+    Delete(delete::DeleteArgs),
     /// Verify a store: SQLite integrity and trajwiki's invariants.
     Check(inspect::CheckArgs),
     /// Build the memory (snapshots, claims, trajectories, wiki) of ingested conversations.
@@ -103,12 +107,20 @@ pub(crate) struct StoreArg {
     /// Store directory.
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
+    /// Open the store read only: nothing is written to it (a store whose files are
+    /// write-protected is always opened so).
+    #[arg(long)]
+    read_only: bool,
 }
 
 impl StoreArg {
-    /// Opens an existing store.
+    /// Opens an existing store, read only with `--read-only`.
     pub(crate) fn open(&self) -> anyhow::Result<Store> {
-        Ok(Store::open_existing(&self.store)?)
+        Ok(if self.read_only {
+            Store::open_read_only(&self.store)?
+        } else {
+            Store::open_existing(&self.store)?
+        })
     }
 }
 
@@ -182,6 +194,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(args) => inspect::stats(&args, global),
         Command::Show(args) => inspect::show(&args),
         Command::Export(args) => export::run(&args, global),
+        Command::Delete(args) => delete::run(&args, global),
         Command::Check(args) => inspect::check(&args, global),
         Command::Build(args) => memory::build(&args, global),
         Command::Wiki(args) => memory::wiki(&args),
@@ -228,6 +241,9 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                 Some(
                     StoreError::Conflict { .. }
                         | StoreError::NotAStore { .. }
+                        | StoreError::Foreign { .. }
+                        | StoreError::NeedsUpgrade { .. }
+                        | StoreError::ReadOnly { .. }
                         | StoreError::Dangling { .. }
                 )
             )

@@ -37,7 +37,7 @@ pub enum IdError {
     /// A namespace name that is empty, too long or contains control characters.
     #[error("invalid namespace `{name}`: {reason}")]
     BadNamespace {
-        /// The rejected name.
+        /// The rejected name (its first 64 characters when longer).
         name: String,
         /// What is wrong with it.
         reason: &'static str,
@@ -116,7 +116,7 @@ impl IdKind {
     /// Which kind of record `id` names, checking its full shape.
     pub fn of(id: &str) -> Result<IdKind, IdError> {
         let malformed = || IdError::Malformed {
-            id: id.to_string(),
+            id: excerpt(id),
             prefixes: Self::PREFIXES,
         };
         let (prefix, digits) = id.split_once('_').ok_or_else(malformed)?;
@@ -162,7 +162,10 @@ impl Namespace {
             None
         };
         match reason {
-            Some(reason) => Err(IdError::BadNamespace { name, reason }),
+            Some(reason) => Err(IdError::BadNamespace {
+                name: excerpt(&name),
+                reason,
+            }),
             None => Ok(Namespace(name)),
         }
     }
@@ -170,6 +173,15 @@ impl Namespace {
     /// The name as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// A rejected name as an error shows it: whole when short, else its first 64 characters and
+/// its length.
+fn excerpt(name: &str) -> String {
+    match name.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
+        None => name.to_string(),
     }
 }
 

@@ -96,7 +96,7 @@ impl Store {
                 got: v.len(),
             });
         }
-        let tx = self.conn.transaction().ctx("starting an embedding write")?;
+        let tx = self.write_tx("starting an embedding write")?;
         tx.execute(
             "INSERT OR IGNORE INTO embedding_models (model_id, dim) VALUES (?1, ?2)",
             params![model, dim as i64],

@@ -38,6 +38,39 @@ pub enum StoreError {
         /// The directory.
         path: PathBuf,
     },
+    /// The store's database is not a trajwiki database: another program's SQLite file, an empty
+    /// file, a damaged one. Nothing was changed in it.
+    #[error("{path} is not a trajwiki store: {reason}")]
+    Foreign {
+        /// The database file.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// A store of an older schema opened read only: it cannot be upgraded.
+    #[error("store {path} has schema version {found} and this trajwiki needs {supported}; opened read only it cannot be upgraded (any command that writes, run by a user who may write it, upgrades it)")]
+    NeedsUpgrade {
+        /// The database file.
+        path: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The version this build writes.
+        supported: u32,
+    },
+    /// A write to a store opened read only.
+    #[error("store {path} is open read only ({what} needs to write)")]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+        /// What wanted to write.
+        what: &'static str,
+    },
+    /// A build's commit found the namespace built further by another process meanwhile.
+    #[error("namespace {namespace} was built by another process meanwhile")]
+    Moved {
+        /// The namespace.
+        namespace: String,
+    },
     /// The database was written by a newer trajwiki.
     #[error("store {path} has schema version {found}, but this trajwiki supports at most {supported}; upgrade trajwiki to open it")]
     NewerSchema {

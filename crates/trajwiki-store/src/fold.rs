@@ -28,6 +28,11 @@ pub struct FoldRecord {
 /// The fold state a memory commit writes: its record and the trajectories it changed.
 #[derive(Debug, Clone)]
 pub struct FoldWrite {
+    /// The position (cursor, pending) of the record the build started from (`None`: there was
+    /// none). The commit is refused with [`StoreError::Moved`] when the stored record is no
+    /// longer there: another process built the namespace meanwhile, and this build is to be done
+    /// again from where that one left it.
+    pub from: Option<(i64, Vec<MessageId>)>,
     /// The record (replaced whole).
     pub record: FoldRecord,
     /// (position, state) of every trajectory changed or added.
@@ -186,6 +191,29 @@ impl Store {
             .map(|n| n as usize)
             .ctx("counting unbuilt messages")
     }
+}
+
+/// [`StoreError::Moved`] unless the namespace's fold record is still where `fold` started from;
+/// the first thing a memory commit does.
+pub(crate) fn check_from(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
+    let stored: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT cursor, pending FROM memory_builds WHERE namespace = ?1",
+            [ns.as_str()],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .ctx("reading a fold record")?;
+    let from = fold.from.as_ref().map(|(cursor, pending)| {
+        let pending: Vec<&str> = pending.iter().map(|m| m.as_str()).collect();
+        (*cursor, to_json(&pending))
+    });
+    if stored != from {
+        return Err(StoreError::Moved {
+            namespace: ns.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Writes a fold's record and changed trajectories inside a memory commit.

@@ -48,6 +48,24 @@ pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::IngestReport;
+
+/// What [`Store::delete_namespace`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Deleted {
+    /// Whether the namespace existed (nothing is removed otherwise).
+    pub existed: bool,
+    /// Its messages.
+    pub messages: u64,
+    /// Its runs.
+    pub runs: u64,
+    /// Cached embeddings of its texts that no other namespace holds.
+    pub embeddings: u64,
+    /// Vector files and approximate indexes removed.
+    pub files: usize,
+    /// Whether the freed space was overwritten, so that no file of the store holds the deleted
+    /// text any more.
+    pub scrubbed: bool,
+}
 pub use vectors::{MappedVectors, VectorDtype, VectorFileInfo, VECTOR_DIR};
 
 use error::SqlContext;
@@ -61,7 +79,14 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0002_fold.sql"),
     include_str!("../migrations/0003_vectors.sql"),
     include_str!("../migrations/0004_namespace_lists.sql"),
+    include_str!("../migrations/0005_application_id.sql"),
 ];
+
+/// SQLite's application id of a trajwiki database ("TWKI"), set by migration 5.
+const APPLICATION_ID: i64 = 0x5457_4b49;
+
+/// How long a writer waits for another one before giving up.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The newest schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -71,6 +96,7 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 pub struct Store {
     conn: Connection,
     dir: PathBuf,
+    read_only: bool,
 }
 
 /// Counts of every record kind, per store.
@@ -106,40 +132,139 @@ pub struct Stats {
     pub ingest_batches: u64,
 }
 
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Read and write; the store is created when absent.
+    Create,
+    /// Read and write an existing store; read only when its files are write-protected.
+    Existing,
+    /// Read only, whatever the files allow.
+    ReadOnly,
+}
+
 impl Store {
     /// Opens the store in `dir`, creating the directory and database when absent and applying
-    /// pending migrations.
+    /// pending migrations. Any number of processes may do this at once: a new database is made
+    /// whole under a temporary name and linked into place, so none sees half of one.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
             path: dir.clone(),
             source,
         })?;
-        Self::connect(
-            dir,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-        )
-    }
-
-    /// Opens an existing store; [`StoreError::NotAStore`] when `dir` holds none.
-    pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = dir.as_ref().to_path_buf();
-        if !dir.join(DB_FILE).is_file() {
-            return Err(StoreError::NotAStore { path: dir });
+        if !dir.join(DB_FILE).exists() {
+            create(&dir)?;
         }
-        Self::connect(dir, OpenFlags::SQLITE_OPEN_READ_WRITE)
+        Self::connect(dir, Access::Create)
     }
 
-    fn connect(dir: PathBuf, flags: OpenFlags) -> Result<Store> {
+    /// Opens an existing store; [`StoreError::NotAStore`] when `dir` holds none. A store whose
+    /// database file or directory is write-protected is opened read only (see
+    /// [`Store::open_read_only`]).
+    pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
+        Self::connect(dir.as_ref().to_path_buf(), Access::Existing)
+    }
+
+    /// Opens an existing store read only: nothing is written, not even a migration (a store of
+    /// an older schema is refused with [`StoreError::NeedsUpgrade`]). When the directory does not
+    /// even allow SQLite's shared-memory file, the database is read as immutable.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
+        Self::connect(dir.as_ref().to_path_buf(), Access::ReadOnly)
+    }
+
+    /// Whether this store was opened read only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn connect(dir: PathBuf, access: Access) -> Result<Store> {
         let path = dir.join(DB_FILE);
-        let conn = Connection::open_with_flags(&path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .ctx("opening the database")?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => meta,
+            _ => return Err(StoreError::NotAStore { path: dir }),
+        };
+        let foreign = |reason: String| StoreError::Foreign {
+            path: path.clone(),
+            reason,
+        };
+        if meta.len() == 0 {
+            return Err(foreign("the file is empty".into()));
+        }
+        let mut head = [0u8; 16];
+        let read = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+            .map(|()| head == *b"SQLite format 3\0");
+        match read {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return Err(foreign("it is not an SQLite database".into())),
+        }
+        let protected = meta.permissions().readonly()
+            || std::fs::metadata(&dir).is_ok_and(|m| m.permissions().readonly());
+        let read_only = access == Access::ReadOnly || protected;
+        let conn = if read_only {
+            open_read_only(&path)?
+        } else {
+            Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .ctx("opening the database")?
+        };
+        // SQLite opens a file it may not write read only without saying so.
+        let read_only = read_only || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
+        conn.busy_timeout(BUSY_TIMEOUT)
             .ctx("setting the busy timeout")?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .ctx("enabling WAL mode")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .ctx("setting synchronous mode")?;
+        // Whose database is it? Read before anything is changed in it.
+        let identity = (|| -> rusqlite::Result<(i64, u32, bool, bool)> {
+            let app: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+            let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let tables: i64 =
+                conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            let ours: bool = conn.query_row(
+                "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'namespaces'",
+                [],
+                |r| r.get(0),
+            )?;
+            Ok((app, version, tables == 0, ours))
+        })();
+        let (app, version, empty, ours) = match identity {
+            Ok(found) => found,
+            Err(e) => {
+                return Err(foreign(format!(
+                    "it is damaged or not an SQLite database ({e})"
+                )))
+            }
+        };
+        let new = app == 0 && version == 0 && empty;
+        let known = app == APPLICATION_ID || (app == 0 && version >= 1 && ours);
+        if !(known || (new && access == Access::Create)) {
+            return Err(foreign(if new {
+                "it is an empty SQLite database".into()
+            } else {
+                format!("it is an SQLite database of another program (application id {app}, user version {version})")
+            }));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if read_only && version < SCHEMA_VERSION {
+            return Err(StoreError::NeedsUpgrade {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if !read_only {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .ctx("enabling WAL mode")?;
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .ctx("setting synchronous mode")?;
+        }
         conn.pragma_update(None, "foreign_keys", true)
             .ctx("enabling foreign keys")?;
         // Reads through a memory map instead of a system call per page, and a page cache that
@@ -148,29 +273,38 @@ impl Store {
             .ctx("enabling memory-mapped reads")?;
         conn.pragma_update(None, "cache_size", -65536)
             .ctx("sizing the page cache")?;
-        let mut store = Store { conn, dir };
-        store.migrate(&path)?;
+        let mut store = Store {
+            conn,
+            dir,
+            read_only,
+        };
+        if !read_only {
+            store.migrate(&path)?;
+        }
         Ok(store)
     }
 
     fn migrate(&mut self, path: &Path) -> Result<()> {
-        let found: u32 = self
-            .conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .ctx("reading the schema version")?;
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                path: path.to_path_buf(),
-                found,
-                supported: SCHEMA_VERSION,
+        migrate(&mut self.conn, path)
+    }
+
+    /// Starts a write: a transaction that takes the write lock at once, waiting up to the busy
+    /// timeout for another writer (a deferred one could fail on its first write instead, after
+    /// its reads). [`StoreError::ReadOnly`] on a store opened read only.
+    pub(crate) fn write_tx(&mut self, what: &'static str) -> Result<rusqlite::Transaction<'_>> {
+        self.writable(what)?;
+        self.conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .ctx(what)
+    }
+
+    /// [`StoreError::ReadOnly`] on a store opened read only.
+    pub(crate) fn writable(&self, what: &'static str) -> Result<()> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                path: self.dir.clone(),
+                what,
             });
-        }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            let tx = self.conn.transaction().ctx("starting a migration")?;
-            tx.execute_batch(sql).ctx("applying a migration")?;
-            tx.pragma_update(None, "user_version", i as u32 + 1)
-                .ctx("recording the schema version")?;
-            tx.commit().ctx("committing a migration")?;
         }
         Ok(())
     }
@@ -260,32 +394,222 @@ impl Store {
         ))
     }
 
-    /// Removes a namespace and everything in it from every table, in one transaction. Returns
-    /// whether it existed. Cached embeddings are shared between namespaces and stay.
-    pub fn delete_namespace(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
-        self.delete_where(ns, true)
+    /// Removes a namespace and everything in it, for good: every record of every table (raw
+    /// messages and runs, the memory, the wiki and its page history), its vector files and
+    /// approximate indexes, and the cached embeddings of its texts that no other namespace
+    /// holds; in one transaction. Then the freed space is overwritten (`secure_delete` during
+    /// the delete, the write-ahead log truncated, the database rewritten by `VACUUM`), so that
+    /// the deleted text's bytes are in no file of the store; [`Deleted::scrubbed`] says whether
+    /// that completed (another process reading the store at that moment can hold it back; the
+    /// records are deleted either way, and the next delete scrubs again).
+    pub fn delete_namespace(&mut self, ns: &trajwiki_core::Namespace) -> Result<Deleted> {
+        self.writable("deleting a namespace")?;
+        let (messages, runs) = self.namespace_counts(ns)?;
+        let embeddings = self.embeddings_only_of(ns)?;
+        let files: Vec<PathBuf> = self
+            .vector_paths(ns)?
+            .into_iter()
+            .filter(|f| f.exists())
+            .collect();
+        self.conn
+            .pragma_update(None, "secure_delete", true)
+            .ctx("enabling secure delete")?;
+        let tx = self.write_tx("starting a delete")?;
+        let existed = delete_in(&tx, ns, true)?;
+        let mut removed = 0;
+        if existed {
+            tx.execute("UPDATE guard SET allow_delete = 1", [])
+                .ctx("opening the delete guard")?;
+            let mut stmt = tx
+                .prepare("DELETE FROM embeddings WHERE text_hash = ?1")
+                .ctx("deleting cached embeddings")?;
+            for hash in &embeddings {
+                removed += stmt.execute([hash]).ctx("deleting cached embeddings")?;
+            }
+            drop(stmt);
+            tx.execute("UPDATE guard SET allow_delete = 0", [])
+                .ctx("closing the delete guard")?;
+        }
+        tx.commit().ctx("committing a delete")?;
+        vectors::remove_files(&files)?;
+        let scrubbed = existed && self.scrub();
+        Ok(Deleted {
+            existed,
+            messages,
+            runs,
+            embeddings: removed as u64,
+            files: files.len(),
+            scrubbed,
+        })
+    }
+
+    /// Overwrites what deletes freed: the log checkpointed into the database and truncated,
+    /// the database rewritten without its free pages, the log truncated again. Whether every
+    /// step completed.
+    fn scrub(&mut self) -> bool {
+        let checkpoint = |conn: &Connection| -> bool {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .is_ok_and(|busy| busy == 0)
+        };
+        let done = checkpoint(&self.conn)
+            && self.conn.execute_batch("VACUUM").is_ok()
+            && checkpoint(&self.conn);
+        let _ = self.conn.pragma_update(None, "secure_delete", false);
+        done
+    }
+
+    /// The hashes of the cached embeddings of `ns`'s texts (its messages, page routing texts
+    /// and run tasks) that no other namespace's texts share.
+    fn embeddings_only_of(&self, ns: &trajwiki_core::Namespace) -> Result<Vec<String>> {
+        let mut ours = std::collections::BTreeSet::new();
+        let mut theirs = std::collections::HashSet::new();
+        for other in self.namespaces()? {
+            let set: &mut dyn FnMut(String) = if other == *ns {
+                &mut |h| {
+                    ours.insert(h);
+                }
+            } else {
+                &mut |h| {
+                    theirs.insert(h);
+                }
+            };
+            for m in self.messages(&other)? {
+                set(trajwiki_core::text_hash(&m.embedding_text()));
+            }
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT r.routing_text FROM page_revisions r JOIN pages p ON p.id = r.page
+                     WHERE p.namespace = ?1
+                     UNION SELECT task FROM runs WHERE namespace = ?1",
+                )
+                .ctx("reading texts")?;
+            let texts = stmt
+                .query_map([other.as_str()], |r| r.get::<_, String>(0))
+                .ctx("reading texts")?;
+            for t in texts {
+                set(trajwiki_core::text_hash(&t.ctx("reading texts")?));
+            }
+        }
+        let mut cached = self
+            .conn
+            .prepare("SELECT 1 FROM embeddings WHERE text_hash = ?1 LIMIT 1")
+            .ctx("looking up cached embeddings")?;
+        let mut found = Vec::new();
+        for h in ours.into_iter().filter(|h| !theirs.contains(h)) {
+            if cached.exists([&h]).ctx("looking up cached embeddings")? {
+                found.push(h);
+            }
+        }
+        Ok(found)
     }
 
     /// Removes the derived memory of a namespace (snapshots, claims, ops, trajectories, pages
     /// and their revisions), keeping its raw messages and runs, in one transaction, so that it can
     /// be rebuilt from them. Returns whether the namespace exists.
     pub fn clear_memory(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
-        self.delete_where(ns, false)
-    }
-
-    fn delete_where(&mut self, ns: &trajwiki_core::Namespace, raw_too: bool) -> Result<bool> {
-        // Vectors derive from the messages alone: they go with the messages, not the memory.
-        let files = if raw_too {
-            self.vector_paths(ns)?
-        } else {
-            Vec::new()
-        };
-        let tx = self.conn.transaction().ctx("starting a delete")?;
-        let exists = delete_in(&tx, ns, raw_too)?;
+        let tx = self.write_tx("starting a delete")?;
+        let exists = delete_in(&tx, ns, false)?;
         tx.commit().ctx("committing a delete")?;
-        vectors::remove_files(&files)?;
         Ok(exists)
     }
+}
+
+/// Applies the pending migrations, each in a transaction that holds the write lock from its
+/// start, so that processes opening the store at once apply each migration once.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    loop {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .ctx("starting a migration")?;
+        let found: u32 = tx
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .ctx("reading the schema version")?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let Some(sql) = MIGRATIONS.get(found as usize) else {
+            return Ok(());
+        };
+        tx.execute_batch(sql).ctx("applying a migration")?;
+        tx.pragma_update(None, "user_version", found + 1)
+            .ctx("recording the schema version")?;
+        tx.commit().ctx("committing a migration")?;
+    }
+}
+
+/// Makes a new store's database in `dir`: written whole under a name of its own, then linked
+/// into place unless another process was first (its database is then the store's).
+fn create(dir: &Path) -> Result<()> {
+    let path = dir.join(DB_FILE);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{DB_FILE}.{}.{stamp}.new", std::process::id()));
+    let io = |source| StoreError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let made = (|| -> Result<()> {
+        let mut conn = Connection::open(&tmp).ctx("creating the database")?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .ctx("enabling WAL mode")?;
+        migrate(&mut conn, &path)?;
+        // Closing checkpoints the log into the file and removes it.
+        conn.close()
+            .map_err(|(_, e)| e)
+            .ctx("closing the new database")?;
+        match std::fs::hard_link(&tmp, &path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            // A file system without hard links: renamed, unless another process was first.
+            Err(_) if !path.exists() => std::fs::rename(&tmp, &path).map_err(io),
+            Err(e) => Err(io(e)),
+        }
+    })();
+    for leftover in ["", "-wal", "-shm"] {
+        let mut name = tmp.clone().into_os_string();
+        name.push(leftover);
+        let _ = std::fs::remove_file(name);
+    }
+    made
+}
+
+/// Opens a database read only. The shared-memory file of WAL mode is made beside it when the
+/// directory allows; when it does not, the file is read as immutable (no locks, no log).
+fn open_read_only(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
+    let conn = Connection::open_with_flags(uri(""), flags).ctx("opening the database")?;
+    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
+        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen => {
+            Connection::open_with_flags(uri("&immutable=1"), flags).ctx("opening the database")
+        }
+        _ => Ok(conn),
+    }
+}
+
+/// A path as the path of a `file:` URI: every byte outside the unreserved set and `/`
+/// percent-encoded.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Deletes a namespace's derived memory (and with `raw_too` its raw records and itself) inside

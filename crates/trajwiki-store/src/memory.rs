@@ -11,7 +11,7 @@ use trajwiki_core::{
 };
 
 use crate::error::{Result, SqlContext, StoreError};
-use crate::fold::{write_fold, FoldWrite};
+use crate::fold::{check_from, write_fold, FoldWrite};
 use crate::read::{self, Pages, Scope};
 use crate::{fmt_ts, parse_stored, to_json, Store};
 
@@ -135,12 +135,15 @@ impl Store {
     /// op log of the namespace.
     pub fn commit_memory(&mut self, batch: &MemoryBatch) -> Result<()> {
         let ns = &batch.namespace;
-        let tx = self.conn.transaction().ctx("starting a memory commit")?;
+        let tx = self.write_tx("starting a memory commit")?;
         if !exists(&tx, "SELECT 1 FROM namespaces WHERE id = ?1", ns.as_str())? {
             return Err(StoreError::Dangling {
                 what: "memory batch".into(),
                 missing: format!("namespace {ns}"),
             });
+        }
+        if let Some(fold) = &batch.fold {
+            check_from(&tx, ns, fold)?;
         }
         if batch.replace {
             crate::delete_in(&tx, ns, false)?;
@@ -344,10 +347,7 @@ impl Store {
                 count: insights.len(),
             });
         }
-        let tx = self
-            .conn
-            .transaction()
-            .ctx("starting a compilation commit")?;
+        let tx = self.write_tx("starting a compilation commit")?;
         if let Some((stored, stored_insights)) = read_compilation(&tx, &compilation.id)? {
             if &stored != compilation || stored_insights != insights {
                 return Err(conflict(

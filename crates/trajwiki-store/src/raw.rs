@@ -100,7 +100,7 @@ impl Store {
         source: &str,
         messages: &[SourceMessage],
     ) -> Result<IngestReport> {
-        let tx = self.conn.transaction().ctx("starting an ingest")?;
+        let tx = self.write_tx("starting an ingest")?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "messages")?;
         let mut seen: HashMap<&MessageId, (&SourceMessage, String)> = HashMap::new();
@@ -227,7 +227,7 @@ impl Store {
     /// Ingests a batch of agent runs in one transaction, with the same content-addressing rules as
     /// [`ingest_messages`](Store::ingest_messages).
     pub fn ingest_runs(&mut self, source: &str, runs: &[Run]) -> Result<IngestReport> {
-        let tx = self.conn.transaction().ctx("starting an ingest")?;
+        let tx = self.write_tx("starting an ingest")?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "runs")?;
         let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();

@@ -252,6 +252,7 @@ impl Store {
         dim: usize,
         rows: &[(i64, &[f32])],
     ) -> Result<VectorFileInfo> {
+        self.writable("starting a vector append")?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -355,6 +356,7 @@ impl Store {
     /// Records that the approximate index at [`VectorFileInfo::ann_path`] now covers the first
     /// `rows` rows (the index file is written first, then this).
     pub fn set_ann_rows(&mut self, ns: &Namespace, model: &str, rows: usize) -> Result<()> {
+        self.writable("recording an approximate index")?;
         self.conn
             .execute(
                 "UPDATE vector_files SET ann_rows = ?3 WHERE namespace = ?1 AND model_id = ?2 AND rows >= ?3",
@@ -370,6 +372,7 @@ impl Store {
         let Some(info) = self.vector_file(ns, model)? else {
             return Ok(());
         };
+        self.writable("forgetting a vector file")?;
         self.conn
             .execute(
                 "DELETE FROM vector_files WHERE namespace = ?1 AND model_id = ?2",

@@ -549,7 +549,8 @@ fn delete_namespace_removes_everything() {
     store
         .ingest_messages("t", std::slice::from_ref(&other))
         .unwrap();
-    assert!(store.delete_namespace(&ns()).unwrap());
+    let deleted = store.delete_namespace(&ns()).unwrap();
+    assert!(deleted.existed && deleted.scrubbed, "{deleted:?}");
     let stats = store.stats().unwrap();
     assert_eq!(
         (
@@ -566,7 +567,7 @@ fn delete_namespace_removes_everything() {
         (0, 0, 0)
     );
     assert_eq!(store.message(&other.id).unwrap(), Some(other));
-    assert!(!store.delete_namespace(&ns()).unwrap());
+    assert!(!store.delete_namespace(&ns()).unwrap().existed);
     assert!(store.check().unwrap().ok());
 }
 

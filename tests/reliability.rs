@@ -1,0 +1,326 @@
+//! Deletion for real, namespace isolation, read-only stores, queries that do not write, and
+//! many processes on one store at once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::{demo, ok, stats, trajwiki};
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// The demo conversation under another namespace, with `marker` in its first message.
+fn demo_as(dir: &Path, ns: &str, marker: &str) -> PathBuf {
+    let text = std::fs::read_to_string(demo())
+        .unwrap()
+        .replace(
+            "\"namespace\": \"demo\"",
+            &format!("\"namespace\": \"{ns}\""),
+        )
+        .replacen("pottery workshop", &format!("{marker} workshop"), 1);
+    let path = dir.join(format!("{ns}.jsonl"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn build(store: &Path, ns: &str) {
+    ok(&[
+        "build",
+        "--store",
+        s(store),
+        "--namespace",
+        ns,
+        "--model",
+        "hashing",
+        "--flush",
+        "-q",
+    ]);
+}
+
+/// How many times `needle` occurs in the bytes of every file under `dir`.
+fn occurrences(dir: &Path, needle: &[u8]) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            n += occurrences(&path, needle);
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            n += bytes.windows(needle.len()).filter(|w| *w == needle).count();
+        }
+    }
+    n
+}
+
+/// `trajwiki delete` removes a namespace's text from every byte of every file of the store,
+/// keeps the other namespaces whole, and refuses without `--yes`.
+#[test]
+fn deleted_text_is_in_no_file_of_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let marker = "QXZMARKERZXQ";
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    ok(&[
+        "ingest",
+        "--store",
+        s(&store),
+        s(&demo_as(dir.path(), "secret", marker)),
+    ]);
+    build(&store, "demo");
+    build(&store, "secret");
+    let kept = ok(&[
+        "export",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--what",
+        "memory",
+    ]);
+    assert!(occurrences(&store, marker.as_bytes()) > 0);
+
+    let (code, _, err) = trajwiki(&["delete", "--store", s(&store), "--namespace", "secret"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    assert!(
+        occurrences(&store, marker.as_bytes()) > 0,
+        "deleted without --yes"
+    );
+
+    let out = ok(&[
+        "delete",
+        "--store",
+        s(&store),
+        "--namespace",
+        "secret",
+        "--yes",
+        "--json",
+    ]);
+    let deleted: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(deleted["existed"], true);
+    assert_eq!(deleted["messages"], 12);
+    assert_eq!(deleted["scrubbed"], true, "{out}");
+    // The marker's message is the only text the other namespace does not share.
+    assert!(deleted["embeddings"].as_u64().unwrap() >= 1, "{out}");
+    assert_eq!(occurrences(&store, marker.as_bytes()), 0);
+    assert_eq!(
+        ok(&[
+            "export",
+            "--store",
+            s(&store),
+            "--namespace",
+            "demo",
+            "--what",
+            "memory"
+        ]),
+        kept
+    );
+    ok(&["check", "--store", s(&store)]);
+    let (code, _, err) = trajwiki(&[
+        "delete",
+        "--store",
+        s(&store),
+        "--namespace",
+        "secret",
+        "--yes",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+}
+
+/// A record id resolves only inside the namespace a command names.
+#[test]
+fn ids_resolve_inside_the_named_namespace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    ok(&[
+        "ingest",
+        "--store",
+        s(&store),
+        s(&demo_as(dir.path(), "other", "kiln")),
+    ]);
+    let shown: serde_json::Value = serde_json::from_str(&ok(&[
+        "show",
+        "--store",
+        s(&store),
+        "--namespace",
+        "other",
+        "S1:1",
+        "--json",
+    ]))
+    .unwrap();
+    let id = shown["id"].as_str().unwrap().to_string();
+    assert!(ok(&["show", "--store", s(&store), "--namespace", "other", &id]).contains("kiln"));
+    let (code, out, err) = trajwiki(&["show", "--store", s(&store), "--namespace", "demo", &id]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(!out.contains("kiln") && !err.contains("kiln"), "{out}{err}");
+    assert!(err.contains(&id), "{err}");
+}
+
+/// A write-protected store, or one opened with --read-only, serves every read and is not
+/// changed by any; a query leaves even a writable store byte for byte as it was.
+#[test]
+fn reads_never_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    ok(&[
+        "build",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "-q",
+    ]);
+    let db = store.join("trajwiki.db");
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["stats"],
+        vec!["check"],
+        vec!["show", "--namespace", "demo", "S1:3"],
+        vec![
+            "query",
+            "--namespace",
+            "demo",
+            "--model",
+            "hashing",
+            "what did Maya make?",
+        ],
+        vec!["export", "--namespace", "demo"],
+        vec!["export", "--namespace", "demo", "--what", "memory"],
+        vec!["wiki", "--namespace", "demo"],
+    ];
+    let run_reads = |extra: &[&str]| {
+        for r in &reads {
+            let mut args = r.clone();
+            args.extend(["--store", s(&store)]);
+            args.extend(extra);
+            ok(&args);
+        }
+    };
+    // Writable: a query caches nothing, the embeddings stay as the build left them.
+    let embeddings = stats(&store)["embeddings"].clone();
+    let before = std::fs::read(&db).unwrap();
+    run_reads(&[]);
+    assert_eq!(stats(&store)["embeddings"], embeddings);
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a read changed the database"
+    );
+    // --read-only: the same reads, and a write is refused with exit code 2.
+    run_reads(&["--read-only"]);
+    // Write-protected files: opened read only by themselves.
+    let protect = |mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        for p in [&db, &store] {
+            let bits = if p.is_dir() { mode | 0o111 } else { mode };
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(bits)).unwrap();
+        }
+    };
+    protect(0o444);
+    run_reads(&[]);
+    let (code, _, err) = trajwiki(&["ingest", "--store", s(&store), s(&demo())]);
+    protect(0o644);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("read only"), "{err}");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a read-only read changed the database"
+    );
+    ok(&["check", "--store", s(&store)]);
+}
+
+/// Four writers (ingest then build, each its own namespace, in several batches) and four
+/// readers (stats, queries, exports in a loop) on one new store at once: every process succeeds,
+/// nothing is lost, the store passes `check`, and each namespace's memory is the one a store of
+/// its own builds.
+#[test]
+fn many_processes_share_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let names: Vec<String> = (0..4).map(|i| format!("w{i}")).collect();
+    let inputs: Vec<PathBuf> = names
+        .iter()
+        .map(|ns| demo_as(dir.path(), ns, &format!("{ns}-marker")))
+        .collect();
+    // The reference: each namespace alone.
+    let expected: Vec<String> = names
+        .iter()
+        .zip(&inputs)
+        .map(|(ns, input)| {
+            let alone = dir.path().join(format!("alone-{ns}"));
+            ok(&["ingest", "--store", s(&alone), s(input)]);
+            build(&alone, ns);
+            ok(&[
+                "export",
+                "--store",
+                s(&alone),
+                "--namespace",
+                ns,
+                "--what",
+                "memory",
+            ])
+        })
+        .collect();
+    let st = s(&store).to_string();
+    let mut writers: Vec<Child> = Vec::new();
+    for (ns, input) in names.iter().zip(&inputs) {
+        let script = format!(
+            "set -e; for i in 1 2 3; do \"$0\" ingest -q --store {st} {input}; \"$0\" build -q --store {st} --namespace {ns} --model hashing; done; \"$0\" build -q --store {st} --namespace {ns} --model hashing --flush",
+            input = s(input),
+        );
+        writers.push(
+            std::process::Command::new("sh")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_trajwiki")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    let mut readers: Vec<Child> = Vec::new();
+    let tmp = s(dir.path());
+    for r in 0..4 {
+        let script = format!(
+            "ok() {{ \"$@\" >/dev/null 2>{tmp}/reader-err-$$ || grep -q -e 'no trajwiki store' -e 'is not built' -e 'has no messages' -e 'does not exist' {tmp}/reader-err-$$ || {{ cat {tmp}/reader-err-$$ >&2; exit 1; }}; }}; for i in 1 2 3 4 5 6; do ok \"$0\" stats --store {st}; ok \"$0\" query --store {st} --namespace w{r} --model hashing 'what did Maya make'; ok \"$0\" export --store {st} --namespace w{r}; done; rm -f {tmp}/reader-err-$$"
+        );
+        readers.push(
+            std::process::Command::new("sh")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_trajwiki")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for (i, child) in writers.into_iter().chain(readers).enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "process {i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    ok(&["check", "--store", s(&store)]);
+    let st = stats(&store);
+    assert_eq!(st["messages"], 48, "{st}");
+    for (ns, want) in names.iter().zip(&expected) {
+        let got = ok(&[
+            "export",
+            "--store",
+            s(&store),
+            "--namespace",
+            ns,
+            "--what",
+            "memory",
+        ]);
+        assert_eq!(&got, want, "namespace {ns} differs from its build alone");
+    }
+}
