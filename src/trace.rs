@@ -11,7 +11,7 @@ use trajwiki_trace::{
     RunMemory,
 };
 
-use crate::pipeline::{embed_read, PipelineError};
+use crate::pipeline::{embed_cached, embed_read, PipelineError};
 
 /// A failure of the run memory.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +129,21 @@ pub fn compile_namespace(
     Ok(report)
 }
 
+/// Run tasks and steps embedded through the cache, which keeps what it misses when the store is
+/// writable (the first search over a run set embeds its steps once; a read-only store embeds
+/// them in memory every time).
+fn embed_cached_if_writable(
+    store: &mut Store,
+    embedder: &dyn Embedder,
+    texts: &[&str],
+) -> Result<(Vec<Vec<f32>>, usize), PipelineError> {
+    if store.is_read_only() {
+        embed_read(store, embedder, texts)
+    } else {
+        embed_cached(store, embedder, texts)
+    }
+}
+
 /// The run memory of `ns`: its runs with their stored compilations (the first by compiler name
 /// when several compilers wrote one), and their task statements embedded through the cache.
 /// Without an embedder the memory opens and searches records but ranks nothing (every task
@@ -149,7 +164,7 @@ pub fn load_run_memory(
     let vectors = match embedder {
         Some(embedder) => {
             let tasks: Vec<&str> = runs.iter().map(|r| r.task.as_str()).collect();
-            embed_read(store, embedder, &tasks)?.0
+            embed_cached_if_writable(store, embedder, &tasks)?.0
         }
         None => vec![vec![0.0]; runs.len()],
     };
@@ -311,7 +326,7 @@ pub fn grep_semantic(
         }
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let (vectors, _) = embed_read(store, embedder, &refs)?;
+    let (vectors, _) = embed_cached_if_writable(store, embedder, &refs)?;
     let q = embedder
         .embed(&[query], trajwiki_core::EmbedKind::Query)
         .map_err(|source| embed_error("query", source))?;
