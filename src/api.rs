@@ -65,6 +65,9 @@ pub enum ApiError {
     /// `history` of a record that has none.
     #[error("history takes a trajectory or a claim id, not a {0}")]
     NoHistory(IdKind),
+    /// An input past one of the limits (a question too long; see `trajwiki_core::limits`).
+    #[error(transparent)]
+    Limit(#[from] trajwiki_core::limits::LimitError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -90,6 +93,7 @@ impl ApiError {
                 | ApiError::UnknownNamespace { .. }
                 | ApiError::NotBuilt(_)
                 | ApiError::NoHistory(_)
+                | ApiError::Limit(_)
                 | ApiError::Pipeline(
                     PipelineError::Stale { .. } | PipelineError::ModelMismatch { .. }
                 )
@@ -143,6 +147,16 @@ pub fn load_model(
     opts: &EmbedOptions,
     device: Device,
 ) -> Result<LoadedModel, EmbedError> {
+    let loaded = load_model_unchecked(spec, opts, device)?;
+    trajwiki_core::limits::EMBEDDING_DIM.check(loaded.embedder.dim())?;
+    Ok(loaded)
+}
+
+fn load_model_unchecked(
+    spec: &str,
+    opts: &EmbedOptions,
+    device: Device,
+) -> Result<LoadedModel, EmbedError> {
     let cpu = |embedder: Box<dyn Embedder>, reason: Option<&'static str>| LoadedModel {
         embedder,
         backend: "cpu",
@@ -160,7 +174,10 @@ pub fn load_model(
             None => None,
         };
         return match dim {
-            Some(dim) => Ok(cpu(Box::new(HashingEmbedder::new(dim)), Some("is lexical"))),
+            Some(dim) => {
+                trajwiki_core::limits::EMBEDDING_DIM.check(dim)?;
+                Ok(cpu(Box::new(HashingEmbedder::new(dim)), Some("is lexical")))
+            }
             None => Err(EmbedError::ModelNotFound {
                 path: PathBuf::from(spec),
                 hint: "the lexical model is named hashing or hashing-<dimension>".into(),
@@ -498,6 +515,7 @@ pub fn search_index(
         budget,
         config,
     } = *query;
+    trajwiki_core::limits::QUESTION_BYTES.check(question.len())?;
     let (qvec, query_embedding) = embed_query(embedder, question)?;
     let ranking = index.rank(question, &qvec, mode, config, backend)?;
     let t1 = Instant::now();

@@ -59,6 +59,7 @@ fn snapshot(store: &Path) -> (serde_json::Value, Vec<String>) {
 struct Case {
     name: &'static str,
     files: Vec<(&'static str, Vec<u8>)>,
+    env: Vec<(&'static str, &'static str)>,
     args: Vec<&'static str>,
     expect: Vec<&'static str>,
 }
@@ -67,6 +68,7 @@ fn case(name: &'static str, args: &[&'static str], expect: &[&'static str]) -> C
     Case {
         name,
         files: Vec::new(),
+        env: Vec::new(),
         args: args.to_vec(),
         expect: expect.to_vec(),
     }
@@ -75,6 +77,11 @@ fn case(name: &'static str, args: &[&'static str], expect: &[&'static str]) -> C
 impl Case {
     fn file(mut self, name: &'static str, content: impl Into<Vec<u8>>) -> Case {
         self.files.push((name, content.into()));
+        self
+    }
+
+    fn env(mut self, var: &'static str, value: &'static str) -> Case {
+        self.env.push((var, value));
         self
     }
 }
@@ -88,15 +95,22 @@ fn run_cases(cases: Vec<Case>) {
         let work = dir.path().join(c.name);
         std::fs::create_dir_all(&work).unwrap();
         for (name, content) in &c.files {
-            std::fs::write(work.join(name), content).unwrap();
+            let path = work.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
         }
         let args: Vec<String> = c
             .args
             .iter()
             .map(|a| a.replace("{store}", s(&store)).replace("{dir}", s(&work)))
             .collect();
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (code, _out, err) = trajwiki(&refs);
+        let out = common::bin()
+            .args(&args)
+            .envs(c.env.iter().copied())
+            .output()
+            .unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
         if code != 2 {
             failures.push(format!("{}: exit code {code}, stderr:\n{err}", c.name));
         }
@@ -107,6 +121,9 @@ fn run_cases(cases: Vec<Case>) {
         }
         if err.contains("panicked") {
             failures.push(format!("{}: panicked:\n{err}", c.name));
+        }
+        if err.len() > 4000 {
+            failures.push(format!("{}: an error of {} bytes", c.name, err.len()));
         }
         if snapshot(&store) != before {
             failures.push(format!("{}: changed the store", c.name));
@@ -325,4 +342,332 @@ fn stored_text_is_printed_escaped() {
     let exported: serde_json::Value =
         serde_json::from_str(texts[2].lines().next().unwrap()).unwrap();
     assert_eq!(exported["text"], text);
+}
+
+/// One message line with `field` replaced by `value` (raw JSON), or removed when `value` is
+/// empty.
+fn message(field: &str, value: &str) -> String {
+    let mut fields = vec![
+        ("namespace", r#""h""#),
+        ("session", "1"),
+        ("speaker", r#""Ann""#),
+        ("text", r#""I live in Oslo.""#),
+        ("timestamp", r#""2024-01-01T10:00:00""#),
+        ("ref", r#""A1""#),
+    ];
+    match fields.iter_mut().find(|(k, _)| *k == field) {
+        Some(slot) => slot.1 = value,
+        None => fields.push((field, value)),
+    }
+    let body: Vec<String> = fields
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    format!("{{{}}}\n", body.join(", "))
+}
+
+/// One run line with `field` replaced by `value` (raw JSON), or removed when `value` is empty.
+fn run_line(field: &str, value: &str) -> String {
+    let mut fields = vec![
+        ("id", r#""r1""#),
+        ("namespace", r#""hr""#),
+        ("task", r#""buy a red mug""#),
+        (
+            "steps",
+            r#"[{"action": "search[red mug]", "observation": "3 results"}]"#,
+        ),
+        ("success", "true"),
+        ("reward", "1.0"),
+    ];
+    match fields.iter_mut().find(|(k, _)| *k == field) {
+        Some(slot) => slot.1 = value,
+        None => fields.push((field, value)),
+    }
+    let body: Vec<String> = fields
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    format!("{{{}}}\n", body.join(", "))
+}
+
+/// An ingest of `content` as `file`, with the format its name says (`m.jsonl` messages,
+/// `r.jsonl` runs, `l.json` LoCoMo).
+fn ingest(
+    name: &'static str,
+    file: &'static str,
+    content: String,
+    expect: &[&'static str],
+) -> Case {
+    let path: &'static str = Box::leak(format!("{{dir}}/{file}").into_boxed_str());
+    let format = match file {
+        "r.jsonl" => "runs",
+        "l.json" => "locomo",
+        _ => "messages",
+    };
+    case(
+        name,
+        &["ingest", "--store", "{store}", "--format", format, path],
+        expect,
+    )
+    .file(file, content)
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// A word-level tokenizer of two words: enough for a model folder to get past its tokenizer.
+const TOKENIZER: &str = r#"{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "hello": 1}, "unk_token": "[UNK]"}}"#;
+
+/// Malformed conversations, runs and LoCoMo files: each refused whole with its place and what
+/// is wrong, the store untouched.
+#[test]
+fn hostile_inputs_are_refused_whole() {
+    let big_text = leak(format!("\"{}\"", "x".repeat(300 << 10)));
+    let deep = leak(format!("{}1{}", "[".repeat(5000), "]".repeat(5000)));
+    let long_ns = leak(format!("\"{}\"", "n".repeat(1 << 20)));
+    let dup = format!(
+        "{}{}",
+        message("text", r#""I live in Oslo.""#),
+        message("text", r#""I live in Paris.""#)
+    );
+    let demo_changed = std::fs::read_to_string(demo())
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .replace("pottery workshop", "yoga class")
+        + "\n";
+    let mut cases = vec![
+        ingest("truncated", "m.jsonl", r#"{"namespace": "h", "session": 1"#.into(), &["m.jsonl", "line 1", "invalid JSON"]),
+        ingest("missing-text", "m.jsonl", message("text", ""), &["line 1", "field `text`", "missing"]),
+        ingest("text-number", "m.jsonl", message("text", "42"), &["field `text`", "expected a string", "number 42"]),
+        ingest("text-null", "m.jsonl", message("text", "null"), &["field `text`", "null"]),
+        ingest("session-string", "m.jsonl", message("session", r#""two""#), &["field `session`", "an integer from 0 to 4294967295", "string \"two\""]),
+        ingest("session-negative", "m.jsonl", message("session", "-1"), &["field `session`", "number -1"]),
+        ingest("session-huge", "m.jsonl", message("session", "9223372036854775807"), &["field `session`", "an integer from 0 to 4294967295"]),
+        ingest("session-fraction", "m.jsonl", message("session", "1.5"), &["field `session`", "number 1.5"]),
+        ingest("seq-zero", "m.jsonl", message("seq", "0"), &["field `seq`", "a position from 1"]),
+        // Found by tests/fuzz.rs: the position after 4294967295 overflowed.
+        ingest("seq-overflow", "m.jsonl", message("seq", "4294967295") + &message("ref", r#""A2""#), &["line 2", "field `seq`", "past 4294967295"]),
+        ingest("timestamp-words", "m.jsonl", message("timestamp", r#""next Tuesday""#), &["field `timestamp`", "\"next Tuesday\""]),
+        ingest("timestamp-year-0", "m.jsonl", message("timestamp", r#""0000-01-01T00:00:00""#), &["field `timestamp`", "years 1 to 9999"]),
+        ingest("timestamp-year-plus-262144", "m.jsonl", message("timestamp", r#""+262144-01-01T00:00:00""#), &["field `timestamp`", "+262144"]),
+        ingest("timestamp-year-minus-262144", "m.jsonl", message("timestamp", r#""-262144-01-01T00:00:00""#), &["field `timestamp`", "-262144"]),
+        ingest("timestamp-feb-30", "m.jsonl", message("timestamp", r#""2024-02-30T10:00:00""#), &["field `timestamp`", "2024-02-30"]),
+        ingest("timestamp-number", "m.jsonl", message("timestamp", "1700000000"), &["field `timestamp`", "number 1700000000"]),
+        ingest("timestamp-bad-offset", "m.jsonl", message("timestamp", r#""2024-01-01T10:00:00+25:00""#), &["field `timestamp`", "+25:00"]),
+        ingest("namespace-empty", "m.jsonl", message("namespace", r#""""#), &["field `namespace`", "it is empty"]),
+        ingest("namespace-megabyte", "m.jsonl", message("namespace", long_ns), &["field `namespace`", "longer than 128 characters", "(1048576 characters)"]),
+        ingest("namespace-control", "m.jsonl", message("namespace", r#""a\u001bb""#), &["field `namespace`", "control characters"]),
+        ingest("namespace-spaces", "m.jsonl", message("namespace", r#"" padded""#), &["field `namespace`", "leading or trailing whitespace"]),
+        ingest("namespace-number", "m.jsonl", message("namespace", "7"), &["field `namespace`", "number 7"]),
+        ingest("speaker-missing", "m.jsonl", message("speaker", ""), &["field `speaker`", "missing"]),
+        ingest("speaker-object", "m.jsonl", message("speaker", "{}"), &["field `speaker`"]),
+        ingest("attachments-string", "m.jsonl", message("attachments", r#""img.png""#), &["field `attachments`"]),
+        ingest("attachment-no-kind", "m.jsonl", message("attachments", r#"[{"caption": "c"}]"#), &["field `attachments[0].kind`", "missing"]),
+        ingest("ref-empty", "m.jsonl", message("ref", r#""  ""#), &["field `ref`", "a non-empty string"]),
+        ingest("ref-number", "m.jsonl", message("ref", "12"), &["field `ref`", "number 12"]),
+        ingest("duplicate-in-file", "m.jsonl", dup, &["m.jsonl", "line 2", "line 1 has the same ref", "I live in Paris.", "I live in Oslo."]),
+        ingest("conflict-with-store", "m.jsonl", demo_changed, &["conflicting message", "pottery workshop", "yoga class"]),
+        ingest("text-over-limit", "m.jsonl", message("text", big_text), &["line 1", "a message (text, speaker and captions): 307203 bytes", "limit of 262144", "TRAJWIKI_MAX_MESSAGE_BYTES"]),
+        ingest("deep-nesting", "m.jsonl", message("extra", deep), &["line 1", "invalid JSON", "recursion limit"]),
+        ingest("line-is-array", "m.jsonl", "[1, 2]\n".into(), &["line 1", "expected an object"]),
+        ingest("line-is-null", "m.jsonl", "null\n".into(), &["line 1", "expected an object"]),
+        case("empty-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "the file is empty", "--format"]).file("m.jsonl", ""),
+        case("blank-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["the file is empty"]).file("m.jsonl", "\n  \n\t\n"),
+        case("undetectable", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["cannot tell the input format", "--format locomo|messages|runs"]).file("m.jsonl", "{\"a\": 1}\n"),
+        ingest("nul-byte", "m.jsonl", message("text", "\"a\0b\""), &["line 1", "invalid JSON", "control character"]),
+        ingest("second-line-bad", "m.jsonl", message("text", r#""fine""#) + "{\"namespace\": \"h\"\n", &["line 2", "invalid JSON"]),
+        case("invalid-utf8", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "line 2, column 47", "not UTF-8 text (byte 0xff)"])
+            .file("m.jsonl", [message("text", r#""fine""#).into_bytes(), b"{\"namespace\": \"h\", \"session\": 2, \"text\": \"bad \xff\xfe\"}\n".to_vec()].concat()),
+        case("binary-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "line 1", "not UTF-8"])
+            .file("m.jsonl", vec![0x89, b'P', b'N', b'G', 0, 1, 2, 0xff, 0xfe, 10]),
+        case("missing-file", &["ingest", "--store", "{store}", "{dir}/none.jsonl"], &["none.jsonl", "cannot read"]),
+        case("directory-as-file", &["ingest", "--store", "{store}", "{dir}"], &["cannot read"]),
+        // LoCoMo JSON.
+        ingest("locomo-object", "l.json", r#"{"sample_id": "x"}"#.into(), &["l.json"]),
+        ingest("locomo-truncated", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_a": "A""#.into(), &["l.json", "line 1", "invalid JSON"]),
+        ingest("locomo-no-sample-id", "l.json", r#"[{"conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}]"#.into(), &["l.json", "sample_id"]),
+        ingest("locomo-no-speaker", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": []}, "qa": []}]"#.into(), &["l.json", "record x", "speaker_a"]),
+        ingest("locomo-bad-date", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "noon-ish", "session_1": []}, "qa": []}]"#.into(), &["record x", "session_1_date_time", "\"noon-ish\""]),
+        ingest("locomo-turns-object", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": {}}, "qa": []}]"#.into(), &["record x", "session_1"]),
+        ingest("locomo-no-dia-id", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A", "text": "hi"}]}, "qa": []}]"#.into(), &["record x", "dia_id"]),
+        ingest("locomo-duplicate-dia-id", "l.json", r#"[{"sample_id": "x", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}, {"speaker": "B", "dia_id": "D1:1", "text": "yo"}]}, "qa": []}]"#.into(), &["record x", "dia_id", "duplicate D1:1"]),
+        // Runs.
+        ingest("run-steps-object", "r.jsonl", run_line("steps", "{}"), &["r.jsonl", "line 1", "field `steps`"]),
+        ingest("run-step-no-action", "r.jsonl", run_line("steps", r#"[{"observation": "o"}]"#), &["field `steps[0].action`", "missing"]),
+        ingest("run-no-task", "r.jsonl", run_line("task", ""), &["field `task`", "missing"]),
+        ingest("run-success-string", "r.jsonl", run_line("success", r#""yes""#), &["field `success`", "a boolean"]),
+        ingest("run-reward-string", "r.jsonl", run_line("reward", r#""high""#), &["field `reward`", "string \"high\""]),
+        ingest("run-reward-nan", "r.jsonl", run_line("reward", "NaN"), &["line 1", "invalid JSON"]),
+        ingest("run-id-empty", "r.jsonl", run_line("id", r#""""#), &["field `id`", "a non-empty string"]),
+        ingest("run-duplicate-in-file", "r.jsonl", run_line("task", r#""buy a red mug""#) + &run_line("task", r#""buy a blue mug""#), &["line 2", "field `id`", "line 1 has the same id"]),
+        ingest("run-too-many-steps", "r.jsonl", run_line("steps", r#"[{"action": "a"}, {"action": "b"}, {"action": "c"}]"#), &["the steps of a run: 3 steps", "limit of 2", "TRAJWIKI_MAX_RUN_STEPS"]).env("TRAJWIKI_MAX_RUN_STEPS", "2"),
+        ingest("run-too-large", "r.jsonl", run_line("task", r#""a task statement longer than forty bytes in all""#), &["a run (task, actions and observations)", "limit of 40"]).env("TRAJWIKI_MAX_RUN_BYTES", "40"),
+        ingest("limit-bad-setting", "m.jsonl", message("text", r#""ok""#), &["TRAJWIKI_MAX_MESSAGE_BYTES=\"lots\"", "not a positive whole number"]).env("TRAJWIKI_MAX_MESSAGE_BYTES", "lots"),
+        ingest("limit-zero-setting", "m.jsonl", message("text", r#""ok""#), &["TRAJWIKI_MAX_MESSAGE_BYTES=\"0\"", "not a positive whole number"]).env("TRAJWIKI_MAX_MESSAGE_BYTES", "0"),
+    ];
+    // Configurations, models, stores and commands.
+    let build = |name: &'static str, toml: &'static str, expect: &[&'static str]| {
+        case(
+            name,
+            &[
+                "build",
+                "--store",
+                "{store}",
+                "--namespace",
+                "demo",
+                "--model",
+                "hashing",
+                "--rebuild",
+                "--config",
+                "{dir}/c.toml",
+            ],
+            expect,
+        )
+        .file("c.toml", toml)
+    };
+    cases.extend([
+        build("config-nan", "delta = nan\n", &["c.toml", "delta must be a number from 0 to 1, not NaN"]),
+        build("config-inf", "w_jaccard = inf\n", &["w_jaccard must be a number from 0 to 1, not inf"]),
+        build("config-negative", "b_entity = -0.5\n", &["b_entity must be a number from 0 to 1"]),
+        build("config-zero-length", "max_trajectory_len = 0\n", &["max_trajectory_len must be at least 1"]),
+        build("config-unknown-key", "max_len = 10\n", &["c.toml", "unknown field `max_len`"]),
+        build("config-negative-count", "prefilter_cap = -1\n", &["c.toml", "prefilter_cap"]),
+        build("config-not-toml", "this is not = = toml\n", &["c.toml", "invalid configuration"]),
+        case("model-huge-dim", &["build", "--store", "{store}", "--namespace", "demo", "--model", "hashing-4294967296", "--rebuild"], &["an embedding model: 4294967296 dimensions", "limit of 8192", "TRAJWIKI_MAX_DIM"]),
+        case("model-zero-dim", &["build", "--store", "{store}", "--namespace", "demo", "--model", "hashing-0", "--rebuild"], &["hashing-0", "hashing-<dimension>"]),
+        case("model-no-folder", &["build", "--store", "{store}", "--namespace", "demo", "--model", "{dir}/none", "--rebuild"], &["no embedding model", "none"]),
+        case("model-bad-safetensors", &["embed", "--model", "{dir}/m", "--input", "{dir}/t.txt"], &["model.safetensors", "not a readable safetensors file"])
+            .file("t.txt", "hello\n")
+            .file("m/config.json", r#"{"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 10, "max_position_embeddings": 16, "type_vocab_size": 2, "layer_norm_eps": 1e-12}"#)
+            .file("m/tokenizer.json", TOKENIZER)
+            .file("m/model.safetensors", b"\xff\xff\xff\xff\xff\xff\xff\x7f{garbage".to_vec()),
+        case("model-bad-config", &["embed", "--model", "{dir}/m", "--input", "{dir}/t.txt"], &["config.json"])
+            .file("t.txt", "hello\n")
+            .file("m/config.json", "{not json")
+            .file("m/tokenizer.json", "{}")
+            .file("m/model.safetensors", b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ".to_vec()),
+        case("store-empty-db", &["stats", "--store", "{dir}/s"], &["trajwiki.db is not a trajwiki store", "the file is empty"]).file("s/trajwiki.db", ""),
+        case("store-foreign-sqlite", &["query", "--store", "{dir}/s", "--namespace", "demo", "q"], &["not a trajwiki store", "not an SQLite database"]).file("s/trajwiki.db", "SQLite format 2\0 or something else"),
+        case("store-garbage", &["check", "--store", "{dir}/s"], &["not a trajwiki store"]).file("s/trajwiki.db", vec![7u8; 8192]),
+        case("store-is-a-file", &["stats", "--store", "{dir}/f"], &["no trajwiki store"]).file("f", "a file"),
+        case("store-missing", &["stats", "--store", "{dir}/nothing"], &["no trajwiki store", "nothing"]),
+        case("query-too-long", &["query", "--store", "{store}", "--namespace", "demo", "--model", "hashing", leak("why ".repeat(5000))], &["a question: 20000 bytes", "limit of 16384", "TRAJWIKI_MAX_QUESTION_BYTES"]),
+        case("query-unknown-namespace", &["query", "--store", "{store}", "--namespace", "nobody", "--model", "hashing", "hi"], &["namespace nobody has no messages"]),
+        case("query-other-model", &["query", "--store", "{store}", "--namespace", "demo", "--model", "hashing-128", "hi"], &["built with model hashing-384", "hashing-128"]),
+        case("query-bad-namespace", &["query", "--store", "{store}", "--namespace", "", "--model", "hashing", "hi"], &["invalid namespace", "it is empty"]),
+        case("show-malformed-id", &["show", "--store", "{store}", "msg_xyz"], &["`msg_xyz` is not a trajwiki id"]),
+        case("show-long-id", &["show", "--store", "{store}", leak("q".repeat(100_000))], &["is not a trajwiki id", "(100000 characters)"]),
+        case("show-unknown-id", &["show", "--store", "{store}", "msg_0123456789abcdef"], &["no message with id msg_0123456789abcdef"]),
+        case("show-unknown-ref", &["show", "--store", "{store}", "--namespace", "demo", "S9:9"], &["no message with ref S9:9"]),
+        case("history-of-message", &["history", "--store", "{store}", "msg_0123456789abcdef"], &["history takes a trajectory or a claim id"]),
+        case("history-bad-time", &["history", "--store", "{store}", "trj_0123456789abcdef", "--as-of", "yesterday"], &["--as-of", "yesterday"]),
+        case("export-runs-of-messages", &["export", "--store", "{store}", "--namespace", "demo", "--what", "runs"], &["namespace demo holds no runs", "--what messages"]),
+        case("export-unknown-namespace", &["export", "--store", "{store}", "--namespace", "nobody"], &["namespace nobody is empty or does not exist"]),
+        case("trace-grep-limit-zero", &["trace", "grep", "--store", "{store}", "--namespace", "demo", "x", "--limit", "0"], &["--limit", "0"]),
+        case("delete-without-yes", &["delete", "--store", "{store}", "--namespace", "demo"], &["for good", "--yes"]),
+        case("delete-unknown", &["delete", "--store", "{store}", "--namespace", "nobody", "--yes"], &["namespace nobody does not exist"]),
+        case("build-unknown-namespace", &["build", "--store", "{store}", "--namespace", "nobody", "--model", "hashing"], &["nobody"]),
+        case("embed-npy-to-terminal", &["embed", "--model", "hashing", "--format", "npy", "--input", "{dir}/t.txt"], &["--format npy needs --output"]).file("t.txt", "hello\n"),
+        case("unknown-command", &["frobnicate"], &["frobnicate"]),
+        case("unknown-flag", &["stats", "--store", "{store}", "--colour"], &["--colour"]),
+    ]);
+    assert!(cases.len() >= 60, "{} cases", cases.len());
+    run_cases(cases);
+}
+
+/// Names that look like paths or SQL are names: stored, found and exported as given, and no
+/// file is written outside the store.
+#[test]
+fn names_that_look_like_paths_or_sql_are_only_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let names = [
+        "../../escape",
+        "/etc/passwd",
+        "x'; DROP TABLE messages; --",
+        "%s%n%x",
+        "名前 ünïcode",
+    ];
+    let mut body = String::new();
+    for ns in names {
+        body.push_str(&format!(
+            "{{\"namespace\": {}, \"session\": 1, \"speaker\": \"Ann\", \"text\": \"I live in Oslo.\", \"timestamp\": \"2024-01-01T10:00:00\"}}\n",
+            serde_json::to_string(ns).unwrap()
+        ));
+    }
+    let file = dir.path().join("names.jsonl");
+    std::fs::write(&file, body).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&file)]);
+    for ns in names {
+        ok(&[
+            "build",
+            "--store",
+            s(&store),
+            "--namespace",
+            ns,
+            "--model",
+            "hashing",
+            "--flush",
+            "-q",
+        ]);
+        let out = ok(&["export", "--store", s(&store), "--namespace", ns]);
+        let line: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(line["namespace"], ns);
+        let found = ok(&[
+            "query",
+            "--store",
+            s(&store),
+            "--namespace",
+            ns,
+            "--model",
+            "hashing",
+            "where does Ann live",
+        ]);
+        assert!(found.contains("Oslo"), "{ns}: {found}");
+    }
+    assert_eq!(stats(&store)["messages"], names.len());
+    ok(&["check", "--store", s(&store)]);
+    // Nothing but the input, the store and its files.
+    let mut entries: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["names.jsonl", "store"]);
+}
+
+/// Inputs at the edges of what is valid are taken: a byte-order mark, the year 9999, NUL and
+/// escape characters inside a string, the same message twice in one file.
+#[test]
+fn edge_inputs_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("edge.jsonl");
+    let twice = message("text", r#""I live in Oslo.""#);
+    let body = format!(
+        "\u{feff}{twice}{twice}{}{}",
+        message("ref", r#""A2""#).replace("2024-01-01T10:00:00", "9999-12-31T23:59:59"),
+        message("ref", r#""A3""#).replace("I live in Oslo.", "nul \\u0000 and esc \\u001b[2J"),
+    );
+    std::fs::write(&file, body).unwrap();
+    let out = ok(&["ingest", "--store", s(&store), s(&file)]);
+    let _ = out;
+    assert_eq!(stats(&store)["messages"], 3);
+    let shown = ok(&["show", "--store", s(&store), "--namespace", "h", "A3"]);
+    assert!(shown.contains("nul \\u{0} and esc \\u{1b}[2J"), "{shown}");
+    let (code, _, err) = trajwiki(&[
+        "show",
+        "--store",
+        s(&store),
+        "--namespace",
+        "h",
+        "A2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
 }

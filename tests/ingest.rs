@@ -164,7 +164,7 @@ fn malformed_inputs_are_refused_whole() {
             "wrongtype.jsonl",
             line2(r#"{"namespace": "n", "session": "two", "speaker": "Ann", "text": "x", "timestamp": "2024-01-01T10:00:00"}"#),
             "messages",
-            vec!["wrongtype.jsonl", "line 2", "field `session`", "non-negative integer", "string \"two\""],
+            vec!["wrongtype.jsonl", "line 2", "field `session`", "an integer from 0 to 4294967295", "string \"two\""],
         ),
         (
             "badtime.jsonl",

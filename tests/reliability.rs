@@ -324,3 +324,38 @@ fn many_processes_share_a_store() {
         assert_eq!(&got, want, "namespace {ns} differs from its build alone");
     }
 }
+
+/// Another program's SQLite database given as a store is refused, and left byte for byte as it
+/// was: not switched to WAL mode, no log or shared-memory file made beside it.
+#[test]
+fn another_programs_database_is_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let db = store.join("trajwiki.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    for args in [
+        vec!["stats", "--store", s(&store)],
+        vec!["check", "--store", s(&store)],
+        vec!["ingest", "--store", s(&store), s(&demo())],
+    ] {
+        let (code, _, err) = trajwiki(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("not a trajwiki store") && err.contains("another program"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    let mut names: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["trajwiki.db"]);
+}

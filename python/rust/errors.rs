@@ -109,7 +109,10 @@ impl Classify for RustStoreError {
         match self {
             RustStoreError::Conflict { .. }
             | RustStoreError::Dangling { .. }
-            | RustStoreError::TooManyInsights { .. } => Kind::Input,
+            | RustStoreError::TooManyInsights { .. }
+            | RustStoreError::Foreign { .. }
+            | RustStoreError::NeedsUpgrade { .. }
+            | RustStoreError::ReadOnly { .. } => Kind::Input,
             RustStoreError::NotAStore { .. } => Kind::NotFound,
             _ => Kind::Store,
         }
@@ -157,7 +160,7 @@ impl Classify for PipelineError {
 impl Classify for ApiError {
     fn kind(&self) -> Kind {
         match self {
-            ApiError::Id(_) | ApiError::NoHistory(_) => Kind::Input,
+            ApiError::Id(_) | ApiError::NoHistory(_) | ApiError::Limit(_) => Kind::Input,
             ApiError::NotFound { .. }
             | ApiError::UnknownNamespace { .. }
             | ApiError::NotBuilt(_) => Kind::NotFound,

@@ -61,6 +61,18 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
         }
         What::Auto if messages > 0 => What::Messages,
         What::Auto => What::Runs,
+        What::Messages if messages == 0 => {
+            return Err(UsageError(format!(
+                "namespace {ns} holds no messages ({runs} runs); export them with --what runs"
+            ))
+            .into())
+        }
+        What::Runs if runs == 0 => {
+            return Err(UsageError(format!(
+                "namespace {ns} holds no runs ({messages} messages); export them with --what messages"
+            ))
+            .into())
+        }
         other => other,
     };
     let mut buf = Vec::new();

@@ -230,8 +230,19 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                 Some(
                     trajwiki::pipeline::PipelineError::Stale { .. }
                         | trajwiki::pipeline::PipelineError::ModelMismatch { .. }
+                        | trajwiki::pipeline::PipelineError::Empty(_)
                 )
             )
+            || matches!(
+                cause.downcast_ref::<trajwiki_core::EmbedError>(),
+                Some(
+                    trajwiki_core::EmbedError::ModelNotFound { .. }
+                        | trajwiki_core::EmbedError::InvalidModel { .. }
+                        | trajwiki_core::EmbedError::Json { .. }
+                        | trajwiki_core::EmbedError::Limit(_)
+                )
+            )
+            || cause.is::<trajwiki_core::limits::LimitError>()
             || matches!(
                 cause.downcast_ref::<trajwiki::eval::EvalError>(),
                 Some(trajwiki::eval::EvalError::ZeroBudget)

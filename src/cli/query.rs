@@ -84,6 +84,9 @@ fn search_json(
 }
 
 pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
+    if let Some(question) = &args.question {
+        trajwiki_core::limits::QUESTION_BYTES.check(question.len())?;
+    }
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;

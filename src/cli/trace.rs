@@ -90,9 +90,9 @@ pub(crate) struct GrepArgs {
     /// Rank steps by meaning instead of matching text.
     #[arg(long)]
     semantic: bool,
-    /// Hits to print at most.
-    #[arg(long, default_value_t = 20)]
-    limit: usize,
+    /// Hits to print at most (1 or more).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    limit: u32,
     /// Embedding model for --semantic.
     #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
     model: String,
@@ -296,7 +296,7 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
             &memory,
             embedder.as_ref(),
             &args.pattern,
-            args.limit,
+            args.limit as usize,
         )?;
         if args.json {
             outjson!(serde_json::to_string_pretty(&hits)?)?;
@@ -314,7 +314,7 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
         return Ok(());
     }
     let memory = compiled_run_memory(&mut store, &ns, None).map_err(usage)?;
-    let hits = memory.grep(&args.pattern, args.limit);
+    let hits = memory.grep(&args.pattern, args.limit as usize);
     if args.json {
         outjson!(serde_json::to_string_pretty(&hits)?)?;
     } else {

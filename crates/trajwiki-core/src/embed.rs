@@ -141,6 +141,9 @@ pub enum EmbedError {
         #[source]
         source: serde_json::Error,
     },
+    /// A model past one of the limits (its dimension; see [`crate::limits`]).
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     /// A failure inside the backend (tokenizer, tensor library, driver).
     #[error("embedding backend failed during {stage}")]
     Backend {

@@ -21,6 +21,7 @@
 pub mod embed;
 pub mod hash;
 pub mod ids;
+pub mod limits;
 pub mod records;
 
 pub use embed::{centroid, EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder};

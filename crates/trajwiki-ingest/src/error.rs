@@ -66,6 +66,16 @@ pub enum IngestError {
         /// What was found.
         found: String,
     },
+    /// A record past one of the input limits (see `trajwiki_core::limits`).
+    #[error("{}: {at}: {limit}", file.display())]
+    Limit {
+        /// The file.
+        file: PathBuf,
+        /// Where.
+        at: Location,
+        /// The limit and the value.
+        limit: trajwiki_core::limits::LimitError,
+    },
     /// The format could not be recognised.
     #[error("{}: cannot tell the input format ({reason}); pass --format locomo|messages|runs", file.display())]
     UnknownFormat {

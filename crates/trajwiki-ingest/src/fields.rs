@@ -58,6 +58,15 @@ impl<'a> Record<'a> {
         }
     }
 
+    /// `Ok` when `got` is within `limit`, else the error naming this record and the limit.
+    pub fn limit(&self, limit: trajwiki_core::limits::Limit, got: usize) -> Result<()> {
+        limit.check(got).map_err(|limit| IngestError::Limit {
+            file: self.file.to_path_buf(),
+            at: self.at.clone(),
+            limit,
+        })
+    }
+
     /// A raw field.
     pub fn get(&self, field: &str) -> Option<&'a Value> {
         self.obj.get(field)
@@ -88,7 +97,7 @@ impl<'a> Record<'a> {
         self.get(field)
             .and_then(Value::as_u64)
             .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| self.wrong(field, "a non-negative integer"))
+            .ok_or_else(|| self.wrong(field, "an integer from 0 to 4294967295"))
     }
 
     /// An optional non-negative integer.

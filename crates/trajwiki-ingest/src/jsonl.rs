@@ -18,6 +18,7 @@ use std::path::Path;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
 use serde_json::{json, Map, Value};
+use trajwiki_core::limits;
 use trajwiki_core::{
     content_hash, Attachment, Namespace, Outcome, Run, SourceMessage, Step, Timestamp,
     TIMESTAMP_FORMAT,
@@ -27,8 +28,14 @@ use crate::error::{IngestError, Location, Result};
 use crate::fields::Record;
 
 /// Parses a message timestamp: `2023-05-08T13:56:00`, `2023-05-08 13:56`, `2023-05-08`, or
-/// RFC 3339 with an offset (converted to UTC).
+/// RFC 3339 with an offset (converted to UTC). Years run from 1 to 9999, the years of ISO 8601
+/// without its extensions (and of the stored form).
 pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
+    use chrono::Datelike;
+    parse_any_timestamp(text).filter(|t| (1..=9999).contains(&t.year()))
+}
+
+fn parse_any_timestamp(text: &str) -> Option<Timestamp> {
     let text = text.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Some(t.naive_utc());
@@ -66,11 +73,57 @@ fn lines<'a>(file: &'a Path, text: &'a str) -> impl Iterator<Item = Result<(usiz
         })
 }
 
-fn read(file: &Path) -> Result<String> {
-    std::fs::read_to_string(file).map_err(|source| IngestError::Io {
+/// Reads a text file; bytes that are not UTF-8 are an error naming their line and column.
+pub(crate) fn read(file: &Path) -> Result<String> {
+    let bytes = std::fs::read(file).map_err(|source| IngestError::Io {
         file: file.to_path_buf(),
         source,
+    })?;
+    // A byte-order mark, as some editors write one, is not text.
+    let bytes = match bytes.strip_prefix(b"\xef\xbb\xbf") {
+        Some(rest) => rest.to_vec(),
+        None => bytes,
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        let start = bytes[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        IngestError::Syntax {
+            file: file.to_path_buf(),
+            at: Location::Line {
+                line,
+                column: Some(at - start + 1),
+            },
+            message: format!("not UTF-8 text (byte 0x{:02x})", bytes[at]),
+        }
     })
+}
+
+/// The bytes of a message that count against [`limits::MESSAGE_BYTES`]: its text, speaker and
+/// attachment captions.
+pub(crate) fn message_bytes(speaker: &str, text: &str, attachments: &[Attachment]) -> usize {
+    speaker.len()
+        + text.len()
+        + attachments
+            .iter()
+            .map(|a| {
+                a.kind.len()
+                    + a.caption.as_ref().map_or(0, String::len)
+                    + a.url.as_ref().map_or(0, String::len)
+            })
+            .sum::<usize>()
+}
+
+/// The first 40 characters of a text, for an error message.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
 }
 
 /// Reads a JSONL conversation file.
@@ -81,7 +134,10 @@ pub fn read_messages(file: &Path) -> Result<Vec<SourceMessage>> {
 /// Parses JSONL conversation text; `file` is used in error messages.
 pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
     let mut next_seq: HashMap<(Namespace, u32), u32> = HashMap::new();
-    let mut out = Vec::new();
+    let mut first_line: HashMap<trajwiki_core::MessageId, (usize, usize)> = HashMap::new();
+    let mut out: Vec<SourceMessage> = Vec::new();
+    // Each message's line as parsed, to tell a repeated line from a conflicting one.
+    let mut lines_of: Vec<Value> = Vec::new();
     for item in lines(file, text) {
         let (line, value) = item?;
         let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
@@ -90,17 +146,24 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
             .map_err(|e| rec.error("namespace", "a valid namespace name", e.to_string()))?;
         let session = rec.u32("session")?;
         let counter = next_seq.entry((namespace.clone(), session)).or_insert(0);
+        let counted = *counter;
         let seq = match rec.opt_u32("seq")? {
             Some(0) => return Err(rec.error("seq", "a position from 1", "0")),
             Some(s) => s,
-            None => *counter + 1,
+            None => counter.checked_add(1).ok_or_else(|| {
+                rec.error(
+                    "seq",
+                    "a position given: the one after the last of this session is past 4294967295",
+                    "nothing (missing)",
+                )
+            })?,
         };
         *counter = (*counter).max(seq);
         let ts_text = rec.str("timestamp")?;
         let timestamp = parse_timestamp(ts_text).ok_or_else(|| {
             rec.error(
                 "timestamp",
-                "a time like 2023-05-08T13:56:00 (or RFC 3339, or a date)",
+                "a time like 2023-05-08T13:56:00 (or RFC 3339, or a date), in the years 1 to 9999",
                 format!("{ts_text:?}"),
             )
         })?;
@@ -119,16 +182,44 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
             }
             r => r.map(str::to_string),
         };
-        out.push(SourceMessage::new(
+        let (speaker, text) = (rec.str("speaker")?, rec.str("text")?);
+        rec.limit(
+            limits::MESSAGE_BYTES,
+            message_bytes(speaker, text, &attachments),
+        )?;
+        let message = SourceMessage::new(
             namespace,
             session,
             seq,
-            rec.str("speaker")?.to_string(),
-            rec.str("text")?.to_string(),
+            speaker.to_string(),
+            text.to_string(),
             timestamp,
             attachments,
             external_ref,
-        ));
+        );
+        // The same message twice is one message; two different ones with one identity (a ref,
+        // or a session and position, used twice) are an error in the file.
+        match first_line.get(&message.id) {
+            // The same line again: one message, and it takes no position of its own.
+            Some(&(_, i)) if lines_of[i] == value => {
+                if let Some(c) = next_seq.get_mut(&(message.namespace.clone(), session)) {
+                    *c = counted;
+                }
+            }
+            Some(&(earlier, i)) if out[i] != message => {
+                return Err(rec.error(
+                    "ref",
+                    &format!("a message of its own (line {earlier} has the same ref or session and position)"),
+                    format!("{:?} where line {earlier} has {:?}", excerpt(&message.text), excerpt(&out[i].text)),
+                ));
+            }
+            Some(_) => {}
+            None => {
+                first_line.insert(message.id.clone(), (line, out.len()));
+                out.push(message);
+                lines_of.push(value.clone());
+            }
+        }
     }
     Ok(out)
 }
@@ -144,7 +235,8 @@ const RUN_FIELDS: [&str; 6] = ["id", "namespace", "task", "steps", "success", "r
 /// Parses JSONL runs text; `file` is used in error messages and for the default namespace.
 pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Result<Vec<Run>> {
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("runs");
-    let mut out = Vec::new();
+    let mut first_line: HashMap<trajwiki_core::RunId, (usize, usize)> = HashMap::new();
+    let mut out: Vec<Run> = Vec::new();
     for item in lines(file, text) {
         let (line, value) = item?;
         let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
@@ -168,6 +260,15 @@ pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Res
                 observation: srec.opt_str("observation")?.unwrap_or_default().to_string(),
             });
         }
+        rec.limit(limits::RUN_STEPS, steps.len())?;
+        rec.limit(
+            limits::RUN_BYTES,
+            task.len()
+                + steps
+                    .iter()
+                    .map(|s| s.action.len() + s.observation.len())
+                    .sum::<usize>(),
+        )?;
         let outcome = Outcome {
             success: rec.opt_bool("success")?,
             reward: rec.opt_f64("reward")?,
@@ -187,7 +288,21 @@ pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Res
                 format!("sha-{}", &content_hash([body.as_str()])[..16])
             }
         };
-        out.push(Run::new(ns, external_ref, task, steps, outcome, metadata));
+        let run = Run::new(ns, external_ref, task, steps, outcome, metadata);
+        match first_line.get(&run.id) {
+            Some(&(earlier, i)) if out[i] != run => {
+                return Err(rec.error(
+                    "id",
+                    &format!("a run of its own (line {earlier} has the same id)"),
+                    format!("{:?} again, with other content", run.external_ref),
+                ));
+            }
+            Some(_) => {}
+            None => {
+                first_line.insert(run.id.clone(), (line, out.len()));
+                out.push(run);
+            }
+        }
     }
     Ok(out)
 }

@@ -20,7 +20,6 @@ mod fields;
 pub mod jsonl;
 pub mod locomo;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 pub use error::{IngestError, Location, Result};
@@ -44,25 +43,18 @@ impl Format {
         if ext.eq_ignore_ascii_case("json") {
             return Ok(Format::Locomo);
         }
-        let f = std::fs::File::open(file).map_err(|source| IngestError::Io {
-            file: file.to_path_buf(),
-            source,
-        })?;
         let unknown = |reason: &str| IngestError::UnknownFormat {
             file: file.to_path_buf(),
             reason: reason.to_string(),
         };
-        let mut first = String::new();
-        for line in BufReader::new(f).lines() {
-            let line = line.map_err(|source| IngestError::Io {
-                file: file.to_path_buf(),
-                source,
-            })?;
-            if !line.trim().is_empty() {
-                first = line;
-                break;
-            }
-        }
+        // The whole file is read as the parse reads it, so that bytes that are not UTF-8 are
+        // reported with their line wherever they are.
+        let text = jsonl::read(file)?;
+        let first = text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .to_string();
         if first.is_empty() {
             return Err(unknown("the file is empty"));
         }

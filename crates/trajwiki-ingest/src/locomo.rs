@@ -13,6 +13,7 @@ use std::path::Path;
 use chrono::NaiveDateTime;
 use serde::Serialize;
 use serde_json::Value;
+use trajwiki_core::limits;
 use trajwiki_core::{Attachment, Namespace, SourceMessage, Timestamp};
 
 use crate::error::{IngestError, Location, Result};
@@ -147,10 +148,7 @@ pub fn parse_session_time(text: &str) -> Option<Timestamp> {
 
 /// Reads a LoCoMo file.
 pub fn read_locomo(path: &Path) -> Result<Vec<LocomoSample>> {
-    let text = std::fs::read_to_string(path).map_err(|source| IngestError::Io {
-        file: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::jsonl::read(path)?;
     parse_locomo(path, &text)
 }
 
@@ -269,6 +267,10 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
             } else {
                 vec![]
             };
+            rec.limit(
+                limits::MESSAGE_BYTES,
+                crate::jsonl::message_bytes(&speaker, &text, &attachments),
+            )?;
             messages.push(SourceMessage::new(
                 namespace.clone(),
                 n,

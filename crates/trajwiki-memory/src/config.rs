@@ -135,14 +135,33 @@ impl MemoryConfig {
 
     /// Checks the values make sense together.
     pub fn validate(&self) -> Result<(), String> {
+        // Every weight, bonus, penalty and threshold is a finite number from 0 to 1: NaN would
+        // make every comparison false and silently change what is built.
+        let unit = [
+            ("delta", self.delta),
+            ("delta_deterministic", self.delta_deterministic),
+            ("w_cos_summary", self.w_cos_summary),
+            ("w_cos_latest", self.w_cos_latest),
+            ("w_jaccard", self.w_jaccard),
+            ("b_entity", self.b_entity),
+            ("b_facet_value", self.b_facet_value),
+            ("b_facet_tag", self.b_facet_tag),
+            ("b_cont_per_term", self.b_cont_per_term),
+            ("b_cont_max", self.b_cont_max),
+            ("p_broad_only", self.p_broad_only),
+            ("p_words_only", self.p_words_only),
+            ("topic_suppression", self.topic_suppression),
+        ];
+        for (key, value) in unit {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(format!("{key} must be a number from 0 to 1, not {value}"));
+            }
+        }
         if self.max_trajectory_len == 0 {
             return Err("max_trajectory_len must be at least 1".into());
         }
         if self.page_target == 0 || self.page_target > self.page_max {
             return Err("page_target must be between 1 and page_max".into());
-        }
-        if !(0.0..=1.0).contains(&self.topic_suppression) {
-            return Err("topic_suppression must be within 0..=1".into());
         }
         Ok(())
     }
@@ -161,5 +180,16 @@ mod tests {
         let round: MemoryConfig =
             toml::from_str(&toml::to_string(&MemoryConfig::default()).unwrap()).unwrap();
         assert_eq!(round, MemoryConfig::default());
+        assert_eq!(MemoryConfig::default().validate(), Ok(()));
+        for bad in [
+            "delta = nan",
+            "w_jaccard = inf",
+            "b_entity = -0.5",
+            "delta = 1.5",
+        ] {
+            let c: MemoryConfig = toml::from_str(bad).unwrap();
+            let err = c.validate().unwrap_err();
+            assert!(err.contains("from 0 to 1"), "{bad}: {err}");
+        }
     }
 }

@@ -396,7 +396,7 @@ impl RunMemory {
     /// `limit` hits, in run order then step order.
     pub fn grep(&self, pattern: &str, limit: usize) -> Vec<GrepHit> {
         let needle = pattern.to_lowercase();
-        if needle.trim().is_empty() {
+        if needle.trim().is_empty() || limit == 0 {
             return Vec::new();
         }
         let mut out = Vec::new();

@@ -1,0 +1,331 @@
+//! Fuzzing of every parser of outside input: JSONL messages, JSONL runs, LoCoMo JSON and the
+//! memory configuration (TOML). `cargo fuzz` needs a nightly toolchain, which this project does
+//! not use; this is a stable harness on proptest instead: random bytes, and JSON and TOML built
+//! from the formats' own field names and from values chosen to hit the edges (wrong types,
+//! huge and negative numbers, NaN, control characters, deep nesting, empty and long strings).
+//! Each parser must answer `Ok` or `Err`, never panic; what parses must keep its invariants;
+//! messages must survive a write and a read unchanged.
+//!
+//! `cargo test --test fuzz` runs each target for `TRAJWIKI_FUZZ_SECONDS` seconds (default: 2,
+//! so that the suite stays quick); the long runs recorded in BENCHMARKS.md set it to 600.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use serde_json::{json, Value};
+use trajwiki::ingest::jsonl::{parse_messages, parse_runs, write_messages};
+use trajwiki::ingest::locomo::parse_locomo;
+use trajwiki::memory::MemoryConfig;
+
+/// Runs `test` on values of `strategy` for the configured time; returns how many cases ran.
+fn fuzz<S: Strategy>(
+    name: &str,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) -> u64
+where
+    S::Value: std::fmt::Debug,
+{
+    let seconds: u64 = std::env::var("TRAJWIKI_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut cases = 0;
+    while Instant::now() < until {
+        let mut runner = TestRunner::new(Config {
+            cases: 256,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        if let Err(e) = runner.run(&strategy, &test) {
+            panic!("{name}: {e}");
+        }
+        cases += 256;
+    }
+    eprintln!("{name}: {cases} cases in {seconds} s, no failure");
+    cases
+}
+
+const FIELDS: &[&str] = &[
+    "namespace",
+    "session",
+    "seq",
+    "speaker",
+    "text",
+    "timestamp",
+    "ref",
+    "attachments",
+    "kind",
+    "caption",
+    "url",
+    "id",
+    "env",
+    "task",
+    "steps",
+    "action",
+    "observation",
+    "success",
+    "reward",
+    "sample_id",
+    "conversation",
+    "speaker_a",
+    "speaker_b",
+    "session_1",
+    "session_1_date_time",
+    "session_2",
+    "session_2_date_time",
+    "dia_id",
+    "qa",
+    "blip_caption",
+    "img_url",
+    "question",
+    "answer",
+    "evidence",
+    "category",
+];
+
+const STRINGS: &[&str] = &[
+    "",
+    " ",
+    "demo",
+    "Ann",
+    "I live in Oslo.",
+    "2024-01-01T10:00:00",
+    "0000-01-01T00:00:00",
+    "9999-12-31T23:59:59",
+    "+262144-01-01T00:00:00",
+    "2024-02-30",
+    "1:56 pm on 8 May, 2023",
+    "D1:1",
+    "D1:1",
+    "msg_0123456789abcdef",
+    "\u{1b}[2J",
+    "a\0b",
+    "\u{202e}",
+    "\r\n",
+    "../x",
+    "'; DROP TABLE messages; --",
+    "名前",
+    "image",
+];
+
+/// A JSON value from the formats' vocabulary, nested up to a few levels.
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(4_294_967_295),
+            Just(4_294_967_296),
+            Just(u64::MAX)
+        ]
+        .prop_map(|n| json!(n)),
+        any::<f64>()
+            .prop_filter("JSON has no NaN", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
+        prop::sample::select(STRINGS).prop_map(|s| json!(s)),
+        "\\PC{0,24}".prop_map(Value::String),
+        (0usize..70_000).prop_map(|n| json!("y".repeat(n))),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(FIELDS), inner), 0..8).prop_map(|kv| {
+                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}
+
+/// A record that is mostly well formed: every field of a message and a run present with a
+/// plausible value, then a few fields replaced by arbitrary values or removed.
+fn record() -> impl Strategy<Value = Value> {
+    let base = json!({
+        "namespace": "fz", "session": 1, "speaker": "Ann", "text": "I live in Oslo.",
+        "timestamp": "2024-01-01T10:00:00", "ref": "A1", "id": "r1", "task": "buy a mug",
+        "steps": [{"action": "search[mug]", "observation": "3 results"}], "success": true,
+        "reward": 1.0,
+    });
+    prop::collection::vec(
+        (prop::sample::select(FIELDS), prop::option::of(value())),
+        0..4,
+    )
+    .prop_map(move |edits| {
+        let mut v = base.clone();
+        for (k, new) in edits {
+            match new {
+                Some(x) => v[k] = x,
+                None => {
+                    v.as_object_mut().unwrap().remove(k);
+                }
+            }
+        }
+        v
+    })
+}
+
+/// Lines of JSON text: records, arbitrary values, and now and then a cut or a stray byte.
+fn jsonl() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        4 => record().prop_map(|v| v.to_string()),
+        1 => value().prop_map(|v| v.to_string()),
+        1 => (record(), any::<prop::sample::Index>()).prop_map(|(v, i)| {
+            let t = v.to_string();
+            let cut = i.index(t.len() + 1);
+            t.get(..cut).unwrap_or(&t).to_string()
+        }),
+        1 => "\\PC{0,40}",
+    ];
+    prop::collection::vec(line, 0..6).prop_map(|lines| lines.join("\n"))
+}
+
+fn check_messages(text: &str) -> Result<(), TestCaseError> {
+    let file = Path::new("fuzz.jsonl");
+    if let Ok(messages) = parse_messages(file, text) {
+        for m in &messages {
+            prop_assert!(!m.namespace.as_str().is_empty());
+            prop_assert!(m.seq >= 1);
+            let year = chrono::Datelike::year(&m.timestamp);
+            prop_assert!((1..=9999).contains(&year), "year {year}");
+        }
+        // What was read is written and read back unchanged.
+        let mut out = Vec::new();
+        write_messages(&mut out, &messages).unwrap();
+        match parse_messages(file, std::str::from_utf8(&out).unwrap()) {
+            Ok(back) => prop_assert_eq!(back, messages),
+            Err(e) => {
+                return Err(TestCaseError::fail(format!(
+                    "written messages do not read back: {e}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn jsonl_messages() {
+    fuzz("messages (structured)", jsonl(), |text| {
+        check_messages(&text)
+    });
+    fuzz(
+        "messages (bytes)",
+        prop::collection::vec(any::<u8>(), 0..400),
+        |bytes| check_messages(&String::from_utf8_lossy(&bytes)),
+    );
+}
+
+#[test]
+fn jsonl_runs() {
+    let check = |text: &str| -> Result<(), TestCaseError> {
+        if let Ok(runs) = parse_runs(Path::new("fuzz.jsonl"), text, None) {
+            for r in &runs {
+                prop_assert!(!r.external_ref.trim().is_empty());
+                prop_assert!(r.outcome.reward.is_none_or(f64::is_finite));
+            }
+        }
+        Ok(())
+    };
+    fuzz("runs (structured)", jsonl(), |text| check(&text));
+    fuzz(
+        "runs (bytes)",
+        prop::collection::vec(any::<u8>(), 0..400),
+        |bytes| check(&String::from_utf8_lossy(&bytes)),
+    );
+}
+
+#[test]
+fn locomo_json() {
+    let turn = || {
+        prop::collection::vec((prop::sample::select(FIELDS), value()), 0..5).prop_map(|kv| {
+            let mut t = json!({"speaker": "A", "dia_id": "D1:1", "text": "hi"});
+            for (k, v) in kv {
+                t[k] = v;
+            }
+            t
+        })
+    };
+    let sample = (
+        prop::collection::vec(turn(), 0..4),
+        prop::collection::vec((prop::sample::select(FIELDS), value()), 0..4),
+    )
+        .prop_map(|(turns, edits)| {
+            let mut s = json!({
+                "sample_id": "fz",
+                "conversation": {
+                    "speaker_a": "A", "speaker_b": "B",
+                    "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns,
+                },
+                "qa": [{"question": "q", "answer": "a", "evidence": ["D1:1"], "category": 1}],
+            });
+            for (k, v) in edits {
+                s["conversation"][k] = v;
+            }
+            json!([s]).to_string()
+        });
+    let text =
+        prop_oneof![3 => sample, 1 => value().prop_map(|v| v.to_string()), 1 => "\\PC{0,60}"];
+    fuzz("locomo", text, |text| {
+        if let Ok(samples) = parse_locomo(Path::new("fuzz.json"), &text) {
+            for s in &samples {
+                for m in &s.messages {
+                    prop_assert!(m
+                        .external_ref
+                        .as_deref()
+                        .is_some_and(|r| !r.trim().is_empty()));
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn memory_configuration() {
+    let keys = toml::to_string(&MemoryConfig::default())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(" = ").next().map(str::to_string))
+        .collect::<Vec<_>>();
+    let values = prop::sample::select(vec![
+        "nan",
+        "inf",
+        "-inf",
+        "-1",
+        "0",
+        "1",
+        "0.5",
+        "1e30",
+        "-0.0",
+        "3",
+        "18446744073709551616",
+        "\"text\"",
+        "true",
+        "[]",
+        "{}",
+        "0x10",
+    ]);
+    let text = prop_oneof![
+        3 => prop::collection::vec((prop::sample::select(keys), values), 0..6).prop_map(|kv| {
+            kv.into_iter()
+                .map(|(k, v)| format!("{k} = {v}\n"))
+                .collect::<String>()
+        }),
+        1 => "\\PC{0,80}",
+    ];
+    fuzz("memory configuration", text, |text| {
+        if let Ok(config) = toml::from_str::<MemoryConfig>(&text) {
+            if config.validate().is_ok() {
+                prop_assert!(config.delta.is_finite() && (0.0..=1.0).contains(&config.delta));
+                prop_assert!(config.max_trajectory_len >= 1);
+            }
+        }
+        Ok(())
+    });
+}
