@@ -4,7 +4,9 @@
 //! from the formats' own field names and from values chosen to hit the edges (wrong types,
 //! huge and negative numbers, NaN, control characters, deep nesting, empty and long strings).
 //! Each parser must answer `Ok` or `Err`, never panic; what parses must keep its invariants;
-//! messages must survive a write and a read unchanged.
+//! messages must survive a write and a read unchanged. A third kind of input mutates the
+//! committed seed corpus (`tests/fuzz-corpus/<target>/`, valid files that each parser must take)
+//! byte by byte: flips, cuts, insertions, repeats and tokens that break the grammar.
 //!
 //! `cargo test --test fuzz` runs each target for `TRAJWIKI_FUZZ_SECONDS` seconds (default: 2,
 //! so that the suite stays quick); the long runs recorded in BENCHMARKS.md set it to 600.
@@ -47,6 +49,77 @@ where
     }
     eprintln!("{name}: {cases} cases in {seconds} s, no failure");
     cases
+}
+
+/// The seed files of a target, each of which must parse.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz-corpus")
+        .join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+}
+
+/// A seed with a few mutations.
+fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    const TOKENS: &[&[u8]] = &[
+        b"\"",
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b",",
+        b":",
+        b"\\",
+        b"\\u0000",
+        b"\\ud800",
+        b"-1",
+        b"4294967296",
+        b"1e999",
+        b"null",
+        b"\xff",
+        b"\n",
+        b"\xef\xbb\xbf",
+        b"0000-01-01",
+    ];
+    let edit = (
+        0u8..5,
+        any::<prop::sample::Index>(),
+        any::<prop::sample::Index>(),
+        any::<u8>(),
+    );
+    (
+        prop::sample::select(seeds),
+        prop::collection::vec(edit, 1..8),
+    )
+        .prop_map(|(mut bytes, edits)| {
+            for (kind, at, len, byte) in edits {
+                let i = at.index(bytes.len() + 1);
+                let n = len.index(16.min(bytes.len() - i) + 1);
+                match kind {
+                    0 if i < bytes.len() => bytes[i] ^= byte | 1,
+                    1 => {
+                        bytes.drain(i..i + n);
+                    }
+                    2 => {
+                        bytes.splice(i..i, std::iter::repeat_n(byte, n));
+                    }
+                    3 => {
+                        let copy = bytes[i..i + n].to_vec();
+                        bytes.splice(i..i, copy);
+                    }
+                    _ => {
+                        let token = TOKENS[byte as usize % TOKENS.len()];
+                        bytes.splice(i..i, token.iter().copied());
+                    }
+                }
+            }
+            bytes
+        })
 }
 
 const FIELDS: &[&str] = &[
@@ -211,9 +284,21 @@ fn check_messages(text: &str) -> Result<(), TestCaseError> {
 
 #[test]
 fn jsonl_messages() {
+    for seed in seeds("messages") {
+        let text = String::from_utf8(seed).unwrap();
+        assert!(
+            parse_messages(Path::new("seed.jsonl"), &text).is_ok(),
+            "{text}"
+        );
+    }
     fuzz("messages (structured)", jsonl(), |text| {
         check_messages(&text)
     });
+    fuzz(
+        "messages (seeds mutated)",
+        mutated(seeds("messages")),
+        |bytes| check_messages(&String::from_utf8_lossy(&bytes)),
+    );
     fuzz(
         "messages (bytes)",
         prop::collection::vec(any::<u8>(), 0..400),
@@ -232,7 +317,17 @@ fn jsonl_runs() {
         }
         Ok(())
     };
+    for seed in seeds("runs") {
+        let text = String::from_utf8(seed).unwrap();
+        assert!(
+            parse_runs(Path::new("seed.jsonl"), &text, None).is_ok(),
+            "{text}"
+        );
+    }
     fuzz("runs (structured)", jsonl(), |text| check(&text));
+    fuzz("runs (seeds mutated)", mutated(seeds("runs")), |bytes| {
+        check(&String::from_utf8_lossy(&bytes))
+    });
     fuzz(
         "runs (bytes)",
         prop::collection::vec(any::<u8>(), 0..400),
@@ -271,8 +366,8 @@ fn locomo_json() {
         });
     let text =
         prop_oneof![3 => sample, 1 => value().prop_map(|v| v.to_string()), 1 => "\\PC{0,60}"];
-    fuzz("locomo", text, |text| {
-        if let Ok(samples) = parse_locomo(Path::new("fuzz.json"), &text) {
+    let check = |text: &str| -> Result<(), TestCaseError> {
+        if let Ok(samples) = parse_locomo(Path::new("fuzz.json"), text) {
             for s in &samples {
                 for m in &s.messages {
                     prop_assert!(m
@@ -283,7 +378,20 @@ fn locomo_json() {
             }
         }
         Ok(())
-    });
+    };
+    for seed in seeds("locomo") {
+        let text = String::from_utf8(seed).unwrap();
+        assert!(
+            parse_locomo(Path::new("seed.json"), &text).is_ok(),
+            "{text}"
+        );
+    }
+    fuzz("locomo (structured)", text, |text| check(&text));
+    fuzz(
+        "locomo (seeds mutated)",
+        mutated(seeds("locomo")),
+        |bytes| check(&String::from_utf8_lossy(&bytes)),
+    );
 }
 
 #[test]
@@ -319,13 +427,26 @@ fn memory_configuration() {
         }),
         1 => "\\PC{0,80}",
     ];
-    fuzz("memory configuration", text, |text| {
-        if let Ok(config) = toml::from_str::<MemoryConfig>(&text) {
+    let check = |text: &str| -> Result<(), TestCaseError> {
+        if let Ok(config) = toml::from_str::<MemoryConfig>(text) {
             if config.validate().is_ok() {
                 prop_assert!(config.delta.is_finite() && (0.0..=1.0).contains(&config.delta));
                 prop_assert!(config.max_trajectory_len >= 1);
             }
         }
         Ok(())
+    };
+    for seed in seeds("config") {
+        let text = String::from_utf8(seed).unwrap();
+        let config: MemoryConfig = toml::from_str(&text).unwrap();
+        assert_eq!(config.validate(), Ok(()));
+    }
+    fuzz("memory configuration (structured)", text, |text| {
+        check(&text)
     });
+    fuzz(
+        "memory configuration (seeds mutated)",
+        mutated(seeds("config")),
+        |bytes| check(&String::from_utf8_lossy(&bytes)),
+    );
 }

@@ -344,17 +344,9 @@ fn stored_text_is_printed_escaped() {
     assert_eq!(exported["text"], text);
 }
 
-/// One message line with `field` replaced by `value` (raw JSON), or removed when `value` is
-/// empty.
-fn message(field: &str, value: &str) -> String {
-    let mut fields = vec![
-        ("namespace", r#""h""#),
-        ("session", "1"),
-        ("speaker", r#""Ann""#),
-        ("text", r#""I live in Oslo.""#),
-        ("timestamp", r#""2024-01-01T10:00:00""#),
-        ("ref", r#""A1""#),
-    ];
+/// One JSON line of `fields` (name, raw JSON) with `field` set to `value`, or removed when
+/// `value` is empty.
+fn json_line<'a>(mut fields: Vec<(&'a str, &'a str)>, field: &'a str, value: &'a str) -> String {
     match fields.iter_mut().find(|(k, _)| *k == field) {
         Some(slot) => slot.1 = value,
         None => fields.push((field, value)),
@@ -367,9 +359,22 @@ fn message(field: &str, value: &str) -> String {
     format!("{{{}}}\n", body.join(", "))
 }
 
-/// One run line with `field` replaced by `value` (raw JSON), or removed when `value` is empty.
+/// A message line with `field` replaced (see [`json_line`]).
+fn message(field: &str, value: &str) -> String {
+    let fields = vec![
+        ("namespace", r#""h""#),
+        ("session", "1"),
+        ("speaker", r#""Ann""#),
+        ("text", r#""I live in Oslo.""#),
+        ("timestamp", r#""2024-01-01T10:00:00""#),
+        ("ref", r#""A1""#),
+    ];
+    json_line(fields, field, value)
+}
+
+/// A run line with `field` replaced (see [`json_line`]).
 fn run_line(field: &str, value: &str) -> String {
-    let mut fields = vec![
+    let fields = vec![
         ("id", r#""r1""#),
         ("namespace", r#""hr""#),
         ("task", r#""buy a red mug""#),
@@ -380,16 +385,7 @@ fn run_line(field: &str, value: &str) -> String {
         ("success", "true"),
         ("reward", "1.0"),
     ];
-    match fields.iter_mut().find(|(k, _)| *k == field) {
-        Some(slot) => slot.1 = value,
-        None => fields.push((field, value)),
-    }
-    let body: Vec<String> = fields
-        .iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| format!("\"{k}\": {v}"))
-        .collect();
-    format!("{{{}}}\n", body.join(", "))
+    json_line(fields, field, value)
 }
 
 /// An ingest of `content` as `file`, with the format its name says (`m.jsonl` messages,

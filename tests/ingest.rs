@@ -176,7 +176,7 @@ fn malformed_inputs_are_refused_whole() {
             "dupref.jsonl",
             line2(r#"{"namespace": "n", "session": 1, "speaker": "Ann", "text": "I live in Paris.", "timestamp": "2024-01-01T10:00:00", "ref": "A1"}"#),
             "messages",
-            vec!["dupref.jsonl", "conflicting message", "I live in Oslo.", "I live in Paris."],
+            vec!["dupref.jsonl", "line 2", "line 1 has the same ref", "I live in Oslo.", "I live in Paris."],
         ),
         (
             "badrun.jsonl",

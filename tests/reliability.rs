@@ -359,3 +359,47 @@ fn another_programs_database_is_left_untouched() {
     names.sort();
     assert_eq!(names, ["trajwiki.db"]);
 }
+
+/// Three builds of one namespace at once: all succeed (the later ones wait, or build again from
+/// where the first left the fold), and the memory is the one a single build makes.
+#[test]
+fn parallel_builds_of_one_namespace_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, alone) = (dir.path().join("store"), dir.path().join("alone"));
+    for s_ in [&store, &alone] {
+        ok(&["ingest", "--store", s(s_), s(&demo())]);
+    }
+    build(&alone, "demo");
+    let builds: Vec<_> = (0..3)
+        .map(|_| {
+            common::bin()
+                .args(["build", "-q", "--store", s(&store), "--namespace", "demo"])
+                .args(["--model", "hashing", "--flush"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in builds {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let export = |st: &Path| {
+        ok(&[
+            "export",
+            "--store",
+            s(st),
+            "--namespace",
+            "demo",
+            "--what",
+            "memory",
+        ])
+    };
+    assert_eq!(export(&store), export(&alone));
+    ok(&["check", "--store", s(&store)]);
+}

@@ -376,10 +376,23 @@ impl Memory {
 
     /// Any record by id (`msg_`, `run_`, `snp_`, `clm_`, `op_`, `trj_`, `pg_`, `cmp_`, `ins_`),
     /// as a dict with its `kind` (`message`, `run`, `snapshot`, `claim`, `op`, `trajectory`,
-    /// `page`, `compilation`, `insight`). A claim carries its `current_status`.
-    fn get(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    /// `page`, `compilation`, `insight`). A claim carries its `current_status`. With `namespace`,
+    /// only that namespace's records are found (a serving layer passes the caller's namespace).
+    #[pyo3(signature = (id, namespace = None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        id: &Bound<'_, PyAny>,
+        namespace: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
         let id = string(id, "id")?;
-        let record = py.detach(|| api::get(&self.store(), &id)).or_raise()?;
+        let ns = namespace.map(self::namespace).transpose()?;
+        let record = py
+            .detach(|| match &ns {
+                Some(ns) => api::get_in(&self.store(), ns, &id),
+                None => api::get(&self.store(), &id),
+            })
+            .or_raise()?;
         let mut value = record.to_json();
         value["kind"] = serde_json::to_value(record.kind()).expect("kinds serialize");
         to_python(py, &value)

@@ -145,6 +145,11 @@ def test_history_wiki_and_get(memory: Memory) -> None:
     assert pages and all(p["namespace"] == "ann" for p in pages)
     assert memory.get(pages[0]["id"])["kind"] == "page"
     assert memory.get(trajectory)["kind"] == "trajectory"
+    # Scoped to a namespace, another namespace's ids are not found.
+    assert memory.get(trajectory, namespace="ann")["kind"] == "trajectory"
+    memory.add(conversation(), namespace="bob")
+    with pytest.raises(NotFoundError):
+        memory.get(trajectory, namespace="bob")
 
 
 def test_delete_removes_the_namespace(memory: Memory) -> None:
