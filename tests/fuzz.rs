@@ -8,8 +8,9 @@
 //! committed seed corpus (`tests/fuzz-corpus/<target>/`, valid files that each parser must take)
 //! byte by byte: flips, cuts, insertions, repeats and tokens that break the grammar.
 //!
-//! `cargo test --test fuzz` runs each target for `TRAJWIKI_FUZZ_SECONDS` seconds (default: 2,
-//! so that the suite stays quick); the long runs recorded in BENCHMARKS.md set it to 600.
+//! `cargo test --test fuzz` runs each target (parser) for `TRAJWIKI_FUZZ_SECONDS` seconds,
+//! split over its kinds of input (default: 6, so that the suite stays quick); the long runs
+//! recorded in BENCHMARKS.md set it to 600.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,9 +22,12 @@ use trajwiki::ingest::jsonl::{parse_messages, parse_runs, write_messages};
 use trajwiki::ingest::locomo::parse_locomo;
 use trajwiki::memory::MemoryConfig;
 
-/// Runs `test` on values of `strategy` for the configured time; returns how many cases ran.
+/// Runs `test` on values of `strategy` for its share of the configured time: a target (a
+/// parser) gets `TRAJWIKI_FUZZ_SECONDS`, split evenly over its `kinds` kinds of input. Returns
+/// how many cases ran.
 fn fuzz<S: Strategy>(
     name: &str,
+    kinds: u64,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) -> u64
@@ -33,7 +37,8 @@ where
     let seconds: u64 = std::env::var("TRAJWIKI_FUZZ_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+        .unwrap_or(6)
+        / kinds;
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut cases = 0;
     while Instant::now() < until {
@@ -291,16 +296,18 @@ fn jsonl_messages() {
             "{text}"
         );
     }
-    fuzz("messages (structured)", jsonl(), |text| {
+    fuzz("messages (structured)", 3, jsonl(), |text| {
         check_messages(&text)
     });
     fuzz(
         "messages (seeds mutated)",
+        3,
         mutated(seeds("messages")),
         |bytes| check_messages(&String::from_utf8_lossy(&bytes)),
     );
     fuzz(
         "messages (bytes)",
+        3,
         prop::collection::vec(any::<u8>(), 0..400),
         |bytes| check_messages(&String::from_utf8_lossy(&bytes)),
     );
@@ -324,12 +331,13 @@ fn jsonl_runs() {
             "{text}"
         );
     }
-    fuzz("runs (structured)", jsonl(), |text| check(&text));
-    fuzz("runs (seeds mutated)", mutated(seeds("runs")), |bytes| {
+    fuzz("runs (structured)", 3, jsonl(), |text| check(&text));
+    fuzz("runs (seeds mutated)", 3, mutated(seeds("runs")), |bytes| {
         check(&String::from_utf8_lossy(&bytes))
     });
     fuzz(
         "runs (bytes)",
+        3,
         prop::collection::vec(any::<u8>(), 0..400),
         |bytes| check(&String::from_utf8_lossy(&bytes)),
     );
@@ -386,9 +394,10 @@ fn locomo_json() {
             "{text}"
         );
     }
-    fuzz("locomo (structured)", text, |text| check(&text));
+    fuzz("locomo (structured)", 2, text, |text| check(&text));
     fuzz(
         "locomo (seeds mutated)",
+        2,
         mutated(seeds("locomo")),
         |bytes| check(&String::from_utf8_lossy(&bytes)),
     );
@@ -441,11 +450,12 @@ fn memory_configuration() {
         let config: MemoryConfig = toml::from_str(&text).unwrap();
         assert_eq!(config.validate(), Ok(()));
     }
-    fuzz("memory configuration (structured)", text, |text| {
+    fuzz("memory configuration (structured)", 2, text, |text| {
         check(&text)
     });
     fuzz(
         "memory configuration (seeds mutated)",
+        2,
         mutated(seeds("config")),
         |bytes| check(&String::from_utf8_lossy(&bytes)),
     );
