@@ -50,10 +50,10 @@ impl Output {
             Err(e) => return refuse(e.to_string()),
             Ok(meta) if meta.is_file() => {
                 let mut head = [0u8; 16];
-                let n = File::open(path)
-                    .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
-                    .unwrap_or(0);
-                if head[..n] == b"SQLite format 3\0"[..n.min(16)] && n == 16 {
+                let sqlite = File::open(path)
+                    .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+                    .is_ok_and(|()| head == *b"SQLite format 3\0");
+                if sqlite {
                     return refuse("it is an SQLite database".into());
                 }
             }

@@ -49,23 +49,6 @@ pub use fold::{Arrived, FoldRecord, FoldWrite};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::IngestReport;
 
-/// What [`Store::delete_namespace`] removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Deleted {
-    /// Whether the namespace existed (nothing is removed otherwise).
-    pub existed: bool,
-    /// Its messages.
-    pub messages: u64,
-    /// Its runs.
-    pub runs: u64,
-    /// Cached embeddings of its texts that no other namespace holds.
-    pub embeddings: u64,
-    /// Vector files and approximate indexes removed.
-    pub files: usize,
-    /// Whether the freed space was overwritten, so that no file of the store holds the deleted
-    /// text any more.
-    pub scrubbed: bool,
-}
 pub use vectors::{MappedVectors, VectorDtype, VectorFileInfo, VECTOR_DIR};
 
 use error::SqlContext;
@@ -132,6 +115,24 @@ pub struct Stats {
     pub ingest_batches: u64,
 }
 
+/// What [`Store::delete_namespace`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Deleted {
+    /// Whether the namespace existed (nothing is removed otherwise).
+    pub existed: bool,
+    /// Its messages.
+    pub messages: u64,
+    /// Its runs.
+    pub runs: u64,
+    /// Cached embeddings of its texts that no other namespace holds.
+    pub embeddings: u64,
+    /// Vector files and approximate indexes removed.
+    pub files: usize,
+    /// Whether the freed space was overwritten, so that no file of the store holds the deleted
+    /// text any more.
+    pub scrubbed: bool,
+}
+
 /// How a store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Access {
@@ -184,21 +185,7 @@ impl Store {
             Ok(meta) if meta.is_file() => meta,
             _ => return Err(StoreError::NotAStore { path: dir }),
         };
-        let foreign = |reason: String| StoreError::Foreign {
-            path: path.clone(),
-            reason,
-        };
-        if meta.len() == 0 {
-            return Err(foreign("the file is empty".into()));
-        }
-        let mut head = [0u8; 16];
-        let read = std::fs::File::open(&path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-            .map(|()| head == *b"SQLite format 3\0");
-        match read {
-            Ok(true) => {}
-            Ok(false) | Err(_) => return Err(foreign("it is not an SQLite database".into())),
-        }
+        check_header(&path, meta.len())?;
         let protected = meta.permissions().readonly()
             || std::fs::metadata(&dir).is_ok_and(|m| m.permissions().readonly());
         let read_only = access == Access::ReadOnly || protected;
@@ -216,35 +203,7 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT)
             .ctx("setting the busy timeout")?;
         // Whose database is it? Read before anything is changed in it.
-        let identity = (|| -> rusqlite::Result<(i64, u32, bool, bool)> {
-            let app: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
-            let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-            let tables: i64 =
-                conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-            let ours: bool = conn.query_row(
-                "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'namespaces'",
-                [],
-                |r| r.get(0),
-            )?;
-            Ok((app, version, tables == 0, ours))
-        })();
-        let (app, version, empty, ours) = match identity {
-            Ok(found) => found,
-            Err(e) => {
-                return Err(foreign(format!(
-                    "it is damaged or not an SQLite database ({e})"
-                )))
-            }
-        };
-        let new = app == 0 && version == 0 && empty;
-        let known = app == APPLICATION_ID || (app == 0 && version >= 1 && ours);
-        if !(known || (new && access == Access::Create)) {
-            return Err(foreign(if new {
-                "it is an empty SQLite database".into()
-            } else {
-                format!("it is an SQLite database of another program (application id {app}, user version {version})")
-            }));
-        }
+        let version = identify(&conn, &path, access == Access::Create)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
                 path: path.to_path_buf(),
@@ -515,6 +474,59 @@ impl Store {
         tx.commit().ctx("committing a delete")?;
         Ok(exists)
     }
+}
+
+/// The schema version of a trajwiki database, 0 for an empty database that `may_create` allows
+/// to become one; [`StoreError::Foreign`] for anything else. Reads only.
+fn identify(conn: &Connection, path: &Path, may_create: bool) -> Result<u32> {
+    let found = (|| -> rusqlite::Result<(i64, u32, i64, bool)> {
+        let app = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let objects = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        let ours = conn.query_row(
+            "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'namespaces'",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok((app, version, objects, ours))
+    })();
+    let foreign = |reason: String| StoreError::Foreign {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let (app, version, objects, ours) =
+        found.map_err(|e| foreign(format!("it is damaged or not an SQLite database ({e})")))?;
+    let empty = app == 0 && version == 0 && objects == 0;
+    // Schema 5 sets the application id; earlier stores are told by their version and tables.
+    let known = app == APPLICATION_ID || (app == 0 && version >= 1 && ours);
+    if known || (empty && may_create) {
+        return Ok(version);
+    }
+    Err(foreign(if empty {
+        "it is an empty SQLite database".into()
+    } else {
+        format!("it is an SQLite database of another program (application id {app}, user version {version})")
+    }))
+}
+
+/// [`StoreError::Foreign`] unless the file of `len` bytes at `path` starts as an SQLite
+/// database does.
+fn check_header(path: &Path, len: u64) -> Result<()> {
+    let foreign = |reason: &str| StoreError::Foreign {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    };
+    if len == 0 {
+        return Err(foreign("the file is empty"));
+    }
+    let mut head = [0u8; 16];
+    let sqlite = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| head == *b"SQLite format 3\0");
+    if !sqlite {
+        return Err(foreign("it is not an SQLite database"));
+    }
+    Ok(())
 }
 
 /// Applies the pending migrations, each in a transaction that holds the write lock from its
