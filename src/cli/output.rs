@@ -58,21 +58,20 @@ impl Output {
                 }
             }
             Ok(meta) => {
-                use std::os::unix::fs::FileTypeExt;
                 let kind = meta.file_type();
-                if kind.is_fifo() || kind.is_char_device() {
-                    return Ok(Output::Stream(path.to_path_buf()));
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::FileTypeExt;
+                    if kind.is_fifo() || kind.is_char_device() {
+                        return Ok(Output::Stream(path.to_path_buf()));
+                    }
                 }
                 let what = if kind.is_dir() {
-                    "a directory"
-                } else if kind.is_socket() {
-                    "a socket"
-                } else if kind.is_block_device() {
-                    "a block device"
+                    "it is a directory"
                 } else {
-                    "not a regular file"
+                    "it is not a regular file, a pipe or a device"
                 };
-                return refuse(format!("it is {what}"));
+                return refuse(what.into());
             }
         }
         let name = path

@@ -612,9 +612,12 @@ fn open_read_only(path: &Path) -> Result<Connection> {
 /// A path as the path of a `file:` URI: every byte outside the unreserved set and `/`
 /// percent-encoded.
 fn uri_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().into_owned().into_bytes();
     let mut out = String::new();
-    for &b in path.as_os_str().as_bytes() {
+    for b in bytes {
         if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
             out.push(b as char);
         } else {
