@@ -136,8 +136,6 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
     let mut next_seq: HashMap<(Namespace, u32), u32> = HashMap::new();
     let mut first_line: HashMap<trajwiki_core::MessageId, (usize, usize)> = HashMap::new();
     let mut out: Vec<SourceMessage> = Vec::new();
-    // Each message's line as parsed, to tell a repeated line from a conflicting one.
-    let mut lines_of: Vec<Value> = Vec::new();
     for item in lines(file, text) {
         let (line, value) = item?;
         let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
@@ -147,7 +145,8 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
         let session = rec.u32("session")?;
         let counter = next_seq.entry((namespace.clone(), session)).or_insert(0);
         let counted = *counter;
-        let seq = match rec.opt_u32("seq")? {
+        let given = rec.opt_u32("seq")?;
+        let seq = match given {
             Some(0) => return Err(rec.error("seq", "a position from 1", "0")),
             Some(s) => s,
             None => counter.checked_add(1).ok_or_else(|| {
@@ -200,8 +199,15 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
         // The same message twice is one message; two different ones with one identity (a ref,
         // or a session and position, used twice) are an error in the file.
         match first_line.get(&message.id) {
-            // The same line again: one message, and it takes no position of its own.
-            Some(&(_, i)) if lines_of[i] == value => {
+            // The same line again (its position, when not given, counted on from the first):
+            // one message, and it takes no position of its own.
+            Some(&(_, i))
+                if out[i]
+                    == (SourceMessage {
+                        seq: if given.is_none() { out[i].seq } else { seq },
+                        ..message.clone()
+                    }) =>
+            {
                 if let Some(c) = next_seq.get_mut(&(message.namespace.clone(), session)) {
                     *c = counted;
                 }
@@ -217,7 +223,6 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
             None => {
                 first_line.insert(message.id.clone(), (line, out.len()));
                 out.push(message);
-                lines_of.push(value.clone());
             }
         }
     }
