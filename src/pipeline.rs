@@ -76,14 +76,16 @@ pub fn embed_read(
     Ok((rows, computed.len()))
 }
 
+/// The (text hash, vector) of each text a call embedded because the cache lacked it.
+type Embedded = Vec<(String, Vec<f32>)>;
+
 /// The rows of `texts` (cached ones from the store, the others embedded in one batch, each
-/// distinct text once) and the (hash, vector) of each text embedded.
-#[allow(clippy::type_complexity)]
+/// distinct text once) and what was embedded.
 fn embed_through_cache(
     store: &Store,
     embedder: &dyn Embedder,
     texts: &[&str],
-) -> Result<(Vec<Vec<f32>>, Vec<(String, Vec<f32>)>), PipelineError> {
+) -> Result<(Vec<Vec<f32>>, Embedded), PipelineError> {
     let model = embedder.model_id().to_string();
     let dim = embedder.dim();
     let hashes: Vec<String> = texts.iter().map(|t| trajwiki_core::text_hash(t)).collect();
