@@ -225,20 +225,32 @@ fn claim_rows(
     states: bool,
 ) -> Result<Vec<(Claim, ClaimStatus)>> {
     let col = scope.column();
-    let state = if states {
-        "s.status FROM claims c
-         LEFT JOIN claim_state s ON s.namespace = c.namespace AND s.claim = c.id"
-    } else {
-        "NULL FROM claims c"
-    };
     let mut sources = positioned::<MessageId>(
         conn,
         scope,
         ("claims", "claim_sources", "claim", "message", "position"),
     )?;
+    // The states are one key range of `claim_state`, read in claim order and merged with the
+    // claims (a join looked each one up: twice the time of both reads).
+    let mut states = if states {
+        let sql = match scope {
+            Scope::Namespace(_) => {
+                "SELECT claim, status FROM claim_state WHERE namespace = ?1 ORDER BY claim"
+            }
+            Scope::Id(_) => {
+                "SELECT claim, status FROM claim_state
+                 WHERE namespace = (SELECT namespace FROM claims WHERE id = ?1) AND claim = ?1"
+            }
+        };
+        ChildLists::new(rows(conn, sql, scope, "reading claim states", |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?)
+    } else {
+        ChildLists::new(Vec::new())
+    };
     let sql = format!(
-        "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from, {state}
-         WHERE c.{col} = ?1"
+        "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from
+         FROM claims c WHERE c.{col} = ?1"
     );
     type ClaimRow = (
         String,
@@ -247,7 +259,6 @@ fn claim_rows(
         String,
         String,
         String,
-        Option<String>,
         Option<String>,
     );
     let status = |s: &str, table, cid: &str| {
@@ -264,29 +275,27 @@ fn claim_rows(
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     found
         .into_iter()
-        .map(
-            |(id, ns, snapshot, text, created, quote, revised_from, current)| {
-                let cid = id.as_str();
-                let created = status(&created, "claims", cid)?;
-                let current = match current {
-                    Some(s) => status(&s, "claim_state", cid)?,
-                    None => created,
-                };
-                let claim = Claim {
-                    namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
-                    snapshot: stored_id(snapshot, "claims", "snapshot", cid)?,
-                    text,
-                    status: created,
-                    source_message_ids: sources.of(cid),
-                    quote,
-                    revised_from: revised_from
-                        .map(|r| stored_id(r, "claims", "revised_from", cid))
-                        .transpose()?,
-                    id: stored_id(id, "claims", "id", "")?,
-                };
-                Ok((claim, current))
-            },
-        )
+        .map(|(id, ns, snapshot, text, created, quote, revised_from)| {
+            let cid = id.as_str();
+            let created = status(&created, "claims", cid)?;
+            let current = match states.of(cid).pop() {
+                Some(s) => status(&s, "claim_state", cid)?,
+                None => created,
+            };
+            let claim = Claim {
+                namespace: parse_stored(Namespace::new(ns), "claims", "namespace", cid)?,
+                snapshot: stored_id(snapshot, "claims", "snapshot", cid)?,
+                text,
+                status: created,
+                source_message_ids: sources.of(cid),
+                quote,
+                revised_from: revised_from
+                    .map(|r| stored_id(r, "claims", "revised_from", cid))
+                    .transpose()?,
+                id: stored_id(id, "claims", "id", "")?,
+            };
+            Ok((claim, current))
+        })
         .collect()
 }
 
