@@ -23,7 +23,8 @@ pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let (messages, runs) = store.namespace_counts(&ns)?;
-    if !store.namespaces()?.contains(&ns) {
+    // A namespace exists while it holds messages or runs.
+    if messages == 0 && runs == 0 {
         return Err(UsageError(format!(
             "namespace {ns} does not exist in {}",
             store.dir().display()
