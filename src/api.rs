@@ -174,10 +174,8 @@ fn load_model_unchecked(
             None => None,
         };
         return match dim {
-            Some(dim) => {
-                trajwiki_core::limits::EMBEDDING_DIM.check(dim)?;
-                Ok(cpu(Box::new(HashingEmbedder::new(dim)), Some("is lexical")))
-            }
+            // The dimension is checked by `load_model`, before anything is embedded.
+            Some(dim) => Ok(cpu(Box::new(HashingEmbedder::new(dim)), Some("is lexical"))),
             None => Err(EmbedError::ModelNotFound {
                 path: PathBuf::from(spec),
                 hint: "the lexical model is named hashing or hashing-<dimension>".into(),

@@ -472,13 +472,6 @@ fn build_once(
     let position = (model_id.clone(), config_json.clone(), pending.clone());
     if !unchanged {
         let dirty = fold.take_dirty();
-        // The routing texts of the pages this build changes, embedded (and cached) once it has
-        // committed: a query finds every page vector in the cache and writes nothing.
-        let page_texts: Vec<String> = changed
-            .iter()
-            .filter(|p| p.kind != trajwiki_core::PageKind::Index)
-            .map(|p| p.routing_text.clone())
-            .collect();
         let batch = MemoryBatch {
             namespace: ns.clone(),
             trajectories: dirty
@@ -520,7 +513,13 @@ fn build_once(
         report.commit_ms = committing.elapsed().as_millis();
         match committed {
             Ok(()) => {
-                let refs: Vec<&str> = page_texts.iter().map(String::as_str).collect();
+                // The routing texts of the pages this build changed, embedded and cached: a
+                // query finds every page vector in the cache and writes nothing.
+                let changed = batch.page_updates.iter().flat_map(|u| &u.changed);
+                let refs: Vec<&str> = changed
+                    .filter(|p| p.kind != trajwiki_core::PageKind::Index)
+                    .map(|p| p.routing_text.as_str())
+                    .collect();
                 embed_cached(store, embedder, &refs)?;
             }
             Err(StoreError::Conflict { kind, id, .. }) => {
