@@ -746,3 +746,76 @@ pub fn history(store: &Store, id: &str, as_of: Option<Timestamp>) -> Result<Hist
         entries,
     })
 }
+
+/// A store's cache of model responses for one namespace, on a connection of its own (so that a
+/// client can use it from any thread). Nothing is written to a store opened read only.
+pub struct StoreResponses {
+    store: std::sync::Mutex<Store>,
+    namespace: Namespace,
+}
+
+impl StoreResponses {
+    /// The cache of `ns` in the store at `dir`, opened as `read_only` says.
+    pub fn open(dir: &std::path::Path, ns: &Namespace, read_only: bool) -> Result<Self, ApiError> {
+        let store = if read_only {
+            Store::open_read_only(dir)?
+        } else {
+            Store::open_existing(dir)?
+        };
+        Ok(StoreResponses {
+            store: std::sync::Mutex::new(store),
+            namespace: ns.clone(),
+        })
+    }
+}
+
+impl trajwiki_llm::ResponseCache for StoreResponses {
+    fn get(&self, key: &str) -> Option<String> {
+        let store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        store.llm_response(key).ok().flatten()
+    }
+
+    fn put(&self, key: &str, model: &str, response: &str) -> Result<(), String> {
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if store.is_read_only() {
+            return Ok(());
+        }
+        store
+            .put_llm_response(&self.namespace, key, model, response)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A search and the answer written from its context.
+#[derive(Debug, Clone, Serialize)]
+pub struct Asked {
+    /// The retrieval.
+    pub search: Search,
+    /// The checked answer (see [`crate::answer`]).
+    pub answer: crate::answer::Answer,
+}
+
+/// Answers a question from a loaded index: the search of [`search_index`], then an answer from
+/// its context by `client`'s model, checked (see [`crate::answer`]). Without a client the answer
+/// is [`crate::answer::AnswerStatus::NoAnswerModel`] and the evidence is all there is.
+pub fn ask_index(
+    loaded: &LoadedIndex,
+    loaded_now: bool,
+    embedder: &dyn Embedder,
+    query: &Query<'_>,
+    backend: &dyn ScoringBackend,
+    client: Option<&trajwiki_llm::Client>,
+) -> Result<Asked, ApiError> {
+    use crate::answer::{answer, Answer, AnswerStatus, NO_MODEL};
+    let search = search_index(loaded, loaded_now, embedder, query, backend)?;
+    let answer = match client {
+        Some(client) => answer(
+            client,
+            &search.context.text,
+            &search.context.source_refs,
+            query.question,
+        ),
+        None => Answer::without_model(AnswerStatus::NoAnswerModel, NO_MODEL.to_string()),
+    };
+    Ok(Asked { search, answer })
+}

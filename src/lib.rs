@@ -18,14 +18,17 @@ pub use trajwiki_compute as compute;
 pub use trajwiki_core as core;
 pub use trajwiki_embed as embed;
 pub use trajwiki_ingest as ingest;
+pub use trajwiki_llm as llm;
 pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
 pub use trajwiki_text as text;
 
+pub mod answer;
 pub mod api;
 pub mod cache;
 pub mod eval;
 pub mod export;
+pub mod metrics;
 pub mod pipeline;
 pub mod plot;
 pub mod retrieval;

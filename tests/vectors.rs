@@ -108,7 +108,8 @@ fn downgrade_to_schema_2(store: &Path) {
     }
     conn.execute_batch(
         "CREATE INDEX snapshot_messages_by_message ON snapshot_messages (message);
-         DROP TABLE vector_files; DROP INDEX messages_by_arrival; PRAGMA user_version = 2;",
+         DROP TABLE vector_files; DROP INDEX messages_by_arrival; DROP TABLE llm_responses;
+         PRAGMA user_version = 2;",
     )
     .unwrap();
     drop(conn);

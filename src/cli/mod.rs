@@ -28,6 +28,7 @@ macro_rules! outjson {
 mod output;
 mod safe;
 
+mod ask;
 mod delete;
 mod device;
 mod embed;
@@ -92,6 +93,9 @@ enum Command {
     Embed(embed::EmbedArgs),
     /// Retrieve the evidence for a question: context under a budget, and its retrieval path.
     Query(query::QueryArgs),
+    /// Answer a question from the memory with a language model (OpenAI-compatible endpoint),
+    /// citing the source messages; without a model, the evidence alone.
+    Ask(ask::AskArgs),
     /// Evaluate retrieval.
     #[command(subcommand)]
     Eval(query::EvalCommand),
@@ -202,6 +206,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Model(args) => model::run(&args),
         Command::Embed(args) => embed::run(&args, global),
         Command::Query(args) => query::query(&args, global),
+        Command::Ask(args) => ask::ask(&args, global),
         Command::Eval(cmd) => query::eval(&cmd, global),
         Command::Trace(cmd) => trace::run(&cmd, global),
     }

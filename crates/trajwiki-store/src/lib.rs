@@ -33,6 +33,7 @@ mod check;
 mod embeddings;
 mod error;
 mod fold;
+mod llm;
 mod memory;
 mod raw;
 mod read;
@@ -63,6 +64,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0003_vectors.sql"),
     include_str!("../migrations/0004_namespace_lists.sql"),
     include_str!("../migrations/0005_application_id.sql"),
+    include_str!("../migrations/0006_llm_responses.sql"),
 ];
 
 /// SQLite's application id of a trajwiki database ("TWKI"), set by migration 5.
@@ -657,6 +659,7 @@ pub(crate) fn delete_in(
         "DELETE FROM run_steps WHERE run IN (SELECT id FROM runs WHERE namespace = ?1)",
         "DELETE FROM runs WHERE namespace = ?1",
         "DELETE FROM vector_files WHERE namespace = ?1",
+        "DELETE FROM llm_responses WHERE namespace = ?1",
         "DELETE FROM messages WHERE namespace = ?1",
         "DELETE FROM namespaces WHERE id = ?1",
     ];

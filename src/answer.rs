@@ -1,0 +1,392 @@
+//! Answers from a retrieved context (SPEC §3, step 6).
+//!
+//! A model reads the context and writes a structured answer: `can_answer`, `answer_type`,
+//! `final_answer`, `supporting_facts`, `supporting_source_refs`, `counted_events`,
+//! `excluded_events`, `uncertainties`, `abstain_reason`. What it writes is a hint, checked here:
+//! a reply that does not follow the schema is asked for again once, with what was wrong; refs
+//! that are not in the context are removed; an answer left without a valid ref becomes an
+//! abstention, with the reason; a count is the number of distinct counted events that are not
+//! also excluded. Without a model, or with the model unreachable, the result says so and the
+//! evidence is still returned: the memory never depends on a model to be read.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use trajwiki_llm::{Client, JsonRequest, LlmError, Message, Phase};
+
+/// What became of a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStatus {
+    /// Answered, with at least one source ref from the context.
+    Answered,
+    /// The model found no supported answer (or its answer had no valid support).
+    Abstained,
+    /// No model is configured: the evidence alone is returned.
+    NoAnswerModel,
+    /// The model could not be reached or kept giving unusable replies: the evidence alone.
+    ModelUnavailable,
+}
+
+/// The kinds of answer the schema allows.
+pub const ANSWER_TYPES: [&str; 6] = ["fact", "list", "count", "temporal", "yes_no", "other"];
+
+/// A checked answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    /// What became of the question.
+    pub status: AnswerStatus,
+    /// The answer (empty unless answered).
+    pub final_answer: String,
+    /// One of [`ANSWER_TYPES`] (empty without a model).
+    pub answer_type: String,
+    /// The facts the answer rests on, as the model stated them.
+    pub supporting_facts: Vec<String>,
+    /// Refs of the context's source messages that support the answer.
+    pub supporting_source_refs: Vec<String>,
+    /// For a count: the distinct events counted.
+    pub counted_events: Vec<String>,
+    /// Events the model considered and left out (planned, uncertain, duplicates).
+    pub excluded_events: Vec<String>,
+    /// What the model was unsure of.
+    pub uncertainties: Vec<String>,
+    /// Why there is no answer (abstained, no model, model unavailable).
+    pub abstain_reason: Option<String>,
+    /// Refs the model cited that are not in the context (removed).
+    pub removed_refs: Vec<String>,
+    /// Changes the checks made to the model's answer.
+    pub corrections: Vec<String>,
+    /// Replies asked for (0 without a model; a retry after invalid output makes 2).
+    pub attempts: u32,
+}
+
+impl Answer {
+    /// An answer that is only a status and a reason.
+    pub fn without_model(status: AnswerStatus, reason: String) -> Self {
+        Answer {
+            status,
+            final_answer: String::new(),
+            answer_type: String::new(),
+            supporting_facts: Vec::new(),
+            supporting_source_refs: Vec::new(),
+            counted_events: Vec::new(),
+            excluded_events: Vec::new(),
+            uncertainties: Vec::new(),
+            abstain_reason: Some(reason),
+            removed_refs: Vec::new(),
+            corrections: Vec::new(),
+            attempts: 0,
+        }
+    }
+}
+
+/// The reason given when no model is configured.
+pub const NO_MODEL: &str = "no answer model configured (set TRAJWIKI_LLM_BASE_URL and TRAJWIKI_LLM_MODEL, or pass --llm-base-url and --llm-model)";
+
+/// The JSON schema of an answer.
+pub fn answer_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": [
+            "can_answer", "answer_type", "final_answer", "supporting_facts",
+            "supporting_source_refs", "counted_events", "excluded_events", "uncertainties",
+            "abstain_reason"
+        ],
+        "properties": {
+            "can_answer": {"type": "boolean"},
+            "answer_type": {"type": "string", "enum": ANSWER_TYPES},
+            "final_answer": {"type": "string"},
+            "supporting_facts": strings,
+            "supporting_source_refs": strings,
+            "counted_events": strings,
+            "excluded_events": strings,
+            "uncertainties": strings,
+            "abstain_reason": {"type": "string"},
+        },
+    })
+}
+
+const INSTRUCTIONS: &str = "You answer a question about a long conversation from a memory \
+context. Each source message in the context starts with its ref (for example D3:12). Use only \
+the context. Cite in supporting_source_refs the refs of the messages that support the answer, \
+exactly as written. Keep final_answer short: a name, a date, a phrase, a number. For a count, \
+list each distinct event once in counted_events and put planned, uncertain or repeated ones in \
+excluded_events. When the context does not support an answer, set can_answer to false, leave \
+final_answer empty and say why in abstain_reason.";
+
+/// The messages that ask for an answer.
+pub fn answer_messages(context: &str, question: &str) -> Vec<Message> {
+    vec![
+        Message::system(INSTRUCTIONS),
+        Message::user(format!("Context:\n{context}\n\nQuestion: {question}")),
+    ]
+}
+
+/// Asks `client` for an answer to `question` from `context`, whose source refs are
+/// `context_refs`, and checks it (see the module documentation).
+pub fn answer(client: &Client, context: &str, context_refs: &[String], question: &str) -> Answer {
+    let schema = answer_schema();
+    let mut messages = answer_messages(context, question);
+    let refs: BTreeSet<&str> = context_refs.iter().map(String::as_str).collect();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let phase = if attempts == 1 {
+            Phase::Answer
+        } else {
+            Phase::Repair
+        };
+        let request = JsonRequest {
+            phase,
+            messages: &messages,
+            schema_name: "answer",
+            schema: &schema,
+        };
+        let problems = match client.json(&request) {
+            Ok(object) => match check(&object, &refs) {
+                Ok(mut answer) => {
+                    answer.attempts = attempts;
+                    return answer;
+                }
+                Err(problems) => {
+                    messages.push(Message::assistant(Value::Object(object).to_string()));
+                    problems
+                }
+            },
+            Err(LlmError::BadOutput { reason, excerpt }) => {
+                messages.push(Message::assistant(excerpt));
+                vec![reason]
+            }
+            Err(e) => {
+                let mut a = Answer::without_model(AnswerStatus::ModelUnavailable, e.to_string());
+                a.attempts = attempts;
+                return a;
+            }
+        };
+        if attempts >= 2 {
+            let mut a = Answer::without_model(
+                AnswerStatus::ModelUnavailable,
+                format!(
+                    "the model's replies did not follow the answer schema: {}",
+                    problems.join("; ")
+                ),
+            );
+            a.attempts = attempts;
+            return a;
+        }
+        messages.push(Message::user(format!(
+            "Your reply did not follow the schema: {}. Reply again with one JSON object that does.",
+            problems.join("; ")
+        )));
+    }
+}
+
+/// The fields of a reply, or what is wrong with them.
+fn check(object: &Map<String, Value>, refs: &BTreeSet<&str>) -> Result<Answer, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut text = |field: &str| -> String {
+        match object.get(field) {
+            Some(Value::String(s)) => s.trim().to_string(),
+            Some(_) => {
+                problems.push(format!("{field} must be a string"));
+                String::new()
+            }
+            None => {
+                problems.push(format!("{field} is missing"));
+                String::new()
+            }
+        }
+    };
+    let final_answer = text("final_answer");
+    let answer_type = text("answer_type");
+    let abstain_reason = text("abstain_reason");
+    let mut list = |field: &str| -> Vec<String> {
+        match object.get(field) {
+            Some(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match item {
+                        Value::String(s) if !s.trim().is_empty() => out.push(s.trim().to_string()),
+                        Value::String(_) => {}
+                        _ => problems.push(format!("{field} must hold strings")),
+                    }
+                }
+                out
+            }
+            Some(_) => {
+                problems.push(format!("{field} must be a list of strings"));
+                Vec::new()
+            }
+            None => {
+                problems.push(format!("{field} is missing"));
+                Vec::new()
+            }
+        }
+    };
+    let supporting_facts = list("supporting_facts");
+    let cited = list("supporting_source_refs");
+    let counted = list("counted_events");
+    let excluded_events = list("excluded_events");
+    let uncertainties = list("uncertainties");
+    let can_answer = match object.get("can_answer") {
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            problems.push("can_answer must be true or false".into());
+            false
+        }
+        None => {
+            problems.push("can_answer is missing".into());
+            false
+        }
+    };
+    if !answer_type.is_empty() && !ANSWER_TYPES.contains(&answer_type.as_str()) {
+        problems.push(format!(
+            "answer_type must be one of {}",
+            ANSWER_TYPES.join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    // Refs: those of the context, each once, in the order cited.
+    let mut supporting_source_refs = Vec::new();
+    let mut removed_refs = Vec::new();
+    for r in cited {
+        let r = r.trim_matches(|c| c == '[' || c == ']').to_string();
+        if refs.contains(r.as_str()) {
+            if !supporting_source_refs.contains(&r) {
+                supporting_source_refs.push(r);
+            }
+        } else if !removed_refs.contains(&r) {
+            removed_refs.push(r);
+        }
+    }
+    // Counted events: distinct (ignoring case and spacing) and not also excluded.
+    let key = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let excluded: BTreeSet<String> = excluded_events.iter().map(|e| key(e)).collect();
+    let mut seen = BTreeSet::new();
+    let counted_events: Vec<String> = counted
+        .into_iter()
+        .filter(|e| !excluded.contains(&key(e)) && seen.insert(key(e)))
+        .collect();
+    let mut corrections = Vec::new();
+    let mut final_answer = final_answer;
+    if answer_type == "count" && !counted_events.is_empty() {
+        let n = counted_events.len();
+        if final_answer.trim().parse::<usize>().ok() != Some(n) {
+            corrections.push(format!(
+                "count set to the {n} distinct counted events (the model said {final_answer:?})"
+            ));
+            final_answer = n.to_string();
+        }
+    }
+    let (status, abstain_reason) = if !can_answer || final_answer.is_empty() {
+        let reason = if abstain_reason.is_empty() {
+            "the model found no answer in the context".to_string()
+        } else {
+            abstain_reason
+        };
+        (AnswerStatus::Abstained, Some(reason))
+    } else if supporting_source_refs.is_empty() {
+        (
+            AnswerStatus::Abstained,
+            Some(if removed_refs.is_empty() {
+                "the answer cites no source message of the context".to_string()
+            } else {
+                format!(
+                    "the answer cites only refs that are not in the context ({})",
+                    removed_refs.join(", ")
+                )
+            }),
+        )
+    } else {
+        (AnswerStatus::Answered, None)
+    };
+    if status == AnswerStatus::Abstained && !final_answer.is_empty() {
+        corrections.push(format!("unsupported answer {final_answer:?} withdrawn"));
+        final_answer.clear();
+    }
+    Ok(Answer {
+        status,
+        final_answer,
+        answer_type,
+        supporting_facts,
+        supporting_source_refs,
+        counted_events,
+        excluded_events,
+        uncertainties,
+        abstain_reason,
+        removed_refs,
+        corrections,
+        attempts: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(v: Value) -> Map<String, Value> {
+        let mut base = json!({
+            "can_answer": true, "answer_type": "fact", "final_answer": "a sunset",
+            "supporting_facts": [], "supporting_source_refs": ["D1:2"], "counted_events": [],
+            "excluded_events": [], "uncertainties": [], "abstain_reason": ""
+        });
+        for (k, x) in v.as_object().unwrap() {
+            base[k] = x.clone();
+        }
+        base.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn refs_outside_the_context_are_removed_and_leave_an_abstention() {
+        let refs: BTreeSet<&str> = ["D1:2", "D1:3"].into();
+        let a = check(
+            &reply(json!({"supporting_source_refs": ["D9:9", "[D1:2]", "D1:2"]})),
+            &refs,
+        )
+        .unwrap();
+        assert_eq!(a.status, AnswerStatus::Answered);
+        assert_eq!(a.supporting_source_refs, ["D1:2"]);
+        assert_eq!(a.removed_refs, ["D9:9"]);
+        let a = check(&reply(json!({"supporting_source_refs": ["D9:9"]})), &refs).unwrap();
+        assert_eq!(a.status, AnswerStatus::Abstained);
+        assert!(a.final_answer.is_empty());
+        assert!(a.abstain_reason.unwrap().contains("D9:9"));
+    }
+
+    #[test]
+    fn counts_are_the_distinct_events_not_excluded() {
+        let refs: BTreeSet<&str> = ["D1:2"].into();
+        let a = check(
+            &reply(json!({
+                "answer_type": "count", "final_answer": "4",
+                "counted_events": ["Paris trip", "paris  trip", "Rome trip", "Oslo trip"],
+                "excluded_events": ["Oslo trip"]
+            })),
+            &refs,
+        )
+        .unwrap();
+        assert_eq!(a.final_answer, "2");
+        assert_eq!(a.counted_events, ["Paris trip", "Rome trip"]);
+        assert_eq!(a.corrections.len(), 1);
+    }
+
+    #[test]
+    fn schema_violations_are_listed() {
+        let refs: BTreeSet<&str> = BTreeSet::new();
+        let mut bad = reply(json!({"answer_type": "poem", "counted_events": "x"}));
+        bad.remove("can_answer");
+        let problems = check(&bad, &refs).unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+}

@@ -1,0 +1,192 @@
+//! `trajwiki ask`: a question answered from a namespace's memory by a language model, with the
+//! evidence it rests on; without a model, the evidence alone and a status that says so.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use trajwiki::answer::AnswerStatus;
+use trajwiki::api::{ask_index, open_index, Query, StoreResponses};
+use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
+use trajwiki_core::Namespace;
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+
+use super::device::scoring;
+use super::memory::load_embedder_on;
+use super::safe::line;
+use super::{Global, StoreArg, UsageError};
+
+/// Where the language model is: flags, else the environment.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LlmArgs {
+    /// Base URL of an OpenAI-compatible endpoint, up to and including `/v1`.
+    #[arg(long, env = trajwiki::llm::ENV_BASE_URL)]
+    llm_base_url: Option<String>,
+    /// Model name sent to the endpoint.
+    #[arg(long, env = trajwiki::llm::ENV_MODEL)]
+    llm_model: Option<String>,
+    /// API key (sent as a bearer token; never stored or printed).
+    #[arg(long, env = trajwiki::llm::ENV_API_KEY, hide_env_values = true)]
+    llm_api_key: Option<String>,
+    /// Seconds a request may take.
+    #[arg(long, default_value_t = 60.0)]
+    llm_timeout: f64,
+    /// Retries after a 429, a 5xx or a transport failure.
+    #[arg(long, default_value_t = 3)]
+    llm_retries: u32,
+}
+
+impl LlmArgs {
+    /// The configuration, or `None` when no endpoint and model are given.
+    pub(crate) fn config(&self) -> anyhow::Result<Option<LlmConfig>> {
+        let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        let (url, model) = match (given(&self.llm_base_url), given(&self.llm_model)) {
+            (Some(url), Some(model)) => (url, model),
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(UsageError(
+                    "--llm-base-url needs --llm-model (or TRAJWIKI_LLM_MODEL)".into(),
+                )
+                .into())
+            }
+            (None, Some(_)) => {
+                return Err(UsageError(
+                    "--llm-model needs --llm-base-url (or TRAJWIKI_LLM_BASE_URL)".into(),
+                )
+                .into())
+            }
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(UsageError(format!(
+                "--llm-base-url {}: expected an http:// or https:// URL",
+                line(&url)
+            ))
+            .into());
+        }
+        if !(self.llm_timeout.is_finite() && self.llm_timeout > 0.0) {
+            return Err(UsageError(format!(
+                "--llm-timeout {}: expected a positive number of seconds",
+                self.llm_timeout
+            ))
+            .into());
+        }
+        let mut config = LlmConfig::new(url, model);
+        config.api_key = given(&self.llm_api_key).map(ApiKey::new);
+        config.timeout = Duration::from_secs_f64(self.llm_timeout);
+        config.retries = self.llm_retries;
+        Ok(Some(config))
+    }
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| format!("unknown mode {s}"))
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AskArgs {
+    #[command(flatten)]
+    store: StoreArg,
+    /// The namespace to ask.
+    #[arg(long)]
+    namespace: String,
+    /// The question.
+    question: String,
+    /// Context budget in whitespace tokens.
+    #[arg(long, default_value_t = 2700)]
+    budget: usize,
+    /// Retrieval mode.
+    #[arg(long, default_value = "full", value_parser = parse_mode)]
+    mode: Mode,
+    /// Embedding model (the one the memory was built with).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    #[command(flatten)]
+    llm: LlmArgs,
+    /// Print JSON: the answer, its status, the context and its evidence, model usage.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
+    trajwiki_core::limits::QUESTION_BYTES.check(args.question.len())?;
+    let llm = args.llm.config()?;
+    let store = args.store.open()?;
+    let ns = Namespace::new(args.namespace.as_str())?;
+    let backend = scoring(global.device)?;
+    let loaded = load_embedder_on(&args.model, global)?;
+    let embedder = loaded.embedder;
+    let index = std::mem::ManuallyDrop::new(open_index(&store, &ns, embedder.as_ref())?);
+    let client = match llm {
+        Some(config) => {
+            let cache = StoreResponses::open(store.dir(), &ns, store.is_read_only())?;
+            Some(Client::new(
+                config,
+                Some(Arc::new(cache) as Arc<dyn ResponseCache>),
+            ))
+        }
+        None => None,
+    };
+    let config = RetrievalConfig::default();
+    let query = Query {
+        question: &args.question,
+        mode: args.mode,
+        budget: args.budget,
+        config: &config,
+    };
+    let asked = ask_index(
+        &index,
+        true,
+        embedder.as_ref(),
+        &query,
+        backend.as_ref(),
+        client.as_ref(),
+    )?;
+    let (answer, search) = (&asked.answer, &asked.search);
+    match answer.status {
+        AnswerStatus::NoAnswerModel | AnswerStatus::ModelUnavailable => global.say(format!(
+            "warning: {}; the evidence is printed without an answer",
+            answer.abstain_reason.as_deref().unwrap_or_default()
+        )),
+        AnswerStatus::Answered | AnswerStatus::Abstained => {}
+    }
+    if args.json {
+        let value = serde_json::json!({
+            "question": search.question,
+            "status": answer.status,
+            "answer": answer,
+            "context": search.context.text,
+            "source_refs": search.context.source_refs,
+            "context_tokens": search.context.tokens,
+            "evidence": search.evidence,
+            "llm": client.as_ref().map(|c| serde_json::json!({
+                "model": c.config().model,
+                "base_url": c.config().base_url,
+                "usage": c.usage(),
+            })),
+        });
+        outjson!(serde_json::to_string_pretty(&value)?)?;
+        return Ok(());
+    }
+    match answer.status {
+        AnswerStatus::Answered => {
+            outln!(
+                "Answer: {} [{}]",
+                answer.final_answer,
+                answer.supporting_source_refs.join(", ")
+            )?;
+        }
+        status => {
+            let name = serde_json::to_value(status)?;
+            outln!(
+                "No answer ({}): {}",
+                name.as_str().unwrap_or_default(),
+                answer.abstain_reason.as_deref().unwrap_or_default()
+            )?;
+        }
+    }
+    for c in &answer.corrections {
+        outln!("note: {c}")?;
+    }
+    outln!("\n--- evidence ({} tokens) ---", search.context.tokens)?;
+    outln!("{}", search.context.text)?;
+    Ok(())
+}

@@ -1,0 +1,490 @@
+//! `trajwiki ask` against a scripted OpenAI-compatible server on 127.0.0.1 (real HTTP): valid
+//! answers, refs outside the context, malformed and schema-breaking replies and their one retry,
+//! a server without structured outputs, 429 and 5xx retried, timeouts and a dead endpoint, the
+//! response cache, the API key kept out of every output and file, and no model at all.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{bin, demo, ok};
+use serde_json::{json, Value};
+
+/// One scripted reply: status, extra headers, body, and a delay before it.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+    delay: Duration,
+}
+
+impl Reply {
+    /// A chat completion whose message content is `content`.
+    fn content(content: &str) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            body: json!({
+                "choices": [{"message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+            })
+            .to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A chat completion holding `answer` as JSON.
+    fn answer(answer: Value) -> Reply {
+        Reply::content(&answer.to_string())
+    }
+
+    fn status(status: u16, body: &str) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: body.to_string(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// A request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    authorization: Option<String>,
+    body: Value,
+}
+
+/// A server answering each request with the next scripted reply (the last one repeats).
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn start(script: Vec<Reply>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut next = 0;
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let reply = script[next.min(script.len() - 1)].clone();
+                next += 1;
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || serve(stream, reply, log));
+            }
+        });
+        Server { url, seen }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(stream: TcpStream, reply: Reply, log: Arc<Mutex<Vec<Seen>>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let (mut length, mut authorization) = (0usize, None);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap(); // request line
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+            break;
+        }
+        let (name, value) = line.split_once(':').unwrap();
+        match name.to_ascii_lowercase().as_str() {
+            "content-length" => length = value.trim().parse().unwrap(),
+            "authorization" => authorization = Some(value.trim().to_string()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).unwrap();
+    log.lock().unwrap().push(Seen {
+        authorization,
+        body: serde_json::from_slice(&body).unwrap(),
+    });
+    std::thread::sleep(reply.delay);
+    let mut out = stream;
+    let mut head = format!(
+        "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        reply.status,
+        reply.body.len()
+    );
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = out.write_all(head.as_bytes());
+    let _ = out.write_all(reply.body.as_bytes());
+}
+
+/// Runs `trajwiki` with `args` and none of the model settings of the environment: (exit code,
+/// stdout, stderr).
+fn trajwiki(args: &[&str]) -> (i32, String, String) {
+    let out = bin()
+        .args(args)
+        .env_remove(trajwiki::llm::ENV_BASE_URL)
+        .env_remove(trajwiki::llm::ENV_MODEL)
+        .env_remove(trajwiki::llm::ENV_API_KEY)
+        .output()
+        .expect("trajwiki runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A store holding the demo conversation, built with the hashing model.
+fn demo_store() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    ok(&[
+        "build",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+    ]);
+    dir
+}
+
+const QUESTION: &str = "What did Maya make at the pottery workshop?";
+
+/// `trajwiki ask --json` on the demo store against `url` (no model when `None`), with `extra`
+/// arguments; (exit code, parsed stdout, stderr).
+fn ask(dir: &Path, url: Option<&str>, extra: &[&str]) -> (i32, Value, String) {
+    let store = dir.join("store");
+    let mut args = vec![
+        "ask",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "--json",
+    ];
+    if !extra.contains(&"--llm-retries") {
+        args.extend(["--llm-retries", "2"]);
+    }
+    if let Some(url) = url {
+        args.extend(["--llm-base-url", url, "--llm-model", "scripted"]);
+    }
+    args.extend_from_slice(extra);
+    args.push(QUESTION);
+    let (code, out, err) = trajwiki(&args);
+    let value = serde_json::from_str(&out).unwrap_or(Value::Null);
+    (code, value, err)
+}
+
+fn good_answer(refs: &[&str]) -> Value {
+    json!({
+        "can_answer": true, "answer_type": "fact", "final_answer": "a blue clay bowl",
+        "supporting_facts": ["Maya made her first bowl"], "supporting_source_refs": refs,
+        "counted_events": [], "excluded_events": [], "uncertainties": [], "abstain_reason": ""
+    })
+}
+
+#[test]
+fn an_answer_cites_the_context_and_refs_outside_it_are_removed() {
+    let dir = demo_store();
+    let server = Server::start(vec![Reply::answer(good_answer(&["S1:3", "S9:99"]))]);
+    let (code, out, err) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["status"], "answered");
+    assert_eq!(out["answer"]["final_answer"], "a blue clay bowl");
+    assert_eq!(out["answer"]["supporting_source_refs"], json!(["S1:3"]));
+    assert_eq!(out["answer"]["removed_refs"], json!(["S9:99"]));
+    assert!(out["source_refs"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("S1:3")));
+    // One request: the schema as a structured output, the context in the prompt.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let body = &seen[0].body;
+    assert_eq!(body["model"], "scripted");
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["required"]
+            .as_array()
+            .unwrap()
+            .len(),
+        9
+    );
+    let prompt = body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("S1:3") && prompt.contains(QUESTION),
+        "{prompt}"
+    );
+    assert_eq!(out["llm"]["usage"]["answer"]["requests"], 1);
+    assert_eq!(out["llm"]["usage"]["answer"]["prompt_tokens"], 100);
+}
+
+#[test]
+fn an_answer_with_only_foreign_refs_becomes_an_abstention() {
+    let dir = demo_store();
+    let server = Server::start(vec![Reply::answer(good_answer(&["D1:1"]))]);
+    let (code, out, _) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "abstained");
+    assert_eq!(out["answer"]["final_answer"], "");
+    assert!(out["answer"]["abstain_reason"]
+        .as_str()
+        .unwrap()
+        .contains("D1:1"));
+    // The evidence is there all the same.
+    assert!(!out["evidence"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn invalid_output_is_asked_for_again_once_with_what_was_wrong() {
+    let dir = demo_store();
+    // Prose without JSON, then a valid answer.
+    let server = Server::start(vec![
+        Reply::content("Maya made a bowl, I think."),
+        Reply::answer(good_answer(&["S1:3"])),
+    ]);
+    let (_, out, _) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(out["status"], "answered");
+    assert_eq!(out["answer"]["attempts"], 2);
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    let retry = seen[1].body["messages"].as_array().unwrap();
+    let last = retry.last().unwrap()["content"].as_str().unwrap();
+    assert!(last.contains("no JSON object"), "{last}");
+    assert_eq!(out["llm"]["usage"]["repair"]["requests"], 1);
+
+    // Missing fields twice: no third request, the evidence without an answer.
+    let dir = demo_store();
+    let server = Server::start(vec![Reply::answer(json!({"final_answer": "a bowl"}))]);
+    let (code, out, _) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "model_unavailable");
+    let reason = out["answer"]["abstain_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("can_answer is missing") && reason.contains("supporting_source_refs"),
+        "{reason}"
+    );
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[test]
+fn a_server_without_structured_outputs_gets_json_mode() {
+    let dir = demo_store();
+    let fenced = format!("```json\n{}\n```", good_answer(&["S1:3"]));
+    let server = Server::start(vec![
+        Reply::status(
+            400,
+            r#"{"error": {"message": "response_format json_schema is not supported"}}"#,
+        ),
+        Reply::content(&fenced),
+    ]);
+    let (_, out, _) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(out["status"], "answered");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].body["response_format"]["type"], "json_object");
+    let last = seen[1].body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("supporting_source_refs"), "{last}");
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried() {
+    let dir = demo_store();
+    let mut limited = Reply::status(429, r#"{"error": "slow down"}"#);
+    limited.headers.push(("Retry-After".into(), "0".into()));
+    let server = Server::start(vec![
+        limited,
+        Reply::status(503, "busy"),
+        Reply::answer(good_answer(&["S1:3"])),
+    ]);
+    let (_, out, _) = ask(dir.path(), Some(&server.url), &["--llm-retries", "2"]);
+    assert_eq!(out["status"], "answered");
+    assert_eq!(server.seen().len(), 3);
+    assert_eq!(out["llm"]["usage"]["answer"]["requests"], 3);
+
+    // Past the retries: the evidence, and the server's last word.
+    let dir = demo_store();
+    let server = Server::start(vec![Reply::status(500, "down for maintenance")]);
+    let (code, out, err) = ask(dir.path(), Some(&server.url), &["--llm-retries", "1"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "model_unavailable");
+    assert!(out["answer"]["abstain_reason"]
+        .as_str()
+        .unwrap()
+        .contains("500"));
+    assert!(err.contains("warning"), "{err}");
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[test]
+fn a_timeout_or_a_dead_endpoint_leaves_the_evidence() {
+    let dir = demo_store();
+    let mut slow = Reply::answer(good_answer(&["S1:3"]));
+    slow.delay = Duration::from_secs(3);
+    let server = Server::start(vec![slow]);
+    let (code, out, _) = ask(
+        dir.path(),
+        Some(&server.url),
+        &["--llm-timeout", "0.3", "--llm-retries", "0"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "model_unavailable");
+    assert!(!out["evidence"].as_array().unwrap().is_empty());
+
+    // Nothing listens on a port just closed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let (code, out, _) = ask(dir.path(), Some(&url), &["--llm-retries", "0"]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "model_unavailable");
+    assert!(out["answer"]["abstain_reason"]
+        .as_str()
+        .unwrap()
+        .contains("unavailable"));
+}
+
+#[test]
+fn a_rerun_is_answered_from_the_cache_without_a_request() {
+    let dir = demo_store();
+    let server = Server::start(vec![Reply::answer(good_answer(&["S1:3"]))]);
+    let (_, first, _) = ask(dir.path(), Some(&server.url), &[]);
+    let (_, second, _) = ask(dir.path(), Some(&server.url), &[]);
+    assert_eq!(server.seen().len(), 1);
+    assert_eq!(first["answer"], second["answer"]);
+    assert_eq!(second["llm"]["usage"]["answer"]["cached"], 1);
+    assert_eq!(second["llm"]["usage"]["answer"]["requests"], 0);
+    // A read-only store is read from and never written.
+    let (_, third, _) = ask(dir.path(), Some(&server.url), &["--read-only"]);
+    assert_eq!(third["answer"], first["answer"]);
+    assert_eq!(server.seen().len(), 1);
+    // Deleting the namespace deletes what the model said about it.
+    ok(&[
+        "delete",
+        "--store",
+        s(&dir.path().join("store")),
+        "--namespace",
+        "demo",
+        "--yes",
+    ]);
+    let found = scan(&dir.path().join("store"), b"a blue clay bowl");
+    assert!(found.is_empty(), "the cached answer survives in {found:?}");
+}
+
+/// Files under `dir` whose bytes contain `needle`.
+fn scan(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in walk(dir) {
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        if bytes.windows(needle.len()).any(|w| w == needle) {
+            found.push(entry.display().to_string());
+        }
+    }
+    found
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_api_key_is_sent_and_never_stored_or_printed() {
+    let dir = demo_store();
+    let key = "sk-trajwiki-test-4242";
+    let server = Server::start(vec![Reply::status(401, r#"{"error": "bad key"}"#)]);
+    let (code, out, err) = ask(dir.path(), Some(&server.url), &["--llm-api-key", key]);
+    assert_eq!(code, 0);
+    assert_eq!(out["status"], "model_unavailable");
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1, "a 401 is not retried");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(format!("Bearer {key}").as_str())
+    );
+    assert!(!out.to_string().contains(key) && !err.contains(key));
+    let server = Server::start(vec![Reply::answer(good_answer(&["S1:3"]))]);
+    let (_, out, err) = ask(dir.path(), Some(&server.url), &["--llm-api-key", key]);
+    assert_eq!(out["status"], "answered");
+    assert!(!out.to_string().contains(key) && !err.contains(key));
+    assert!(scan(&dir.path().join("store"), key.as_bytes()).is_empty());
+}
+
+#[test]
+fn without_a_model_the_evidence_comes_with_a_clear_status() {
+    let dir = demo_store();
+    let (code, out, err) = ask(dir.path(), None, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out["status"], "no_answer_model");
+    assert!(out["llm"].is_null());
+    assert!(out["answer"]["abstain_reason"]
+        .as_str()
+        .unwrap()
+        .contains("no answer model configured"));
+    assert!(!out["evidence"].as_array().unwrap().is_empty());
+    assert!(err.contains("no answer model configured"), "{err}");
+    // Half a configuration, or a URL that is not one, is a usage error.
+    let store = dir.path().join("store");
+    for bad in [
+        vec!["--llm-base-url", "http://127.0.0.1:1/v1"],
+        vec!["--llm-model", "m"],
+        vec!["--llm-base-url", "ftp://x/v1", "--llm-model", "m"],
+        vec![
+            "--llm-base-url",
+            "http://x/v1",
+            "--llm-model",
+            "m",
+            "--llm-timeout",
+            "0",
+        ],
+    ] {
+        let mut args = vec![
+            "ask",
+            "--store",
+            s(&store),
+            "--namespace",
+            "demo",
+            "--model",
+            "hashing",
+        ];
+        args.extend(bad.iter().copied());
+        args.push(QUESTION);
+        let (code, _, err) = trajwiki(&args);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(err.contains("--llm"), "{err}");
+    }
+}
