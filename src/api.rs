@@ -751,7 +751,7 @@ pub fn history(store: &Store, id: &str, as_of: Option<Timestamp>) -> Result<Hist
 /// client can use it from any thread). Nothing is written to a store opened read only.
 pub struct StoreResponses {
     store: std::sync::Mutex<Store>,
-    namespace: Namespace,
+    namespace: std::sync::Mutex<Namespace>,
 }
 
 impl StoreResponses {
@@ -764,8 +764,14 @@ impl StoreResponses {
         };
         Ok(StoreResponses {
             store: std::sync::Mutex::new(store),
-            namespace: ns.clone(),
+            namespace: std::sync::Mutex::new(ns.clone()),
         })
+    }
+
+    /// Keeps the responses stored from now on under namespace `ns` (an evaluation goes from one
+    /// namespace to the next).
+    pub fn set_namespace(&self, ns: &Namespace) {
+        *self.namespace.lock().unwrap_or_else(|e| e.into_inner()) = ns.clone();
     }
 }
 
@@ -780,8 +786,13 @@ impl trajwiki_llm::ResponseCache for StoreResponses {
         if store.is_read_only() {
             return Ok(());
         }
+        let ns = self
+            .namespace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         store
-            .put_llm_response(&self.namespace, key, model, response)
+            .put_llm_response(&ns, key, model, response)
             .map_err(|e| e.to_string())
     }
 }

@@ -60,26 +60,32 @@ struct Seen {
     body: Value,
 }
 
-/// A server answering each request with the next scripted reply (the last one repeats).
+/// A server answering each request with the next scripted reply (the last one repeats), or with
+/// what a handler makes of the request.
 struct Server {
     url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
+/// Makes the reply to the `n`-th request (from 0), given its body.
+type Handler = dyn Fn(usize, &Value) -> Reply + Send + Sync;
+
 impl Server {
     fn start(script: Vec<Reply>) -> Server {
+        Server::with(move |n, _| script[n.min(script.len() - 1)].clone())
+    }
+
+    fn with(handler: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static) -> Server {
+        let handler: Arc<Handler> = Arc::new(handler);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
         std::thread::spawn(move || {
-            let mut next = 0;
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let reply = script[next.min(script.len() - 1)].clone();
-                next += 1;
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || serve(stream, reply, log));
+                let (log, handler) = (Arc::clone(&log), Arc::clone(&handler));
+                std::thread::spawn(move || serve(stream, &*handler, log));
             }
         });
         Server { url, seen }
@@ -90,7 +96,7 @@ impl Server {
     }
 }
 
-fn serve(stream: TcpStream, reply: Reply, log: Arc<Mutex<Vec<Seen>>>) {
+fn serve(stream: TcpStream, handler: &Handler, log: Arc<Mutex<Vec<Seen>>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let (mut length, mut authorization) = (0usize, None);
     let mut line = String::new();
@@ -109,10 +115,15 @@ fn serve(stream: TcpStream, reply: Reply, log: Arc<Mutex<Vec<Seen>>>) {
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).unwrap();
-    log.lock().unwrap().push(Seen {
-        authorization,
-        body: serde_json::from_slice(&body).unwrap(),
-    });
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    let reply = {
+        let mut log = log.lock().unwrap();
+        log.push(Seen {
+            authorization,
+            body: body.clone(),
+        });
+        handler(log.len() - 1, &body)
+    };
     std::thread::sleep(reply.delay);
     let mut out = stream;
     let mut head = format!(
@@ -487,4 +498,180 @@ fn without_a_model_the_evidence_comes_with_a_clear_status() {
         assert_eq!(code, 2, "{bad:?}: {err}");
         assert!(err.contains("--llm"), "{err}");
     }
+}
+
+/// The first conversation of locomo7, as a LoCoMo file of its own, with its question → gold
+/// answer map (categories 1–4).
+fn one_conversation(dir: &Path) -> Option<(std::path::PathBuf, Vec<(String, String)>)> {
+    let data = common::shared_data("locomo/locomo7.json")?;
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(data).unwrap()).unwrap();
+    let first = all[0].clone();
+    let gold = first["qa"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["category"] != 5)
+        .filter_map(|q| {
+            let answer = match &q["answer"] {
+                Value::String(s) => s.clone(),
+                Value::Null => return None,
+                other => other.to_string(),
+            };
+            Some((q["question"].as_str()?.to_string(), answer))
+        })
+        .collect();
+    let path = dir.join("one.json");
+    std::fs::write(&path, Value::Array(vec![first]).to_string()).unwrap();
+    Some((path, gold))
+}
+
+/// The user message's text after `label` up to the end of its line.
+fn field<'a>(text: &'a str, label: &str) -> &'a str {
+    let start = text.rfind(label).map_or(text.len(), |i| i + label.len());
+    text[start..].lines().next().unwrap_or("")
+}
+
+#[test]
+fn eval_answers_writes_answers_refs_metrics_and_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((data, gold)) = one_conversation(dir.path()) else {
+        return;
+    };
+    let golds: std::collections::HashMap<String, String> = gold.iter().cloned().collect();
+    let gold_list = gold.clone();
+    let judged = golds.clone();
+    // The answer model answers with the gold answer when the question has an even length (and
+    // something else otherwise), citing the context's first ref; the judge compares answers.
+    let server = Server::with(move |_, body| {
+        let user = body["messages"][1]["content"].as_str().unwrap_or("");
+        match body["response_format"]["json_schema"]["name"].as_str() {
+            Some("answer") => {
+                let question = field(user, "\n\nQuestion: ");
+                let first_ref = user
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .find(|t| t.starts_with('D') && t.contains(':'))
+                    .unwrap_or("none");
+                let given = if question.len().is_multiple_of(2) {
+                    golds.get(question).cloned().unwrap_or_default()
+                } else {
+                    "I am not sure".to_string()
+                };
+                Reply::answer(json!({
+                    "can_answer": true, "answer_type": "fact", "final_answer": given,
+                    "supporting_facts": [], "supporting_source_refs": [first_ref],
+                    "counted_events": [], "excluded_events": [], "uncertainties": [],
+                    "abstain_reason": ""
+                }))
+            }
+            _ => {
+                let (question, given) = (field(user, "Question: "), field(user, "Answer: "));
+                let right = judged.get(question).is_some_and(|g| g.as_str() == given);
+                Reply::answer(json!({
+                    "reasoning": "compared",
+                    "label": if right { "CORRECT" } else { "WRONG" },
+                }))
+            }
+        }
+    });
+    let store = dir.path().join("store");
+    let run = |out: &str| {
+        let out = dir.path().join(out);
+        let (code, _, err) = trajwiki(&[
+            "eval",
+            "locomo",
+            "--data",
+            s(&data),
+            "--out",
+            s(&out),
+            "--store",
+            s(&store),
+            "--model",
+            "hashing",
+            "--budget",
+            "2700",
+            "--mode",
+            "full",
+            "--answer",
+            "--llm-base-url",
+            &server.url,
+            "--llm-model",
+            "scripted",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let out = run("first");
+    let text = std::fs::read_to_string(out.join("answers.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), gold.len());
+    let (mut correct, mut f1s) = (0usize, Vec::new());
+    for line in &lines {
+        let (question, answer) = (
+            line["question"].as_str().unwrap(),
+            line["answer"].as_str().unwrap(),
+        );
+        let gold = line["gold"].as_str().unwrap();
+        assert!(
+            gold_list.contains(&(question.to_string(), gold.to_string())),
+            "{question}: {gold}"
+        );
+        let f1 = line["f1"].as_f64().unwrap();
+        assert_eq!(f1, trajwiki::metrics::token_f1(answer, gold));
+        assert_eq!(
+            line["bleu1"].as_f64().unwrap(),
+            trajwiki::metrics::bleu1(answer, gold)
+        );
+        if line["status"] == "answered" {
+            assert!(!line["supporting_source_refs"]
+                .as_array()
+                .unwrap()
+                .is_empty());
+        }
+        if answer == gold && line["status"] == "answered" {
+            assert_eq!(f1, 1.0);
+            assert_eq!(line["judge"], "CORRECT");
+        } else {
+            assert_eq!(line["judge"], "WRONG", "{line}");
+        }
+        correct += usize::from(line["judge"] == "CORRECT");
+        f1s.push(f1);
+    }
+    assert!(
+        correct > 0 && correct < lines.len(),
+        "{correct} of {}",
+        lines.len()
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let all = &summary["answers"]["cells"]["all"];
+    assert_eq!(all["questions"], lines.len());
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(
+        all["judge_correct"].as_f64().unwrap(),
+        correct as f64 / lines.len() as f64
+    ));
+    assert!(close(
+        all["f1"].as_f64().unwrap(),
+        f1s.iter().sum::<f64>() / f1s.len() as f64
+    ));
+    assert_eq!(summary["answers"]["answer_model"], "scripted");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Answers") && report.contains("`scripted`"),
+        "{report}"
+    );
+
+    // A rerun asks nothing and writes the same answers.
+    let asked = server.seen().len();
+    assert_eq!(asked, 2 * lines.len());
+    let again = run("second");
+    assert_eq!(server.seen().len(), asked);
+    assert_eq!(
+        std::fs::read_to_string(again.join("answers.jsonl")).unwrap(),
+        text
+    );
 }

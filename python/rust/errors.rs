@@ -175,8 +175,9 @@ impl Classify for ApiError {
 impl Classify for EvalError {
     fn kind(&self) -> Kind {
         match self {
-            EvalError::Input(_) | EvalError::ZeroBudget => Kind::Input,
+            EvalError::Input(_) | EvalError::ZeroBudget | EvalError::NoSamples => Kind::Input,
             EvalError::Pipeline(e) => e.kind(),
+            EvalError::Api(e) => e.kind(),
             EvalError::Store(e) => e.kind(),
             EvalError::Retrieve(_) | EvalError::Plot(_) | EvalError::Io { .. } => Kind::Other,
         }

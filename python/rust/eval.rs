@@ -52,6 +52,7 @@ pub fn eval_locomo(
             embedder: embedder.as_ref(),
             scoring: scoring.as_ref(),
             progress: &|_, _| {},
+            answers: None,
         })
         .or_raise()
     })?;

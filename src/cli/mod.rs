@@ -250,7 +250,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
             || cause.is::<trajwiki_core::limits::LimitError>()
             || matches!(
                 cause.downcast_ref::<trajwiki::eval::EvalError>(),
-                Some(trajwiki::eval::EvalError::ZeroBudget)
+                Some(trajwiki::eval::EvalError::ZeroBudget | trajwiki::eval::EvalError::NoSamples)
             )
             || matches!(
                 cause.downcast_ref::<StoreError>(),

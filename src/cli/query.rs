@@ -4,7 +4,7 @@ use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 
 use trajwiki::api::{open_index, search_index, Query, Search};
-use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
+use trajwiki::eval::{grid, run_locomo, summary_table, AnswerOptions, EvalOptions};
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
@@ -214,6 +214,21 @@ pub(crate) struct EvalLocomoArgs {
     /// Memory configuration (TOML).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Also answer every question of categories 1–4 with the language model (see `--llm-*`)
+    /// and score the answers: token F1, BLEU-1 and a judge's verdict (`answers.jsonl`).
+    #[arg(long)]
+    answer: bool,
+    /// The retrieval mode answers are written from.
+    #[arg(long, default_value = "full", value_parser = parse_mode, requires = "answer")]
+    answer_mode: Mode,
+    /// The context budget answers are written from.
+    #[arg(long, default_value_t = 2700, requires = "answer")]
+    answer_budget: usize,
+    /// The judge model, on the same endpoint (default: the answer model).
+    #[arg(long, requires = "answer")]
+    judge_model: Option<String>,
+    #[command(flatten)]
+    llm: super::ask::LlmArgs,
 }
 
 pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
@@ -221,6 +236,28 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
     let backend = scoring(global.device)?;
     let embedder = load_embedder(&args.model, global)?;
     let (budgets, modes) = grid(&args.budgets, &args.modes)?;
+    let answers = if args.answer {
+        let Some(llm) = args.llm.config()? else {
+            return Err(UsageError(format!(
+                "--answer needs a language model: {}",
+                trajwiki::answer::NO_MODEL
+            ))
+            .into());
+        };
+        if args.answer_budget == 0 {
+            return Err(
+                UsageError("--answer-budget must be a positive number of tokens".into()).into(),
+            );
+        }
+        Some(AnswerOptions {
+            llm,
+            judge_model: args.judge_model.clone(),
+            mode: args.answer_mode,
+            budget: args.answer_budget,
+        })
+    } else {
+        None
+    };
     let bar = global.bar(0, "evaluating");
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);
@@ -238,6 +275,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         embedder: embedder.as_ref(),
         scoring: backend.as_ref(),
         progress: &progress,
+        answers,
     })?;
     bar.finish_and_clear();
     global.say(format!("retrieval scored on {}", backend.name()));

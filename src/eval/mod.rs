@@ -15,6 +15,10 @@ use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
+pub mod answers;
+
+pub use answers::{AnswerOptions, AnswerSummary};
+
 use crate::pipeline::{build_namespace, BuildOptions, PipelineError};
 use crate::retrieval::{embed_query, load_index};
 
@@ -45,6 +49,8 @@ pub struct EvalOptions<'a> {
     pub scoring: &'a dyn ScoringBackend,
     /// Progress callback: (sample done, samples).
     pub progress: &'a dyn Fn(usize, usize),
+    /// Answers to score too (`answers.jsonl`), when a model is given.
+    pub answers: Option<AnswerOptions>,
 }
 
 /// Errors of the evaluation.
@@ -65,6 +71,12 @@ pub enum EvalError {
     /// The coverage chart could not be drawn.
     #[error(transparent)]
     Plot(#[from] crate::plot::PlotError),
+    /// The data file holds no conversation.
+    #[error("the data file holds no conversation")]
+    NoSamples,
+    /// The answer model's cache could not be opened.
+    #[error(transparent)]
+    Api(#[from] Box<crate::api::ApiError>),
     /// A context budget of zero tokens.
     #[error("a context budget must be a positive number of tokens")]
     ZeroBudget,
@@ -142,6 +154,8 @@ pub struct Summary {
     pub build_seconds: f64,
     /// Seconds spent retrieving.
     pub eval_seconds: f64,
+    /// Answer metrics, when answers were evaluated.
+    pub answers: Option<AnswerSummary>,
 }
 
 /// The budgets and modes to evaluate: those given, else [`DEFAULT_BUDGETS`] and every mode.
@@ -339,13 +353,41 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
                 },
             );
     }
+    let eval_seconds = t0.elapsed().as_secs_f64();
+    let answers = match &o.answers {
+        Some(a) => {
+            let path = o.out.join("answers.jsonl");
+            let tmp = o.out.join("answers.jsonl.partial");
+            let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
+            let index_of = |s: &LocomoSample| -> Result<trajwiki_retrieve::Index, EvalError> {
+                Ok(load_index(&store, &s.namespace, o.embedder)?.index)
+            };
+            let summary = answers::run(
+                &samples,
+                &index_of,
+                a,
+                &o.store,
+                &o.retrieval,
+                o.embedder,
+                o.scoring,
+                &mut out,
+                &io(&tmp),
+            )?;
+            out.flush().map_err(io(&tmp))?;
+            drop(out);
+            std::fs::rename(&tmp, &path).map_err(io(&path))?;
+            Some(summary)
+        }
+        None => None,
+    };
     let summary = Summary {
         data: o.data.display().to_string(),
         model: o.embedder.model_id().to_string(),
         samples: samples.iter().map(|s| s.namespace.to_string()).collect(),
         cells,
         build_seconds,
-        eval_seconds: t0.elapsed().as_secs_f64(),
+        eval_seconds,
+        answers,
     };
     let path = o.out.join("summary.json");
     std::fs::write(
@@ -354,7 +396,11 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
     )
     .map_err(io(&path))?;
     let path = o.out.join("report.md");
-    std::fs::write(&path, report(&summary, &o.modes, &o.budgets)).map_err(io(&path))?;
+    let mut md = report(&summary, &o.modes, &o.budgets);
+    if let Some(a) = &summary.answers {
+        md.push_str(&answers::report(a));
+    }
+    std::fs::write(&path, md).map_err(io(&path))?;
     crate::plot::coverage_png(&summary, &o.out.join("coverage.png"))?;
     Ok(summary)
 }
