@@ -26,6 +26,7 @@ pub use trajwiki_text as text;
 pub mod answer;
 pub mod api;
 pub mod cache;
+pub mod compile_llm;
 pub mod eval;
 pub mod export;
 pub mod metrics;

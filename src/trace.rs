@@ -74,6 +74,9 @@ pub struct CompileReport {
     pub unknown: usize,
     /// The compiler.
     pub compiler: String,
+    /// Runs (external refs) another compiler wrote instead (a model's fallback to the
+    /// deterministic compiler).
+    pub fallbacks: Vec<String>,
     /// Wall time in milliseconds.
     pub ms: u128,
 }
@@ -111,12 +114,16 @@ pub fn compile_namespace(
         failure: 0,
         unknown: 0,
         compiler: compiler.name().to_string(),
+        fallbacks: Vec::new(),
         ms: 0,
     };
     for run in &runs {
         let compiled = compiler.compile(run)?;
         trajwiki_trace::validate(run, &compiled)?;
         store.commit_compilation(&compiled.compilation, &compiled.insights)?;
+        if compiled.compilation.compiler != compiler.name() {
+            report.fallbacks.push(run.external_ref.clone());
+        }
         report.insights += compiled.insights.len();
         match OutcomeClass::of(&run.outcome) {
             OutcomeClass::Success => report.success += 1,

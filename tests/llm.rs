@@ -675,3 +675,104 @@ fn eval_answers_writes_answers_refs_metrics_and_verdicts() {
         text
     );
 }
+
+#[test]
+fn runs_compiled_by_a_model_are_validated_retried_and_fall_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), "tests/fixtures/runs.jsonl"]);
+    // heat-1: valid at once. heat-2: cites a step the run lacks, then is fixed. shop-1: never
+    // valid (an insight citing no step, twice).
+    let compilation = |diagnosis: &str, guideline: &str| {
+        Reply::answer(json!({
+            "diagnosis": diagnosis,
+            "insights": [{"guideline": guideline, "applies_when": "a heating task"}],
+        }))
+    };
+    let server = Server::with(move |_, body| {
+        let messages = body["messages"].as_array().unwrap();
+        let user = messages[1]["content"].as_str().unwrap();
+        let retry = messages.len() > 2;
+        if user.contains("heat some egg") {
+            compilation(
+                "Solved once the egg was taken [step 2].",
+                "Take the object first [step 2].",
+            )
+        } else if user.contains("heat some mug") && retry {
+            compilation(
+                "It never opened the microwave [step 1].",
+                "Open the microwave first [step 1].",
+            )
+        } else if user.contains("heat some mug") {
+            compilation("Failed [step 999].", "Open it [step 999].")
+        } else {
+            compilation("Half the reward.", "Read the price.")
+        }
+    });
+    let (code, out, err) = trajwiki(&[
+        "trace",
+        "compile",
+        "--store",
+        s(&store),
+        "--json",
+        "--llm-base-url",
+        &server.url,
+        "--llm-model",
+        "scripted",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report[0]["compiler"], "llm:scripted");
+    assert_eq!(report[0]["fallbacks"], json!(["shop-1"]));
+    assert!(
+        err.contains("shop-1") && err.contains("cites no step"),
+        "{err}"
+    );
+    // 1 + 2 + 2 requests; the second try of heat-2 was told what was wrong.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 5);
+    let told = seen
+        .iter()
+        .filter_map(|s| {
+            s.body["messages"].as_array().unwrap().last()?["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .any(|t| t.contains("cites step 999, but the run has"));
+    assert!(told);
+    // What was stored: the model's compilations of heat-1 and heat-2, the deterministic one of
+    // shop-1.
+    let compilers: Vec<String> = ["heat-1", "heat-2", "shop-1"]
+        .iter()
+        .map(|r| {
+            let ns = trajwiki::core::Namespace::new("kitchen").unwrap();
+            let id = trajwiki::core::RunId::derive(&ns, r).to_string();
+            let v: Value =
+                serde_json::from_str(&ok(&["trace", "run", "--store", s(&store), "--json", &id]))
+                    .unwrap();
+            v["compilation"]["compiler"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(compilers, ["llm:scripted", "llm:scripted", "deterministic"]);
+
+    // The endpoint down: every run compiled deterministically, with a warning.
+    let other = dir.path().join("other");
+    ok(&["ingest", "--store", s(&other), "tests/fixtures/runs.jsonl"]);
+    let (code, out, err) = trajwiki(&[
+        "trace",
+        "compile",
+        "--store",
+        s(&other),
+        "--json",
+        "--llm-base-url",
+        "http://127.0.0.1:1/v1",
+        "--llm-model",
+        "scripted",
+        "--llm-retries",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report[0]["fallbacks"].as_array().unwrap().len(), 3);
+    assert_eq!(err.matches("warning").count(), 3, "{err}");
+}

@@ -2,11 +2,16 @@
 //! insights, read the first context for a new task, and descend to an insight's compilation and
 //! raw run, or search every run.
 
+use std::sync::Arc;
 use trajwiki::trace::{
     compile_namespace, compiled_run_memory, first_context, grep_semantic, memory_of_insight,
     memory_of_run, namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport,
     TraceError,
 };
+
+use trajwiki::api::StoreResponses;
+use trajwiki::compile_llm::LlmCompiler;
+use trajwiki::llm::{Client, ResponseCache};
 use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry};
 
@@ -16,7 +21,8 @@ use super::{Global, StoreArg, UsageError};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum TraceCommand {
-    /// Compile ingested runs into a diagnosis and at most 3 insights each (deterministic).
+    /// Compile ingested runs into a diagnosis and at most 3 insights each (deterministic, or by
+    /// a language model with --llm-*).
     Compile(CompileArgs),
     /// The first context for a new task: every insight tagged with its run's outcome, and the
     /// most similar past runs.
@@ -39,6 +45,10 @@ pub(crate) struct CompileArgs {
     /// Print the reports as JSON.
     #[arg(long)]
     json: bool,
+    /// A language model compiles the runs when one is given (`--llm-*`, or the environment);
+    /// the deterministic compiler otherwise, and for every run the model fails on.
+    #[command(flatten)]
+    llm: super::ask::LlmArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,11 +140,34 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
             UsageError("no namespace with runs; ingest a runs JSONL file first".into()).into(),
         );
     }
+    let llm = args.llm.config()?;
+    if llm.is_none() {
+        global.say("compiling with the deterministic compiler (no language model configured)");
+    }
     let bar = global.bar(namespaces.len() as u64, "compiling");
     let mut reports: Vec<CompileReport> = Vec::new();
     for ns in &namespaces {
         bar.set_message(format!("compiling {ns}"));
-        reports.push(compile_namespace(&mut store, ns, &DeterministicCompiler)?);
+        let report = match &llm {
+            Some(config) => {
+                let cache = StoreResponses::open(store.dir(), ns, store.is_read_only())?;
+                let client = Client::new(
+                    config.clone(),
+                    Some(Arc::new(cache) as Arc<dyn ResponseCache>),
+                );
+                let compiler = LlmCompiler::new(&client);
+                let report = compile_namespace(&mut store, ns, &compiler)?;
+                for (run, why) in compiler.fallbacks() {
+                    global.say(format!(
+                        "warning: run {} of {ns} compiled deterministically: {why}",
+                        line(&run)
+                    ));
+                }
+                report
+            }
+            None => compile_namespace(&mut store, ns, &DeterministicCompiler)?,
+        };
+        reports.push(report);
         bar.inc(1);
     }
     bar.finish_and_clear();
