@@ -228,3 +228,40 @@ fn every_real_run_compiles_and_the_store_checks() {
     assert_eq!(total, 646);
     ok(&["check", "--store", store]);
 }
+
+#[test]
+fn regression_compares_two_result_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // The fixture runs as the results without memory: heat-1 solved, heat-2 failed, shop-1 at
+    // reward 0.5 (not solved). With memory: heat-1 fails, heat-2 is solved.
+    let with = dir.path().join("with.jsonl");
+    std::fs::write(
+        &with,
+        "{\"id\": \"heat-1\", \"success\": false}\n{\"id\": \"heat-2\", \"reward\": 1}\n{\"id\": \"shop-1\", \"success\": false}\n",
+    )
+    .unwrap();
+    let out = ok(&[
+        "eval",
+        "regression",
+        "tests/fixtures/runs.jsonl",
+        with.to_str().unwrap(),
+        "--json",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["tasks"], 3);
+    assert_eq!(r["solved_without"], 1);
+    assert_eq!(r["regressed"], 1);
+    assert_eq!(r["improved"], 1);
+    assert_eq!(r["regression"], 1.0);
+    assert_eq!(r["regressed_tasks"], serde_json::json!(["heat-1"]));
+    // A line without an outcome is a usage error naming the file and line.
+    std::fs::write(&with, "{\"id\": \"heat-1\"}\n").unwrap();
+    let (code, _, err) = trajwiki(&[
+        "eval",
+        "regression",
+        "tests/fixtures/runs.jsonl",
+        with.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("with.jsonl: line 1"), "{err}");
+}

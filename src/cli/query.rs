@@ -185,7 +185,42 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum EvalCommand {
     /// Gold source-reference coverage on a file in LoCoMo layout.
-    Locomo(EvalLocomoArgs),
+    Locomo(Box<EvalLocomoArgs>),
+    /// WikiTrace's regression: the share of the tasks an agent solved without memory that it
+    /// fails with memory, from two result files (JSON lines with `id` and `success` or `reward`).
+    Regression(EvalRegressionArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct EvalRegressionArgs {
+    /// The agent's results without memory.
+    base: PathBuf,
+    /// Its results on the same tasks with memory.
+    with: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn regression(args: &EvalRegressionArgs, global: Global) -> anyhow::Result<()> {
+    use trajwiki::eval::regression::{read_results, regression};
+    let read = |p: &PathBuf| read_results(p).map_err(|e| UsageError(e.to_string()));
+    let r = regression(&read(&args.base)?, &read(&args.with)?);
+    if !r.unmatched.is_empty() {
+        global.say(format!(
+            "warning: {} task(s) are in one file only and are left out",
+            r.unmatched.len()
+        ));
+    }
+    if args.json {
+        outjson!(serde_json::to_string_pretty(&r)?)?;
+        return Ok(());
+    }
+    outln!(
+        "tasks {} · solved without memory {} · with memory {} · regressed {} · improved {} · regression {:.3}",
+        r.tasks, r.solved_without, r.solved_with, r.regressed, r.improved, r.regression
+    )?;
+    Ok(())
 }
 
 #[derive(Debug, clap::Args)]
@@ -232,7 +267,10 @@ pub(crate) struct EvalLocomoArgs {
 }
 
 pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
-    let EvalCommand::Locomo(args) = cmd;
+    let args = match cmd {
+        EvalCommand::Locomo(args) => args,
+        EvalCommand::Regression(args) => return regression(args, global),
+    };
     let backend = scoring(global.device)?;
     let embedder = load_embedder(&args.model, global)?;
     let (budgets, modes) = grid(&args.budgets, &args.modes)?;

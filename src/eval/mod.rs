@@ -16,6 +16,7 @@ use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
 pub mod answers;
+pub mod regression;
 
 pub use answers::{AnswerOptions, AnswerSummary};
 
