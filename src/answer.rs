@@ -81,6 +81,9 @@ impl Answer {
     }
 }
 
+/// The most tokens an answer may have: the schema's fields, short.
+pub const ANSWER_TOKENS: u32 = 400;
+
 /// The reason given when no model is configured.
 pub const NO_MODEL: &str = "no answer model configured (set TRAJWIKI_LLM_BASE_URL and TRAJWIKI_LLM_MODEL, or pass --llm-base-url and --llm-model)";
 
@@ -144,6 +147,7 @@ pub fn answer(client: &Client, context: &str, context_refs: &[String], question:
             messages: &messages,
             schema_name: "answer",
             schema: &schema,
+            max_tokens: ANSWER_TOKENS,
         };
         let problems = match client.json(&request) {
             Ok(object) => match check(&object, &refs) {

@@ -16,6 +16,9 @@ use trajwiki_trace::{validate, CompileError, Compiled, DeterministicCompiler, Ru
 /// The longest action or observation quoted to the model, in characters.
 const STEP_CHARS: usize = 400;
 
+/// The most tokens a compilation may have: a diagnosis and three insights.
+const COMPILATION_TOKENS: u32 = 1200;
+
 /// A run compiler backed by a language model, falling back to [`DeterministicCompiler`].
 pub struct LlmCompiler<'a> {
     client: &'a Client,
@@ -178,6 +181,7 @@ impl RunCompiler for LlmCompiler<'_> {
                 messages: &messages,
                 schema_name: "compilation",
                 schema: &schema,
+                max_tokens: COMPILATION_TOKENS,
             };
             let (reply, text) = match self.client.json(&request) {
                 Ok(object) => {

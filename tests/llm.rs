@@ -300,25 +300,34 @@ fn invalid_output_is_asked_for_again_once_with_what_was_wrong() {
 
 #[test]
 fn a_server_without_structured_outputs_gets_json_mode() {
-    let dir = demo_store();
-    let fenced = format!("```json\n{}\n```", good_answer(&["S1:3"]));
-    let server = Server::start(vec![
-        Reply::status(
-            400,
-            r#"{"error": {"message": "response_format json_schema is not supported"}}"#,
+    // A 400 that names the field, and the 500 the llama-cpp-python server answers with.
+    for (status, message) in [
+        (400, "response_format json_schema is not supported"),
+        (
+            500,
+            "1 validation error: ('body', 'response_format', 'type'): Input should be 'text' or 'json_object', input: 'json_schema'",
         ),
-        Reply::content(&fenced),
-    ]);
-    let (_, out, _) = ask(dir.path(), Some(&server.url), &[]);
-    assert_eq!(out["status"], "answered");
-    let seen = server.seen();
-    assert_eq!(seen.len(), 2);
-    assert_eq!(seen[1].body["response_format"]["type"], "json_object");
-    let last = seen[1].body["messages"].as_array().unwrap().last().unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(last.contains("supporting_source_refs"), "{last}");
+    ] {
+        let dir = demo_store();
+        let fenced = format!("```json\n{}\n```", good_answer(&["S1:3"]));
+        let server = Server::start(vec![
+            Reply::status(status, &json!({"error": {"message": message}}).to_string()),
+            Reply::content(&fenced),
+        ]);
+        let (_, out, _) = ask(dir.path(), Some(&server.url), &[]);
+        assert_eq!(out["status"], "answered", "{status}");
+        let seen = server.seen();
+        assert_eq!(seen.len(), 2, "{status}: refused at once, not retried");
+        let format = &seen[1].body["response_format"];
+        assert_eq!(format["type"], "json_object");
+        assert_eq!(format["schema"]["required"].as_array().unwrap().len(), 9);
+        assert_eq!(seen[1].body["max_tokens"], 400);
+        let last = seen[1].body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(last.contains("supporting_source_refs"), "{last}");
+    }
 }
 
 #[test]

@@ -67,6 +67,9 @@ pub struct AnswerSummary {
     pub usage: BTreeMap<String, UsageTable>,
 }
 
+/// The most tokens a verdict may have: a sentence and a label.
+const VERDICT_TOKENS: u32 = 200;
+
 /// The judge's reply schema.
 fn verdict_schema() -> Value {
     json!({
@@ -107,6 +110,7 @@ pub fn judge(client: &Client, question: &str, gold: &str, answer: &str) -> (bool
         messages: &messages,
         schema_name: "verdict",
         schema: &schema,
+        max_tokens: VERDICT_TOKENS,
     };
     match client.json(&request) {
         Ok(object) => {

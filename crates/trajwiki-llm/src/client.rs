@@ -22,6 +22,9 @@ pub struct JsonRequest<'a> {
     pub schema_name: &'a str,
     /// The JSON schema of the reply (an object).
     pub schema: &'a Value,
+    /// The most tokens the reply may have: a bound on a small model that never closes its
+    /// object, as much as on cost. Part of the cache key.
+    pub max_tokens: u32,
 }
 
 /// An OpenAI-compatible client (see the crate documentation).
@@ -125,7 +128,8 @@ impl Client {
             self.config.model,
             request.messages,
             request.schema_name,
-            request.schema
+            request.schema,
+            request.max_tokens.min(self.config.max_tokens)
         ]);
         hex::encode(Sha256::digest(identity.to_string().as_bytes()))
     }
@@ -215,7 +219,9 @@ impl Client {
                     request.schema
                 ),
             }));
-            json!({"type": "json_object"})
+            // Servers that constrain JSON mode by a schema (llama.cpp's) read it here; others
+            // ignore the field and have the schema in the prompt.
+            json!({"type": "json_object", "schema": request.schema})
         } else {
             json!({
                 "type": "json_schema",
@@ -226,7 +232,7 @@ impl Client {
             "model": self.config.model,
             "messages": messages,
             "temperature": 0,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": request.max_tokens.min(self.config.max_tokens),
             "response_format": format,
         })
     }
@@ -255,9 +261,11 @@ impl Client {
                     .filter(|s| s.is_finite() && *s >= 0.0)
                     .map(Duration::from_secs_f64);
                 let body = response.into_string().unwrap_or_default();
-                let refused_schema = status == 400
+                // Servers refuse an unknown response format with 400 or 422, and some (the
+                // llama-cpp-python server) with a 500 that names the field.
+                let refused_schema = matches!(status, 400 | 422 | 500)
                     && !json_mode
-                    && ["response_format", "json_schema", "schema"]
+                    && ["response_format", "json_schema"]
                         .iter()
                         .any(|w| body.contains(w));
                 let error = LlmError::Status {

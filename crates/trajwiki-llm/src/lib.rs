@@ -66,7 +66,7 @@ pub struct LlmConfig {
     pub backoff: Duration,
     /// Requests in flight at once, over every thread using the client.
     pub concurrency: usize,
-    /// The most tokens a reply may have.
+    /// The most tokens any reply may have (each request sets its own bound under it).
     pub max_tokens: u32,
 }
 
@@ -75,7 +75,7 @@ impl LlmConfig {
     pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
     /// A configuration with the defaults: 60 s timeout, 3 retries from 0.5 s, 4 requests at
-    /// once, 1,024 tokens a reply.
+    /// once, at most 2,048 tokens a reply.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         LlmConfig {
             base_url: base_url.into(),
@@ -85,7 +85,7 @@ impl LlmConfig {
             retries: 3,
             backoff: Duration::from_millis(500),
             concurrency: 4,
-            max_tokens: 1024,
+            max_tokens: 2048,
         }
     }
 
