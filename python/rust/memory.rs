@@ -9,6 +9,7 @@ use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
 use trajwiki::cache::LruCache;
+use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
 use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 use trajwiki::store::VectorDtype;
 use trajwiki::trace;
@@ -372,6 +373,102 @@ impl Memory {
             .or_raise()
         })?;
         SearchResult::from_search(py, found)
+    }
+
+    /// Answers a question from a built namespace with a language model: `{"status", "answer",
+    /// "context", "source_refs", "evidence", "llm"}`. `status` is `answered`, `abstained`,
+    /// `no_answer_model` (no endpoint given, here or in `TRAJWIKI_LLM_BASE_URL` and
+    /// `TRAJWIKI_LLM_MODEL`) or `model_unavailable`; the evidence is there in every case. The
+    /// answer is checked as `trajwiki ask` checks it, and responses are kept in the store.
+    #[pyo3(signature = (query, namespace, budget = 2700, mode = "full", llm_base_url = None, llm_model = None, llm_api_key = None, timeout = 60.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn ask(
+        &self,
+        py: Python<'_>,
+        query: &Bound<'_, PyAny>,
+        namespace: &str,
+        budget: usize,
+        mode: &str,
+        llm_base_url: Option<String>,
+        llm_model: Option<String>,
+        llm_api_key: Option<String>,
+        timeout: f64,
+    ) -> PyResult<Py<PyAny>> {
+        let question = string(query, "query")?;
+        let ns = self::namespace(namespace)?;
+        let mode = parse_mode(mode)?;
+        if budget == 0 {
+            return Err(raise(
+                Kind::Input,
+                "budget must be a positive number of tokens",
+            ));
+        }
+        if !(timeout.is_finite() && timeout > 0.0) {
+            return Err(raise(
+                Kind::Input,
+                "timeout must be a positive number of seconds",
+            ));
+        }
+        let llm = match (llm_base_url, llm_model) {
+            (Some(url), Some(model)) => {
+                let mut config = LlmConfig::new(url, model);
+                config.api_key = llm_api_key.map(ApiKey::new);
+                Some(config)
+            }
+            (None, None) => LlmConfig::from_env().map(|mut c| {
+                if let Some(key) = llm_api_key {
+                    c.api_key = Some(ApiKey::new(key));
+                }
+                c
+            }),
+            _ => return Err(raise(Kind::Input, "llm_base_url and llm_model go together")),
+        }
+        .map(|mut c| {
+            c.timeout = std::time::Duration::from_secs_f64(timeout);
+            c
+        });
+        let config = RetrievalConfig::default();
+        let value = py.detach(|| -> PyResult<Value> {
+            let embedder = self.embedder().or_raise()?;
+            let (loaded, fresh) = self.index(&ns, embedder.as_ref()).or_raise()?;
+            let client = match llm {
+                Some(config) => {
+                    let cache = api::StoreResponses::open(&self.dir, &ns, false).or_raise()?;
+                    Some(Client::new(
+                        config,
+                        Some(Arc::new(cache) as Arc<dyn ResponseCache>),
+                    ))
+                }
+                None => None,
+            };
+            let query = Query {
+                question: &question,
+                mode,
+                budget,
+                config: &config,
+            };
+            let asked = api::ask_index(
+                &loaded,
+                fresh,
+                embedder.as_ref(),
+                &query,
+                self.scoring.as_ref(),
+                client.as_ref(),
+            )
+            .or_raise()?;
+            Ok(serde_json::json!({
+                "status": asked.answer.status,
+                "answer": asked.answer,
+                "context": asked.search.context.text,
+                "source_refs": asked.search.context.source_refs,
+                "evidence": asked.search.evidence,
+                "llm": client.as_ref().map(|c| serde_json::json!({
+                    "model": c.config().model,
+                    "usage": c.usage(),
+                })),
+            }))
+        })?;
+        to_python(py, &value)
     }
 
     /// Any record by id (`msg_`, `run_`, `snp_`, `clm_`, `op_`, `trj_`, `pg_`, `cmp_`, `ins_`),

@@ -276,3 +276,68 @@ def test_adding_one_message_at_a_time_builds_the_same_memory(tmp_path: Path) -> 
     assert stream.search(question, namespace="ann").context == once.search(
         question, namespace="ann"
     ).context
+
+
+def test_ask_without_a_model_returns_the_evidence(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRAJWIKI_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("TRAJWIKI_LLM_MODEL", raising=False)
+    out = memory.ask("Where does Ann live now?", namespace="ann", budget=200)
+    assert out["status"] == "no_answer_model"
+    assert "no answer model configured" in out["answer"]["abstain_reason"]
+    assert out["evidence"] and out["llm"] is None
+    with pytest.raises(InputError):
+        memory.ask("Where?", namespace="ann", llm_model="m")
+
+
+def test_ask_with_a_model_checks_its_refs(memory: Memory) -> None:
+    """A scripted OpenAI-compatible endpoint on 127.0.0.1 answers, citing one ref of the context
+    and one that is not in it."""
+    import http.server
+    import json
+
+    seen: list[dict] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            prompt = body["messages"][1]["content"]
+            first_ref = next(
+                line.split()[0] for line in prompt.splitlines() if line.startswith("msg_")
+            )
+            answer = {
+                "can_answer": True, "answer_type": "fact", "final_answer": "Oslo",
+                "supporting_facts": [], "supporting_source_refs": [first_ref, "X9:9"],
+                "counted_events": [], "excluded_events": [], "uncertainties": [],
+                "abstain_reason": "",
+            }
+            reply = json.dumps({"choices": [{"message": {"content": json.dumps(answer)}}]})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply.encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        out = memory.ask(
+            "Where does Ann live now?", namespace="ann", llm_base_url=url, llm_model="scripted"
+        )
+        assert out["status"] == "answered", out
+        assert out["answer"]["final_answer"] == "Oslo"
+        assert out["answer"]["removed_refs"] == ["X9:9"]
+        assert out["answer"]["supporting_source_refs"][0] in out["source_refs"]
+        again = memory.ask(
+            "Where does Ann live now?", namespace="ann", llm_base_url=url, llm_model="scripted"
+        )
+        assert again["answer"] == out["answer"] and len(seen) == 1
+        assert again["llm"]["usage"]["answer"]["cached"] == 1
+    finally:
+        server.shutdown()

@@ -141,6 +141,17 @@ class Memory:
         budget: int = 2700,
         mode: str = "full",
     ) -> SearchResult: ...
+    def ask(
+        self,
+        query: str,
+        namespace: str,
+        budget: int = 2700,
+        mode: str = "full",
+        llm_base_url: str | None = None,
+        llm_model: str | None = None,
+        llm_api_key: str | None = None,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]: ...
     def get(self, id: str, namespace: str | None = None) -> dict[str, Any]: ...
     def history(
         self, id: str, as_of: datetime.date | datetime.datetime | str | None = None
