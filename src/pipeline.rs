@@ -318,12 +318,38 @@ pub fn build_namespace_kept(
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
 ) -> Result<BuildReport, PipelineError> {
+    build_retrying(store, ns, embedder, config, options, kept, None)
+}
+
+/// [`build_namespace`] with `judge` deciding claim transitions (ADD / REVISE / DEPRECATE)
+/// instead of the deterministic judge: a model-driven judge, whose decisions are checked where
+/// they are applied and recorded in every op's rationale.
+pub fn build_namespace_judged(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    judge: &dyn trajwiki_memory::ClaimJudge,
+) -> Result<BuildReport, PipelineError> {
+    build_retrying(store, ns, embedder, config, options, &mut None, Some(judge))
+}
+
+fn build_retrying(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    kept: &mut Option<KeptFold>,
+    judge: Option<&dyn trajwiki_memory::ClaimJudge>,
+) -> Result<BuildReport, PipelineError> {
     // Another process that builds the namespace at the same time commits first: this build is
     // then done again from where that one left the fold (a few times at most: each retry
     // follows a commit of someone else's).
     let mut tries = 0;
     loop {
-        match build_once(store, ns, embedder, config, options, kept) {
+        match build_once(store, ns, embedder, config, options, kept, judge) {
             Err(PipelineError::Store(StoreError::Moved { .. })) if tries < MOVED_RETRIES => {
                 tries += 1;
             }
@@ -343,6 +369,7 @@ fn build_once(
     config: &MemoryConfig,
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
+    judge: Option<&dyn trajwiki_memory::ClaimJudge>,
 ) -> Result<BuildReport, PipelineError> {
     let held = kept.take();
     let model_id = embedder.model_id().to_string();
@@ -433,12 +460,12 @@ fn build_once(
 
     let extractor = DeterministicExtractor::new(config.clone());
     let decider = DeterministicDecider::new(config.clone());
-    let judge = DeterministicJudge::new(config.clone());
+    let deterministic = DeterministicJudge::new(config.clone());
     let builders = Builders {
         config,
         extractor: &extractor,
         decider: &decider,
-        judge: &judge,
+        judge: judge.unwrap_or(&deterministic),
     };
     let mut report = BuildReport {
         load_ms,

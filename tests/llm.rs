@@ -785,3 +785,99 @@ fn runs_compiled_by_a_model_are_validated_retried_and_fall_back() {
     assert_eq!(report[0]["fallbacks"].as_array().unwrap().len(), 3);
     assert_eq!(err.matches("warning").count(), 3, "{err}");
 }
+
+/// `trajwiki export` of the demo namespace.
+fn export(store: &Path) -> String {
+    ok(&[
+        "export",
+        "--store",
+        s(store),
+        "--namespace",
+        "demo",
+        "--what",
+        "memory",
+    ])
+}
+
+#[test]
+fn a_model_judges_claim_transitions_and_a_rebuild_asks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    // The judge revises the latest claim shown when the new one comes from Maya, adds otherwise;
+    // one decision names a claim that was never shown (and is made an ADD).
+    let server = Server::with(|n, body| {
+        let user = body["messages"][1]["content"].as_str().unwrap();
+        let shown = user.matches("\n[").count();
+        let new = field(user, "New claim");
+        let decision = if n == 0 {
+            json!({"decision": "REVISE", "target": 99, "rationale": "a claim not shown"})
+        } else if new.contains("Maya") {
+            json!({"decision": "REVISE", "target": shown - 1, "rationale": "Maya again"})
+        } else {
+            json!({"decision": "ADD", "target": -1, "rationale": "new"})
+        };
+        Reply::answer(decision)
+    });
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "build",
+            "--store",
+            s(&store),
+            "--namespace",
+            "demo",
+            "--model",
+            "hashing",
+            "--flush",
+            "--llm-base-url",
+            &server.url,
+            "--llm-model",
+            "scripted",
+        ];
+        args.extend_from_slice(extra);
+        let (code, _, err) = trajwiki(&args);
+        assert_eq!(code, 0, "{err}");
+        err
+    };
+    let err = build(&[]);
+    let asked = server.seen().len();
+    assert!(asked > 1, "the judge was asked {asked} times");
+    assert!(
+        err.contains("demo: 1 claim transition(s) fell back to ADD"),
+        "{err}"
+    );
+    let first = export(&store);
+    assert!(
+        first.contains("llm:scripted: Maya again"),
+        "the ops record the model"
+    );
+    assert!(first.contains("\"REVISE\""));
+    assert!(first.contains("fell back to ADD"));
+    ok(&["check", "--store", s(&store)]);
+
+    // Folding every message again from the cache: no request, the same memory.
+    build(&["--rebuild"]);
+    assert_eq!(server.seen().len(), asked);
+    assert_eq!(export(&store), first);
+
+    // The endpoint down: the build goes through, every transition an ADD, with a warning.
+    let other = dir.path().join("other");
+    ok(&["ingest", "--store", s(&other), s(&demo())]);
+    let (code, _, err) = trajwiki(&[
+        "build",
+        "--store",
+        s(&other),
+        "--model",
+        "hashing",
+        "--flush",
+        "--llm-base-url",
+        "http://127.0.0.1:1/v1",
+        "--llm-model",
+        "scripted",
+        "--llm-retries",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("fell back to ADD"), "{err}");
+    ok(&["check", "--store", s(&other)]);
+}

@@ -1,6 +1,7 @@
 //! `trajwiki build`, `wiki` and `history`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
 use trajwiki_memory::MemoryConfig;
@@ -9,8 +10,10 @@ use trajwiki_store::VectorDtype;
 use super::device::load_model;
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
-use trajwiki::api::LoadedModel;
-use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::api::{LoadedModel, StoreResponses};
+use trajwiki::judge_llm::LlmJudge;
+use trajwiki::llm::{Client, ResponseCache};
+use trajwiki::pipeline::{build_namespace, build_namespace_judged, BuildOptions};
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
 pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
@@ -59,6 +62,10 @@ pub(crate) struct BuildFlags {
     /// with the `faiss` feature); smaller namespaces are scanned exactly.
     #[arg(long, default_value_t = trajwiki::pipeline::ANN_THRESHOLD)]
     pub(crate) ann_threshold: usize,
+    /// A language model judges claim transitions (ADD / REVISE / DEPRECATE) when one is given
+    /// (`--llm-*`, or the environment); the deterministic judge otherwise.
+    #[command(flatten)]
+    pub(crate) llm: super::ask::LlmArgs,
 }
 
 /// Parses `--vectors`.
@@ -115,12 +122,30 @@ pub(crate) fn build_and_report(
         vectors: flags.vectors,
         ann_threshold: flags.ann_threshold,
     };
+    let llm = flags.llm.config()?;
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");
     let mut reports = Vec::new();
     for ns in namespaces {
         bar.set_message(format!("building {ns}"));
-        let report = build_namespace(store, ns, embedder.as_ref(), &config, options)?;
+        let report = match &llm {
+            Some(llm) => {
+                let cache = StoreResponses::open(store.dir(), ns, store.is_read_only())?;
+                let client =
+                    Client::new(llm.clone(), Some(Arc::new(cache) as Arc<dyn ResponseCache>));
+                let judge = LlmJudge::new(&client);
+                let report =
+                    build_namespace_judged(store, ns, embedder.as_ref(), &config, options, &judge)?;
+                if judge.fallbacks() > 0 {
+                    global.say(format!(
+                        "warning: {ns}: {} claim transition(s) fell back to ADD (the model was unreachable or its decision invalid; see the ops' rationale)",
+                        judge.fallbacks()
+                    ));
+                }
+                report
+            }
+            None => build_namespace(store, ns, embedder.as_ref(), &config, options)?,
+        };
         bar.inc(1);
         reports.push(report);
     }
