@@ -1,6 +1,7 @@
 //! The model-driven run compiler of WikiTrace (SPEC §4): a language model reads a run and writes
 //! a diagnosis and at most 3 insights citing `[step N]`, held to the same [`validate`] as the
-//! deterministic compiler. Invalid output is asked for again once with the validation errors;
+//! deterministic compiler, and besides to a diagnosis that cites a step and at least one insight
+//! (a small model's "1" with no insight is valid to `validate`, and teaches nothing). Invalid output is asked for again once with the validation errors;
 //! when that fails too, or the model cannot be reached, the run gets the deterministic
 //! compilation, and the fallback is recorded (the compilation names the deterministic compiler,
 //! and [`LlmCompiler::fallbacks`] says which runs and why).
@@ -63,6 +64,16 @@ impl<'a> LlmCompiler<'a> {
             .get("insights")
             .and_then(Value::as_array)
             .ok_or("insights is missing or not a list")?;
+        // What `validate` allows any compiler and a model's compilation must do besides: say
+        // where in the run its diagnosis comes from, and teach something.
+        if !run.steps.is_empty() {
+            if trajwiki_trace::compile::citations(diagnosis).is_empty() {
+                return Err("the diagnosis cites no step as [step N]".into());
+            }
+            if items.is_empty() {
+                return Err("no insight: write at least one".into());
+            }
+        }
         let id = compilation_id(run, &self.name);
         let mut insights = Vec::new();
         for (i, item) in items.iter().enumerate() {
