@@ -855,9 +855,20 @@ fn a_model_judges_claim_transitions_and_a_rebuild_asks_nothing() {
     assert!(first.contains("fell back to ADD"));
     ok(&["check", "--store", s(&store)]);
 
-    // Folding every message again from the cache: no request, the same memory.
+    // Replaced by a memory of another configuration, then folded again from every message with
+    // the first one: the judge's decisions come from the cache (no request), and the memory is
+    // the same, byte for byte.
+    let other_config = dir.path().join("other.toml");
+    std::fs::write(&other_config, "max_trajectory_len = 1\n").unwrap();
+    build(&["--rebuild", "--config", s(&other_config)]);
+    assert_ne!(export(&store), first);
+    let asked = server.seen().len();
     build(&["--rebuild"]);
-    assert_eq!(server.seen().len(), asked);
+    assert_eq!(
+        server.seen().len(),
+        asked,
+        "the refold asked the model again"
+    );
     assert_eq!(export(&store), first);
 
     // The endpoint down: the build goes through, every transition an ADD, with a warning.
