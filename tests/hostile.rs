@@ -6,31 +6,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{demo, ok, stats, trajwiki};
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-/// A store holding the demo conversation, built, in `dir`.
-fn demo_store(dir: &Path) -> PathBuf {
-    let store = dir.join("store");
-    ok(&["ingest", "--store", s(&store), s(&demo())]);
-    ok(&[
-        "build",
-        "--store",
-        s(&store),
-        "--namespace",
-        "demo",
-        "--model",
-        "hashing",
-        "--flush",
-        "-q",
-    ]);
-    store
-}
+use common::{demo, demo_store, ok, s, stats, trajwiki};
 
 /// What must not change: the counts, and every namespace's messages and memory.
 fn snapshot(store: &Path) -> (serde_json::Value, Vec<String>) {

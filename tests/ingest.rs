@@ -3,13 +3,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{demo, ok, shared_data, stats, trajwiki};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{demo, ok, s, shared_data, stats, trajwiki};
 
 #[test]
 fn locomo7_ingests_once() {

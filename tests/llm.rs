@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{bin, demo, ok};
+use common::{bin, demo, demo_store, occurrences, ok, s};
 use serde_json::{json, Value};
 
 /// One scripted reply: status, extra headers, body, and a delay before it.
@@ -156,24 +156,10 @@ fn trajwiki(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A store holding the demo conversation, built with the hashing model.
-fn demo_store() -> tempfile::TempDir {
+/// A temporary folder holding the demo conversation's store, built.
+fn built_demo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    ok(&["ingest", "--store", s(&store), s(&demo())]);
-    ok(&[
-        "build",
-        "--store",
-        s(&store),
-        "--namespace",
-        "demo",
-        "--model",
-        "hashing",
-    ]);
+    demo_store(dir.path());
     dir
 }
 
@@ -216,7 +202,7 @@ fn good_answer(refs: &[&str]) -> Value {
 
 #[test]
 fn an_answer_cites_the_context_and_refs_outside_it_are_removed() {
-    let dir = demo_store();
+    let dir = built_demo();
     let server = Server::start(vec![Reply::answer(good_answer(&["S1:3", "S9:99"]))]);
     let (code, out, err) = ask(dir.path(), Some(&server.url), &[]);
     assert_eq!(code, 0, "{err}");
@@ -252,7 +238,7 @@ fn an_answer_cites_the_context_and_refs_outside_it_are_removed() {
 
 #[test]
 fn an_answer_with_only_foreign_refs_becomes_an_abstention() {
-    let dir = demo_store();
+    let dir = built_demo();
     let server = Server::start(vec![Reply::answer(good_answer(&["D1:1"]))]);
     let (code, out, _) = ask(dir.path(), Some(&server.url), &[]);
     assert_eq!(code, 0);
@@ -268,7 +254,7 @@ fn an_answer_with_only_foreign_refs_becomes_an_abstention() {
 
 #[test]
 fn invalid_output_is_asked_for_again_once_with_what_was_wrong() {
-    let dir = demo_store();
+    let dir = built_demo();
     // Prose without JSON, then a valid answer.
     let server = Server::start(vec![
         Reply::content("Maya made a bowl, I think."),
@@ -285,7 +271,7 @@ fn invalid_output_is_asked_for_again_once_with_what_was_wrong() {
     assert_eq!(out["llm"]["usage"]["repair"]["requests"], 1);
 
     // Missing fields twice: no third request, the evidence without an answer.
-    let dir = demo_store();
+    let dir = built_demo();
     let server = Server::start(vec![Reply::answer(json!({"final_answer": "a bowl"}))]);
     let (code, out, _) = ask(dir.path(), Some(&server.url), &[]);
     assert_eq!(code, 0);
@@ -308,7 +294,7 @@ fn a_server_without_structured_outputs_gets_json_mode() {
             "1 validation error: ('body', 'response_format', 'type'): Input should be 'text' or 'json_object', input: 'json_schema'",
         ),
     ] {
-        let dir = demo_store();
+        let dir = built_demo();
         let fenced = format!("```json\n{}\n```", good_answer(&["S1:3"]));
         let server = Server::start(vec![
             Reply::status(status, &json!({"error": {"message": message}}).to_string()),
@@ -332,7 +318,7 @@ fn a_server_without_structured_outputs_gets_json_mode() {
 
 #[test]
 fn rate_limits_and_server_errors_are_retried() {
-    let dir = demo_store();
+    let dir = built_demo();
     let mut limited = Reply::status(429, r#"{"error": "slow down"}"#);
     limited.headers.push(("Retry-After".into(), "0".into()));
     let server = Server::start(vec![
@@ -346,7 +332,7 @@ fn rate_limits_and_server_errors_are_retried() {
     assert_eq!(out["llm"]["usage"]["answer"]["requests"], 3);
 
     // Past the retries: the evidence, and the server's last word.
-    let dir = demo_store();
+    let dir = built_demo();
     let server = Server::start(vec![Reply::status(500, "down for maintenance")]);
     let (code, out, err) = ask(dir.path(), Some(&server.url), &["--llm-retries", "1"]);
     assert_eq!(code, 0);
@@ -361,7 +347,7 @@ fn rate_limits_and_server_errors_are_retried() {
 
 #[test]
 fn a_timeout_or_a_dead_endpoint_leaves_the_evidence() {
-    let dir = demo_store();
+    let dir = built_demo();
     let mut slow = Reply::answer(good_answer(&["S1:3"]));
     slow.delay = Duration::from_secs(3);
     let server = Server::start(vec![slow]);
@@ -392,7 +378,7 @@ fn a_timeout_or_a_dead_endpoint_leaves_the_evidence() {
 
 #[test]
 fn a_rerun_is_answered_from_the_cache_without_a_request() {
-    let dir = demo_store();
+    let dir = built_demo();
     let server = Server::start(vec![Reply::answer(good_answer(&["S1:3"]))]);
     let (_, first, _) = ask(dir.path(), Some(&server.url), &[]);
     let (_, second, _) = ask(dir.path(), Some(&server.url), &[]);
@@ -413,38 +399,16 @@ fn a_rerun_is_answered_from_the_cache_without_a_request() {
         "demo",
         "--yes",
     ]);
-    let found = scan(&dir.path().join("store"), b"a blue clay bowl");
-    assert!(found.is_empty(), "the cached answer survives in {found:?}");
-}
-
-/// Files under `dir` whose bytes contain `needle`.
-fn scan(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in walk(dir) {
-        let bytes = std::fs::read(&entry).unwrap_or_default();
-        if bytes.windows(needle.len()).any(|w| w == needle) {
-            found.push(entry.display().to_string());
-        }
-    }
-    found
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
+    assert_eq!(
+        occurrences(&dir.path().join("store"), b"a blue clay bowl"),
+        0,
+        "the cached answer survives the delete"
+    );
 }
 
 #[test]
 fn the_api_key_is_sent_and_never_stored_or_printed() {
-    let dir = demo_store();
+    let dir = built_demo();
     let key = "sk-trajwiki-test-4242";
     let server = Server::start(vec![Reply::status(401, r#"{"error": "bad key"}"#)]);
     let (code, out, err) = ask(dir.path(), Some(&server.url), &["--llm-api-key", key]);
@@ -461,12 +425,12 @@ fn the_api_key_is_sent_and_never_stored_or_printed() {
     let (_, out, err) = ask(dir.path(), Some(&server.url), &["--llm-api-key", key]);
     assert_eq!(out["status"], "answered");
     assert!(!out.to_string().contains(key) && !err.contains(key));
-    assert!(scan(&dir.path().join("store"), key.as_bytes()).is_empty());
+    assert_eq!(occurrences(&dir.path().join("store"), key.as_bytes()), 0);
 }
 
 #[test]
 fn without_a_model_the_evidence_comes_with_a_clear_status() {
-    let dir = demo_store();
+    let dir = built_demo();
     let (code, out, err) = ask(dir.path(), None, &[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out["status"], "no_answer_model");

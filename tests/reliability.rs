@@ -6,11 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
-use common::{demo, ok, stats, trajwiki};
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
+use common::{demo, occurrences, ok, s, stats, trajwiki};
 
 /// The demo conversation under another namespace, with `marker` in its first message.
 fn demo_as(dir: &Path, ns: &str, marker: &str) -> PathBuf {
@@ -38,21 +34,6 @@ fn build(store: &Path, ns: &str) {
         "--flush",
         "-q",
     ]);
-}
-
-/// How many times `needle` occurs in the bytes of every file under `dir`.
-fn occurrences(dir: &Path, needle: &[u8]) -> usize {
-    let mut n = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            n += occurrences(&path, needle);
-        } else {
-            let bytes = std::fs::read(&path).unwrap();
-            n += bytes.windows(needle.len()).filter(|w| *w == needle).count();
-        }
-    }
-    n
 }
 
 /// `trajwiki delete` removes a namespace's text from every byte of every file of the store,

@@ -12,6 +12,7 @@ use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::device::scoring;
 use super::memory::load_embedder_on;
+use super::query::parse_mode;
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
@@ -75,10 +76,6 @@ impl LlmArgs {
         config.retries = self.llm_retries;
         Ok(Some(config))
     }
-}
-
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    Mode::parse(s).ok_or_else(|| format!("unknown mode {s}"))
 }
 
 #[derive(Debug, clap::Args)]

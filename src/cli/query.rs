@@ -13,7 +13,7 @@ use super::memory::{load_config, load_embedder, load_embedder_on};
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
+pub(crate) fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| {
         format!(
             "unknown mode {s}; one of {}",

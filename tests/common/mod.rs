@@ -121,3 +121,41 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
     dot / (na * nb)
 }
+
+/// A path as a command-line argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// A store at `dir/store` holding the demo conversation, built with the `hashing` model.
+pub fn demo_store(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    ok(&[
+        "build",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "--flush",
+        "-q",
+    ]);
+    store
+}
+
+/// How many times `needle` occurs in the bytes of every file under `dir`.
+pub fn occurrences(dir: &Path, needle: &[u8]) -> usize {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            n += occurrences(&path, needle);
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            n += bytes.windows(needle.len()).filter(|w| *w == needle).count();
+        }
+    }
+    n
+}
