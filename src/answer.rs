@@ -6,8 +6,10 @@
 //! a reply that does not follow the schema is asked for again once, with what was wrong; refs
 //! that are not in the context are removed; an answer left without a valid ref becomes an
 //! abstention, with the reason; a count is the number of distinct counted events that are not
-//! also excluded. Without a model, or with the model unreachable, the result says so and the
-//! evidence is still returned: the memory never depends on a model to be read.
+//! also excluded. An abstention is followed by one reflection ([`reflect`]: search hints) and a
+//! search with them, then a rescue over the raw messages (`crate::api::ask_index`). Without a
+//! model, or with the model unreachable, the result says so and the evidence is still returned:
+//! the memory never depends on a model to be read.
 
 use std::collections::BTreeSet;
 
@@ -59,6 +61,11 @@ pub struct Answer {
     pub corrections: Vec<String>,
     /// Replies asked for (0 without a model; a retry after invalid output makes 2).
     pub attempts: u32,
+    /// Which search the answer comes from: `first`, `reflection` (the question rewritten with
+    /// the model's hints and routed again) or `rescue` (raw messages, dense and lexical).
+    pub route: String,
+    /// The reflection's hints, when there was one.
+    pub hints: Vec<String>,
 }
 
 impl Answer {
@@ -77,6 +84,8 @@ impl Answer {
             removed_refs: Vec::new(),
             corrections: Vec::new(),
             attempts: 0,
+            route: "first".into(),
+            hints: Vec::new(),
         }
     }
 }
@@ -186,6 +195,77 @@ pub fn answer(client: &Client, context: &str, context_refs: &[String], question:
             problems.join("; ")
         )));
     }
+}
+
+/// The most tokens a reflection may have.
+const REFLECTION_TOKENS: u32 = 200;
+
+const REFLECT: &str = "A question about a long conversation could not be answered from the \
+context retrieved for it. Rewrite it into search hints: the entities (people, places, things) \
+it is about, the event terms (what happened), the temporal terms (dates, periods), and the terms \
+an answer must contain. Short phrases only.";
+
+/// The reflection's schema.
+fn hints_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["entities", "event_terms", "temporal_terms", "must_find_terms"],
+        "properties": {
+            "entities": strings, "event_terms": strings, "temporal_terms": strings,
+            "must_find_terms": strings,
+        },
+    })
+}
+
+/// Search hints for `question` from the model (SPEC §3, step 6's reflection): its entities, event,
+/// temporal and must-find terms, each once; empty when the model gives none or fails.
+pub fn reflect(client: &Client, question: &str, why: &str) -> Vec<String> {
+    let messages = [
+        Message::system(REFLECT),
+        Message::user(format!(
+            "Question: {question}\nWhy it was not answered: {why}"
+        )),
+    ];
+    let schema = hints_schema();
+    let request = JsonRequest {
+        phase: Phase::Retrieval,
+        messages: &messages,
+        schema_name: "hints",
+        schema: &schema,
+        max_tokens: REFLECTION_TOKENS,
+    };
+    let Ok(reply) = client.json(&request) else {
+        return Vec::new();
+    };
+    let mut hints: Vec<String> = Vec::new();
+    for field in [
+        "entities",
+        "event_terms",
+        "temporal_terms",
+        "must_find_terms",
+    ] {
+        for h in reply
+            .get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let h = h
+                .as_str()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            if !h.is_empty() && h.len() <= 100 && !hints.iter().any(|x| x.eq_ignore_ascii_case(&h))
+            {
+                hints.push(h);
+            }
+        }
+    }
+    hints.truncate(16);
+    hints
 }
 
 /// The fields of a reply, or what is wrong with them.
@@ -332,6 +412,8 @@ fn check(object: &Map<String, Value>, refs: &BTreeSet<&str>) -> Result<Answer, V
         removed_refs,
         corrections,
         attempts: 0,
+        route: "first".into(),
+        hints: Vec::new(),
     })
 }
 

@@ -856,3 +856,67 @@ fn a_model_judges_claim_transitions_and_a_rebuild_asks_nothing() {
     assert!(err.contains("fell back to ADD"), "{err}");
     ok(&["check", "--store", s(&other)]);
 }
+
+#[test]
+fn an_abstention_is_reflected_on_and_rescued() {
+    // The first answer abstains; the reflection gives hints (or none); the next answer, from the
+    // rerouted context (or the raw-message rescue), is supported and taken. The contexts are
+    // small, so that the hints change them (the same context is the same prompt, answered from
+    // the cache).
+    for (hints, route) in [
+        (vec!["Lisbon", "half marathon"], "reflection"),
+        (vec![], "rescue"),
+    ] {
+        let dir = built_demo();
+        let answers = Arc::new(Mutex::new(0));
+        let count = Arc::clone(&answers);
+        let server = Server::with(move |_, body| {
+            let user = body["messages"][1]["content"].as_str().unwrap_or("");
+            match body["response_format"]["json_schema"]["name"].as_str() {
+                Some("hints") => Reply::answer(json!({
+                    "entities": hints, "event_terms": [], "temporal_terms": [],
+                    "must_find_terms": [],
+                })),
+                _ => {
+                    let mut n = count.lock().unwrap();
+                    *n += 1;
+                    if *n == 1 {
+                        Reply::answer(json!({
+                            "can_answer": false, "answer_type": "other", "final_answer": "",
+                            "supporting_facts": [], "supporting_source_refs": [],
+                            "counted_events": [], "excluded_events": [], "uncertainties": [],
+                            "abstain_reason": "not in the context"
+                        }))
+                    } else {
+                        let first_ref = user
+                            .lines()
+                            .filter_map(|l| l.split_whitespace().next())
+                            .find(|t| {
+                                t.strip_prefix('S')
+                                    .and_then(|r| r.split_once(':'))
+                                    .is_some_and(|(a, b)| {
+                                        a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok()
+                                    })
+                            })
+                            .unwrap_or("none")
+                            .to_string();
+                        Reply::answer(good_answer(&[&first_ref]))
+                    }
+                }
+            }
+        });
+        let (code, out, err) = ask(dir.path(), Some(&server.url), &["--budget", "60"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out["status"], "answered", "{route}: {out}");
+        assert_eq!(out["answer"]["route"], route, "{}", out["answer"]);
+        assert_eq!(out["question"], QUESTION);
+        let cited = out["answer"]["supporting_source_refs"][0].clone();
+        assert!(out["source_refs"].as_array().unwrap().contains(&cited));
+        assert_eq!(*answers.lock().unwrap(), 2);
+        let usage = &out["llm"]["usage"];
+        assert_eq!(usage["retrieval"]["requests"], 1, "one reflection");
+        if route == "reflection" {
+            assert_eq!(out["answer"]["hints"], json!(["Lisbon", "half marathon"]));
+        }
+    }
+}
