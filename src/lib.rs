@@ -29,6 +29,7 @@ pub mod cache;
 pub mod compile_llm;
 pub mod eval;
 pub mod export;
+pub mod extract_llm;
 pub mod judge_llm;
 pub mod metrics;
 pub mod pipeline;

@@ -318,21 +318,38 @@ pub fn build_namespace_kept(
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
 ) -> Result<BuildReport, PipelineError> {
-    build_retrying(store, ns, embedder, config, options, kept, None)
+    build_retrying(
+        store,
+        ns,
+        embedder,
+        config,
+        options,
+        kept,
+        Drivers::default(),
+    )
 }
 
-/// [`build_namespace`] with `judge` deciding claim transitions (ADD / REVISE / DEPRECATE)
-/// instead of the deterministic judge: a model-driven judge, whose decisions are checked where
-/// they are applied and recorded in every op's rationale.
-pub fn build_namespace_judged(
+/// The model-driven parts of a build, each in place of its deterministic counterpart when given.
+#[derive(Clone, Copy, Default)]
+pub struct Drivers<'a> {
+    /// Exchange → snapshot draft (`crate::extract_llm::LlmExtractor`).
+    pub extractor: Option<&'a dyn trajwiki_memory::Extractor>,
+    /// Claim transitions: ADD / REVISE / DEPRECATE (`crate::judge_llm::LlmJudge`).
+    pub judge: Option<&'a dyn trajwiki_memory::ClaimJudge>,
+}
+
+/// [`build_namespace`] with model-driven `drivers` in place of the deterministic extractor and
+/// judge: what they produce is checked where it is applied, and every op's rationale names the
+/// judge that decided it.
+pub fn build_namespace_driven(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
     config: &MemoryConfig,
     options: BuildOptions,
-    judge: &dyn trajwiki_memory::ClaimJudge,
+    drivers: Drivers<'_>,
 ) -> Result<BuildReport, PipelineError> {
-    build_retrying(store, ns, embedder, config, options, &mut None, Some(judge))
+    build_retrying(store, ns, embedder, config, options, &mut None, drivers)
 }
 
 fn build_retrying(
@@ -342,14 +359,14 @@ fn build_retrying(
     config: &MemoryConfig,
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
-    judge: Option<&dyn trajwiki_memory::ClaimJudge>,
+    drivers: Drivers<'_>,
 ) -> Result<BuildReport, PipelineError> {
     // Another process that builds the namespace at the same time commits first: this build is
     // then done again from where that one left the fold (a few times at most: each retry
     // follows a commit of someone else's).
     let mut tries = 0;
     loop {
-        match build_once(store, ns, embedder, config, options, kept, judge) {
+        match build_once(store, ns, embedder, config, options, kept, drivers) {
             Err(PipelineError::Store(StoreError::Moved { .. })) if tries < MOVED_RETRIES => {
                 tries += 1;
             }
@@ -369,7 +386,7 @@ fn build_once(
     config: &MemoryConfig,
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
-    judge: Option<&dyn trajwiki_memory::ClaimJudge>,
+    drivers: Drivers<'_>,
 ) -> Result<BuildReport, PipelineError> {
     let held = kept.take();
     let model_id = embedder.model_id().to_string();
@@ -460,12 +477,12 @@ fn build_once(
 
     let extractor = DeterministicExtractor::new(config.clone());
     let decider = DeterministicDecider::new(config.clone());
-    let deterministic = DeterministicJudge::new(config.clone());
+    let judge = DeterministicJudge::new(config.clone());
     let builders = Builders {
         config,
-        extractor: &extractor,
+        extractor: drivers.extractor.unwrap_or(&extractor),
         decider: &decider,
-        judge: judge.unwrap_or(&deterministic),
+        judge: drivers.judge.unwrap_or(&judge),
     };
     let mut report = BuildReport {
         load_ms,

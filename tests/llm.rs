@@ -764,17 +764,37 @@ fn export(store: &Path) -> String {
 }
 
 #[test]
-fn a_model_judges_claim_transitions_and_a_rebuild_asks_nothing() {
+fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     ok(&["ingest", "--store", s(&store), s(&demo())]);
-    // The judge revises the latest claim shown when the new one comes from Maya, adds otherwise;
-    // one decision names a claim that was never shown (and is made an ADD).
-    let server = Server::with(|n, body| {
+    // Extraction: for each exchange, a valid claim quoting the first message's first four words,
+    // and three that must be dropped (a ref outside the exchange, a quote not in the message, an
+    // empty statement). The judge revises the latest claim shown when the new one comes from
+    // Maya and adds otherwise; its first decision names a claim never shown (made an ADD).
+    let judged = Arc::new(Mutex::new(0usize));
+    let server = Server::with(move |_, body| {
         let user = body["messages"][1]["content"].as_str().unwrap();
+        if body["response_format"]["json_schema"]["name"] == "extraction" {
+            let first = user.lines().next().unwrap();
+            let (reference, rest) = first.split_once(' ').unwrap();
+            let text = rest.split_once(": ").unwrap().1;
+            let quote: Vec<&str> = text.split_whitespace().take(4).collect();
+            return Reply::answer(json!({
+                "summary": format!("model summary of {reference}"),
+                "claims": [
+                    {"ref": reference, "statement": format!("model claim {reference}"), "quote": quote.join(" ")},
+                    {"ref": "S9:9", "statement": "from nowhere", "quote": quote.join(" ")},
+                    {"ref": reference, "statement": "invented", "quote": "words nobody said"},
+                    {"ref": reference, "statement": " ", "quote": quote.join(" ")},
+                ],
+            }));
+        }
+        let mut n = judged.lock().unwrap();
+        *n += 1;
         let shown = user.matches("\n[").count();
         let new = field(user, "New claim");
-        let decision = if n == 0 {
+        let decision = if *n == 1 {
             json!({"decision": "REVISE", "target": 99, "rationale": "a claim not shown"})
         } else if new.contains("Maya") {
             json!({"decision": "REVISE", "target": shown - 1, "rationale": "Maya again"})
@@ -815,6 +835,27 @@ fn a_model_judges_claim_transitions_and_a_rebuild_asks_nothing() {
         first.contains("llm:scripted: Maya again"),
         "the ops record the model"
     );
+    // The model's claims and summaries, none of the dropped ones, and the seed's claims that
+    // hold the names the model left out.
+    assert!(first.contains("Maya: model claim S1:1") && first.contains("model summary of S1:1"));
+    for dropped in ["from nowhere", "invented", "words nobody said"] {
+        assert!(!first.contains(dropped), "{dropped}");
+    }
+    let claims: Vec<Value> = first
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == "claim")
+        .map(|r| r["value"].clone())
+        .collect();
+    let quoted = |word: &str| {
+        claims
+            .iter()
+            .any(|c| c["quote"].as_str().unwrap().contains(word))
+    };
+    assert!(quoted("Okafor") && quoted("Lisbon") && quoted("Porto"));
+    assert!(claims
+        .iter()
+        .all(|c| !c["text"].as_str().unwrap().contains("from nowhere")));
     assert!(first.contains("\"REVISE\""));
     assert!(first.contains("fell back to ADD"));
     ok(&["check", "--store", s(&store)]);

@@ -11,9 +11,10 @@ use super::device::load_model;
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 use trajwiki::api::{LoadedModel, StoreResponses};
+use trajwiki::extract_llm::LlmExtractor;
 use trajwiki::judge_llm::LlmJudge;
 use trajwiki::llm::{Client, ResponseCache};
-use trajwiki::pipeline::{build_namespace, build_namespace_judged, BuildOptions};
+use trajwiki::pipeline::{build_namespace, build_namespace_driven, BuildOptions, Drivers};
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
 pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
@@ -62,8 +63,9 @@ pub(crate) struct BuildFlags {
     /// with the `faiss` feature); smaller namespaces are scanned exactly.
     #[arg(long, default_value_t = trajwiki::pipeline::ANN_THRESHOLD)]
     pub(crate) ann_threshold: usize,
-    /// A language model judges claim transitions (ADD / REVISE / DEPRECATE) when one is given
-    /// (`--llm-*`, or the environment); the deterministic judge otherwise.
+    /// A language model extracts claims and judges their transitions (ADD / REVISE /
+    /// DEPRECATE) when one is given (`--llm-*`, or the environment); the deterministic path
+    /// otherwise.
     #[command(flatten)]
     pub(crate) llm: super::ask::LlmArgs,
 }
@@ -134,8 +136,25 @@ pub(crate) fn build_and_report(
                 let client =
                     Client::new(llm.clone(), Some(Arc::new(cache) as Arc<dyn ResponseCache>));
                 let judge = LlmJudge::new(&client);
-                let report =
-                    build_namespace_judged(store, ns, embedder.as_ref(), &config, options, &judge)?;
+                let extractor = LlmExtractor::new(&client, config.clone());
+                let drivers = Drivers {
+                    extractor: Some(&extractor),
+                    judge: Some(&judge),
+                };
+                let report = build_namespace_driven(
+                    store,
+                    ns,
+                    embedder.as_ref(),
+                    &config,
+                    options,
+                    drivers,
+                )?;
+                if extractor.fallbacks() > 0 {
+                    global.say(format!(
+                        "warning: {ns}: {} exchange(s) extracted deterministically (the model was unreachable or none of its claims valid)",
+                        extractor.fallbacks()
+                    ));
+                }
                 if judge.fallbacks() > 0 {
                     global.say(format!(
                         "warning: {ns}: {} claim transition(s) fell back to ADD (the model was unreachable or its decision invalid; see the ops' rationale)",

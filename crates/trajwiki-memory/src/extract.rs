@@ -133,6 +133,65 @@ pub trait Extractor: Send + Sync {
     ) -> Result<SnapshotDraft, ExtractError>;
 }
 
+/// A claim stating `text` from `quote`, a verbatim span of message `m` (of one of its image
+/// captions when `caption`), its status, facets, keywords, cancellation and terms read from the
+/// quote. `None` when `quote` is not in the message.
+pub fn claim_from_quote(
+    m: &SourceMessage,
+    text: String,
+    quote: &str,
+    config: &MemoryConfig,
+) -> Option<ClaimDraft> {
+    let quote = quote.trim();
+    if quote.is_empty() || text.trim().is_empty() {
+        return None;
+    }
+    let caption = if m.text.contains(quote) {
+        false
+    } else if m
+        .attachments
+        .iter()
+        .filter_map(|a| a.caption.as_deref())
+        .any(|c| c.contains(quote))
+    {
+        true
+    } else {
+        return None;
+    };
+    Some(quoted_claim(
+        m,
+        text,
+        quote,
+        caption,
+        &sentence_facts(quote, config),
+    ))
+}
+
+fn quoted_claim(
+    m: &SourceMessage,
+    text: String,
+    quote: &str,
+    caption: bool,
+    facts: &SentenceFacts,
+) -> ClaimDraft {
+    let lower = quote.to_lowercase();
+    ClaimDraft {
+        text,
+        quote: quote.to_string(),
+        source: m.id.clone(),
+        subject: entity_key(&m.speaker),
+        status: if !caption && has_cue(&lower, UNCERTAIN_CUES) {
+            ClaimStatus::NeedsConfirmation
+        } else {
+            ClaimStatus::Active
+        },
+        facets: facts.facets.clone(),
+        keywords: keywords(quote),
+        cancels: !caption && has_cue(&lower, CANCEL_CUES),
+        terms: facts.terms.clone(),
+    }
+}
+
 /// The offline, rule-based extractor.
 #[derive(Debug, Clone, Default)]
 pub struct DeterministicExtractor {
@@ -446,30 +505,15 @@ impl Extractor for DeterministicExtractor {
                     if !caption && is_filler(s) && facts.terms.is_empty() {
                         continue;
                     }
-                    let lower = s.to_lowercase();
-                    let status = if !caption && has_cue(&lower, UNCERTAIN_CUES) {
-                        ClaimStatus::NeedsConfirmation
-                    } else {
-                        ClaimStatus::Active
-                    };
                     let text = if caption {
                         format!("{} shared an image: {s}", m.speaker)
                     } else {
                         first_informative.get_or_insert(s);
                         format!("{}: {s}", m.speaker)
                     };
-                    let kws = keywords(s);
-                    d.claims.push(ClaimDraft {
-                        text,
-                        quote: s.to_string(),
-                        source: m.id.clone(),
-                        subject: subject.clone(),
-                        status,
-                        facets: facts.facets.clone(),
-                        keywords: kws.clone(),
-                        cancels: !caption && has_cue(&lower, CANCEL_CUES),
-                        terms: facts.terms.clone(),
-                    });
+                    let claim = quoted_claim(m, text, s, caption, &facts);
+                    let status = claim.status;
+                    d.claims.push(claim);
                     for element in &facts.list_elements {
                         d.claims.push(ClaimDraft {
                             text: format!("{} mentioned: {element}", m.speaker),

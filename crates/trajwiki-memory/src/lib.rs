@@ -36,7 +36,8 @@ pub use build::{
 pub use config::{ConfigError, MemoryConfig};
 pub use evolve::{ClaimJudge, DeterministicJudge, Judgement};
 pub use extract::{
-    exchanges, ClaimDraft, DeterministicExtractor, Extractor, Lexicon, LexiconStats, SnapshotDraft,
+    claim_from_quote, exchanges, ClaimDraft, DeterministicExtractor, Extractor, Lexicon,
+    LexiconStats, SnapshotDraft,
 };
 pub use fold::{ClaimEntry, Delta, Fold, FoldHeader, TrajState};
 pub use matcher::{DeterministicDecider, MatchDecider, MatchScore};
