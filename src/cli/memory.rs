@@ -125,6 +125,11 @@ pub(crate) fn build_and_report(
         ann_threshold: flags.ann_threshold,
     };
     let llm = flags.llm.config()?;
+    if llm.is_none() {
+        global.say(
+            "building with the deterministic extractor and judge (no language model configured)",
+        );
+    }
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");
     let mut reports = Vec::new();
