@@ -32,6 +32,7 @@ pub mod export;
 pub mod extract_llm;
 pub mod judge_llm;
 pub mod metrics;
+pub mod pages_llm;
 pub mod pipeline;
 pub mod plot;
 pub mod retrieval;

@@ -329,6 +329,15 @@ pub fn build_namespace_kept(
     )
 }
 
+/// Writes a wiki page's body from the deterministic page and its trajectories' summaries
+/// (aligned with its `trajectory_ids`), or leaves it (`None`).
+pub trait PageWriter: Sync {
+    /// A name for reports.
+    fn name(&self) -> &str;
+    /// The new body, checked by the writer.
+    fn rewrite(&self, page: &trajwiki_core::WikiPage, summaries: &[&str]) -> Option<String>;
+}
+
 /// The model-driven parts of a build, each in place of its deterministic counterpart when given.
 #[derive(Clone, Copy, Default)]
 pub struct Drivers<'a> {
@@ -336,6 +345,8 @@ pub struct Drivers<'a> {
     pub extractor: Option<&'a dyn trajwiki_memory::Extractor>,
     /// Claim transitions: ADD / REVISE / DEPRECATE (`crate::judge_llm::LlmJudge`).
     pub judge: Option<&'a dyn trajwiki_memory::ClaimJudge>,
+    /// The bodies of changed wiki pages (`crate::pages_llm::LlmPageWriter`).
+    pub pages: Option<&'a dyn PageWriter>,
 }
 
 /// [`build_namespace`] with model-driven `drivers` in place of the deterministic extractor and
@@ -505,7 +516,29 @@ fn build_once(
         };
         fold_exchanges(&mut fold, &groups, &mut embed, &builders, &mut report)?
     };
-    let (changed, retired) = trajwiki_memory::wiki(&mut fold, &mut report);
+    let (mut changed, retired) = trajwiki_memory::wiki(&mut fold, &mut report);
+    if let Some(writer) = drivers.pages {
+        for page in changed
+            .iter_mut()
+            .filter(|p| p.kind != trajwiki_core::PageKind::Index)
+        {
+            // A scan of the trajectories per changed page: only with a writer, whose model call
+            // per page costs far more.
+            let summaries: Vec<&str> = page
+                .trajectory_ids
+                .iter()
+                .map(|id| {
+                    fold.trajectories
+                        .iter()
+                        .find(|t| t.id == *id)
+                        .map_or("", |t| t.summary.as_str())
+                })
+                .collect();
+            if let Some(body) = writer.rewrite(page, &summaries) {
+                page.body = body;
+            }
+        }
+    }
     report.count(&fold);
     let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
     report.pending_messages = pending.len();

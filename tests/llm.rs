@@ -790,6 +790,24 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
                 ],
             }));
         }
+        if body["response_format"]["json_schema"]["name"] == "page" {
+            // Pages about Maya rewritten well; the others without their sections.
+            let page = user
+                .strip_prefix("Page:\n")
+                .and_then(|p| p.split_once("\n\nTrajectory summaries:"))
+                .map_or("", |(p, _)| p);
+            let title = page.lines().next().unwrap_or("");
+            let written = if title.contains("Maya") {
+                page.replacen(
+                    "## Overview\n",
+                    "## Overview\nA model-written overview.\n",
+                    1,
+                )
+            } else {
+                format!("{title}\n\nJust a line.")
+            };
+            return Reply::answer(json!({ "page": written }));
+        }
         let mut n = judged.lock().unwrap();
         *n += 1;
         let shown = user.matches("\n[").count();
@@ -853,6 +871,21 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
             .any(|c| c["quote"].as_str().unwrap().contains(word))
     };
     assert!(quoted("Okafor") && quoted("Lisbon") && quoted("Porto"));
+    // Pages: the model's where it kept every section and link, the deterministic ones elsewhere.
+    let bodies: Vec<String> = first
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["record"] == "page")
+        .map(|r| r["value"]["body"].as_str().unwrap().to_string())
+        .collect();
+    assert!(bodies
+        .iter()
+        .any(|b| b.contains("A model-written overview.")));
+    assert!(bodies.iter().all(|b| !b.contains("Just a line.")));
+    assert!(
+        err.contains("page(s) kept their deterministic text"),
+        "{err}"
+    );
     assert!(claims
         .iter()
         .all(|c| !c["text"].as_str().unwrap().contains("from nowhere")));

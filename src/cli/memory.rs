@@ -14,6 +14,7 @@ use trajwiki::api::{LoadedModel, StoreResponses};
 use trajwiki::extract_llm::LlmExtractor;
 use trajwiki::judge_llm::LlmJudge;
 use trajwiki::llm::{Client, ResponseCache};
+use trajwiki::pages_llm::LlmPageWriter;
 use trajwiki::pipeline::{build_namespace, build_namespace_driven, BuildOptions, Drivers};
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
@@ -142,9 +143,11 @@ pub(crate) fn build_and_report(
                     Client::new(llm.clone(), Some(Arc::new(cache) as Arc<dyn ResponseCache>));
                 let judge = LlmJudge::new(&client);
                 let extractor = LlmExtractor::new(&client, config.clone());
+                let pages = LlmPageWriter::new(&client);
                 let drivers = Drivers {
                     extractor: Some(&extractor),
                     judge: Some(&judge),
+                    pages: Some(&pages),
                 };
                 let report = build_namespace_driven(
                     store,
@@ -158,6 +161,12 @@ pub(crate) fn build_and_report(
                     global.say(format!(
                         "warning: {ns}: {} exchange(s) extracted deterministically (the model was unreachable or none of its claims valid)",
                         extractor.fallbacks()
+                    ));
+                }
+                if pages.fallbacks() > 0 {
+                    global.say(format!(
+                        "warning: {ns}: {} page(s) kept their deterministic text (the model was unreachable or its page invalid)",
+                        pages.fallbacks()
                     ));
                 }
                 if judge.fallbacks() > 0 {
