@@ -343,6 +343,8 @@ pub trait PageWriter: Sync {
 pub struct Drivers<'a> {
     /// Exchange → snapshot draft (`crate::extract_llm::LlmExtractor`).
     pub extractor: Option<&'a dyn trajwiki_memory::Extractor>,
+    /// Which trajectory a snapshot continues, or a new one (`crate::match_llm::LlmDecider`).
+    pub decider: Option<&'a dyn trajwiki_memory::MatchDecider>,
     /// Claim transitions: ADD / REVISE / DEPRECATE (`crate::judge_llm::LlmJudge`).
     pub judge: Option<&'a dyn trajwiki_memory::ClaimJudge>,
     /// The bodies of changed wiki pages (`crate::pages_llm::LlmPageWriter`).
@@ -492,7 +494,7 @@ fn build_once(
     let builders = Builders {
         config,
         extractor: drivers.extractor.unwrap_or(&extractor),
-        decider: &decider,
+        decider: drivers.decider.unwrap_or(&decider),
         judge: drivers.judge.unwrap_or(&judge),
     };
     let mut report = BuildReport {

@@ -14,6 +14,7 @@ use trajwiki::api::{LoadedModel, StoreResponses};
 use trajwiki::extract_llm::LlmExtractor;
 use trajwiki::judge_llm::LlmJudge;
 use trajwiki::llm::{Client, ResponseCache};
+use trajwiki::match_llm::LlmDecider;
 use trajwiki::pages_llm::LlmPageWriter;
 use trajwiki::pipeline::{build_namespace, build_namespace_driven, BuildOptions, Drivers};
 
@@ -144,8 +145,10 @@ pub(crate) fn build_and_report(
                 let judge = LlmJudge::new(&client);
                 let extractor = LlmExtractor::new(&client, config.clone());
                 let pages = LlmPageWriter::new(&client);
+                let decider = LlmDecider::new(&client, config.clone());
                 let drivers = Drivers {
                     extractor: Some(&extractor),
+                    decider: Some(&decider),
                     judge: Some(&judge),
                     pages: Some(&pages),
                 };
@@ -161,6 +164,12 @@ pub(crate) fn build_and_report(
                     global.say(format!(
                         "warning: {ns}: {} exchange(s) extracted deterministically (the model was unreachable or none of its claims valid)",
                         extractor.fallbacks()
+                    ));
+                }
+                if decider.fallbacks() > 0 {
+                    global.say(format!(
+                        "warning: {ns}: {} trajectory match(es) left to the deterministic decider (the model was unreachable or its choice invalid)",
+                        decider.fallbacks()
                     ));
                 }
                 if pages.fallbacks() > 0 {

@@ -310,7 +310,15 @@ impl Fold {
             .map(|i| score(&f, &self.trajectories[i].features, i, &broad, c))
             .collect();
         scores.sort_by(|a, b| b.g.total_cmp(&a.g).then(a.candidate.cmp(&b.candidate)));
-        let chosen = b.decider.decide(&f, &scores).map(|k| scores[k].candidate);
+        let texts: Vec<&str> = scores
+            .iter()
+            .map(|m| self.trajectories[m.candidate].summary.as_str())
+            .collect();
+        let chosen = b
+            .decider
+            .decide_with_texts(&f, &scores, &draft.summary, &texts)
+            .filter(|&k| k < scores.len())
+            .map(|k| scores[k].candidate);
         let snap_id = SnapshotId::derive(&ns, first.id.as_str());
         let ti = match chosen {
             Some(t) if self.trajectories[t].snapshots.len() < c.max_trajectory_len => {

@@ -189,6 +189,17 @@ pub trait MatchDecider: Send + Sync {
     fn name(&self) -> &str;
     /// `scores` are sorted best first.
     fn decide(&self, snapshot: &Features, scores: &[MatchScore]) -> Option<usize>;
+    /// [`MatchDecider::decide`] with the texts a model reads: the snapshot's summary and each
+    /// scored candidate's summary, aligned with `scores`. The deterministic decider reads none.
+    fn decide_with_texts(
+        &self,
+        snapshot: &Features,
+        scores: &[MatchScore],
+        _summary: &str,
+        _candidates: &[&str],
+    ) -> Option<usize> {
+        self.decide(snapshot, scores)
+    }
 }
 
 /// The offline decider: the best candidate continues when g reaches `delta_deterministic` and the
