@@ -8,11 +8,11 @@ use trajwiki::answer::AnswerStatus;
 use trajwiki::api::{ask_index, open_index, Query, StoreResponses};
 use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
 use trajwiki_core::Namespace;
-use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_retrieve::RetrievalConfig;
 
 use super::device::scoring;
 use super::memory::load_embedder_on;
-use super::query::parse_mode;
+use super::query::RetrievalArgs;
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
@@ -87,15 +87,8 @@ pub(crate) struct AskArgs {
     namespace: String,
     /// The question.
     question: String,
-    /// Context budget in whitespace tokens.
-    #[arg(long, default_value_t = 2700)]
-    budget: usize,
-    /// Retrieval mode.
-    #[arg(long, default_value = "full", value_parser = parse_mode)]
-    mode: Mode,
-    /// Embedding model (the one the memory was built with).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
-    model: String,
+    #[command(flatten)]
+    retrieval: RetrievalArgs,
     #[command(flatten)]
     llm: LlmArgs,
     /// Print JSON: the answer, its status, the context and its evidence, model usage.
@@ -109,7 +102,7 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;
-    let loaded = load_embedder_on(&args.model, global)?;
+    let loaded = load_embedder_on(&args.retrieval.model, global)?;
     let embedder = loaded.embedder;
     let index = std::mem::ManuallyDrop::new(open_index(&store, &ns, embedder.as_ref())?);
     let client = match llm {
@@ -125,8 +118,8 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
     let config = RetrievalConfig::default();
     let query = Query {
         question: &args.question,
-        mode: args.mode,
-        budget: args.budget,
+        mode: args.retrieval.mode,
+        budget: args.retrieval.budget,
         config: &config,
     };
     let asked = ask_index(

@@ -13,7 +13,7 @@ use super::memory::{load_config, load_embedder, load_embedder_on};
 use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 
-pub(crate) fn parse_mode(s: &str) -> Result<Mode, String> {
+fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| {
         format!(
             "unknown mode {s}; one of {}",
@@ -40,18 +40,25 @@ pub(crate) struct QueryArgs {
     /// as one line of JSON (as `--json` prints it, on one line).
     #[arg(long, conflicts_with = "question")]
     questions: Option<PathBuf>,
-    /// Context budget in whitespace tokens.
-    #[arg(long, default_value_t = 2700)]
-    budget: usize,
-    /// Retrieval mode.
-    #[arg(long, default_value = "full", value_parser = parse_mode)]
-    mode: Mode,
-    /// Embedding model (the one the memory was built with).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
-    model: String,
+    #[command(flatten)]
+    retrieval: RetrievalArgs,
     /// Print JSON: context, path and diagnostics.
     #[arg(long)]
     json: bool,
+}
+
+/// How a question is searched: `query` and `ask` alike.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RetrievalArgs {
+    /// Context budget in whitespace tokens.
+    #[arg(long, default_value_t = 2700)]
+    pub(crate) budget: usize,
+    /// Retrieval mode.
+    #[arg(long, default_value = "full", value_parser = parse_mode)]
+    pub(crate) mode: Mode,
+    /// Embedding model (the one the memory was built with).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    pub(crate) model: String,
 }
 
 /// A search as `--json` prints it.
@@ -65,8 +72,8 @@ fn search_json(
     let (ctx, ranking) = (&found.context, &found.ranking);
     serde_json::json!({
         "question": found.question,
-        "mode": args.mode.name(),
-        "budget": args.budget,
+        "mode": args.retrieval.mode.name(),
+        "budget": args.retrieval.budget,
         "context": ctx.text,
         "source_refs": ctx.source_refs,
         "context_tokens": ctx.tokens,
@@ -90,7 +97,7 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;
-    let loaded = load_embedder_on(&args.model, global)?;
+    let loaded = load_embedder_on(&args.retrieval.model, global)?;
     let embedder = loaded.embedder;
     let config = RetrievalConfig::default();
     // The process ends with this command: freeing a large index (millions of allocations) would
@@ -107,8 +114,8 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
         for (i, question) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
             let query = Query {
                 question,
-                mode: args.mode,
-                budget: args.budget,
+                mode: args.retrieval.mode,
+                budget: args.retrieval.budget,
                 config: &config,
             };
             let found = search_index(&index, i == 0, embedder.as_ref(), &query, backend.as_ref())?;
@@ -125,8 +132,8 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
         embedder.as_ref(),
         &Query {
             question,
-            mode: args.mode,
-            budget: args.budget,
+            mode: args.retrieval.mode,
+            budget: args.retrieval.budget,
             config: &config,
         },
         backend.as_ref(),
@@ -146,9 +153,9 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     }
     outln!(
         "\n--- retrieval path ({} mode, {} of {} tokens) ---",
-        args.mode.name(),
+        args.retrieval.mode.name(),
         ctx.tokens,
-        args.budget
+        args.retrieval.budget
     )?;
     for p in &ranking.pages {
         outln!("page {} {:.4} {}", p.id, p.score, line(&p.label))?;
