@@ -268,6 +268,55 @@ pub fn reflect(client: &Client, question: &str, why: &str) -> Vec<String> {
     hints
 }
 
+/// The most tokens a rerank may have.
+const RERANK_TOKENS: u32 = 120;
+
+const RERANK: &str = "Threads of a conversation's memory were selected for a question. Order \
+them by how likely they hold its answer: give the numbers of the threads, most likely first. \
+Leave out those that cannot help.";
+
+/// The order `client`'s model gives `summaries` for `question` (positions, best first), or
+/// `None` — keep the fused order — when there is nothing to order, the model fails, or its
+/// order names no thread shown.
+pub fn rerank(client: &Client, question: &str, summaries: &[&str]) -> Option<Vec<usize>> {
+    if summaries.len() < 2 {
+        return None;
+    }
+    let mut listed = String::new();
+    for (i, s) in summaries.iter().enumerate() {
+        let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line: String = line.chars().take(300).collect();
+        listed.push_str(&format!("[{}] {line}\n", i + 1));
+    }
+    let messages = [
+        Message::system(RERANK),
+        Message::user(format!("Question: {question}\nThreads:\n{listed}")),
+    ];
+    let schema = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["order"],
+        "properties": {"order": {"type": "array", "items": {"type": "integer"}}},
+    });
+    let request = JsonRequest {
+        phase: Phase::Retrieval,
+        messages: &messages,
+        schema_name: "rerank",
+        schema: &schema,
+        max_tokens: RERANK_TOKENS,
+    };
+    let reply = client.json(&request).ok()?;
+    let order: Vec<usize> = reply
+        .get("order")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_u64)
+        .filter_map(|n| usize::try_from(n).ok()?.checked_sub(1))
+        .filter(|&p| p < summaries.len())
+        .collect();
+    (!order.is_empty()).then_some(order)
+}
+
 /// The fields of a reply, or what is wrong with them.
 fn check(object: &Map<String, Value>, refs: &BTreeSet<&str>) -> Result<Answer, Vec<String>> {
     let mut problems = Vec::new();

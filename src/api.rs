@@ -506,6 +506,19 @@ pub fn search_index(
     query: &Query<'_>,
     backend: &dyn ScoringBackend,
 ) -> Result<Search, ApiError> {
+    search_index_reranked(loaded, loaded_now, embedder, query, backend, &|_| None)
+}
+
+/// [`search_index`] with the selected trajectories reordered by `rerank` (see
+/// `trajwiki_retrieve::Index::rank_reranked`) before their evidence is expanded.
+pub fn search_index_reranked(
+    loaded: &LoadedIndex,
+    loaded_now: bool,
+    embedder: &dyn Embedder,
+    query: &Query<'_>,
+    backend: &dyn ScoringBackend,
+    rerank: &trajwiki_retrieve::Rerank<'_>,
+) -> Result<Search, ApiError> {
     let index = &loaded.index;
     let Query {
         question,
@@ -515,7 +528,7 @@ pub fn search_index(
     } = *query;
     trajwiki_core::limits::QUESTION_BYTES.check(question.len())?;
     let (qvec, query_embedding) = embed_query(embedder, question)?;
-    let ranking = index.rank(question, &qvec, mode, config, backend)?;
+    let ranking = index.rank_reranked(question, &qvec, mode, config, backend, rerank)?;
     let t1 = Instant::now();
     let context = index.render(&ranking, budget);
     let render = t1.elapsed().as_secs_f64() * 1000.0;
@@ -806,7 +819,8 @@ pub struct Asked {
     pub answer: crate::answer::Answer,
 }
 
-/// Answers a question from a loaded index: the search of [`search_index`], then an answer from
+/// Answers a question from a loaded index: the search of [`search_index`] (its selected
+/// trajectories reordered by the model first when `rerank`, one more call), then an answer from
 /// its context by `client`'s model, checked (see [`crate::answer`]). Without a client the answer
 /// is [`crate::answer::AnswerStatus::NoAnswerModel`] and the evidence is all there is.
 pub fn ask_index(
@@ -816,13 +830,21 @@ pub fn ask_index(
     query: &Query<'_>,
     backend: &dyn ScoringBackend,
     client: Option<&trajwiki_llm::Client>,
+    rerank_selected: bool,
 ) -> Result<Asked, ApiError> {
-    use crate::answer::{answer, reflect, Answer, AnswerStatus, NO_MODEL};
-    let search = search_index(loaded, loaded_now, embedder, query, backend)?;
+    use crate::answer::{answer, reflect, rerank, Answer, AnswerStatus, NO_MODEL};
     let Some(client) = client else {
+        let search = search_index(loaded, loaded_now, embedder, query, backend)?;
         let answer = Answer::without_model(AnswerStatus::NoAnswerModel, NO_MODEL.to_string());
         return Ok(Asked { search, answer });
     };
+    // The model reorders the selected trajectories before their evidence is gathered.
+    let reranker = |summaries: &[&str]| {
+        rerank_selected
+            .then(|| rerank(client, query.question, summaries))
+            .flatten()
+    };
+    let search = search_index_reranked(loaded, loaded_now, embedder, query, backend, &reranker)?;
     let first = answer(
         client,
         &search.context.text,

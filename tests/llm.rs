@@ -1010,3 +1010,65 @@ fn an_abstention_is_reflected_on_and_rescued() {
         }
     }
 }
+
+#[test]
+fn a_rerank_reorders_the_selected_trajectories_and_falls_back_to_the_fused_order() {
+    let dir = built_demo();
+    let path = |out: &Value| -> Vec<String> {
+        out["trajectories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The model puts the last selected trajectory first; then answers.
+    let server = Server::with(|_, body| {
+        let user = body["messages"][1]["content"].as_str().unwrap_or("");
+        if body["response_format"]["json_schema"]["name"] == "rerank" {
+            let shown = user.matches("\n[").count();
+            return Reply::answer(json!({ "order": [shown, 0, 99] }));
+        }
+        Reply::answer(good_answer(&["S1:3"]))
+    });
+    let (_, plain, _) = ask(dir.path(), Some(&server.url), &["--budget", "60"]);
+    let before = server.seen().len();
+    let (code, reranked, err) = ask(
+        dir.path(),
+        Some(&server.url),
+        &["--budget", "60", "--rerank"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let reranks: Vec<Seen> = server.seen()[before..]
+        .iter()
+        .filter(|x| x.body["response_format"]["json_schema"]["name"] == "rerank")
+        .cloned()
+        .collect();
+    assert_eq!(
+        reranks.len(),
+        1,
+        "one rerank call with --rerank, none without"
+    );
+    assert_eq!(reranked["llm"]["usage"]["retrieval"]["requests"], 1);
+    // What was the last selected trajectory comes first, the others follow in fused order.
+    let (before, after) = (path(&plain), path(&reranked));
+    assert!(before.len() >= 2, "{before:?}");
+    let mut expected = vec![before.last().unwrap().clone()];
+    expected.extend(before[..before.len() - 1].iter().cloned());
+    assert_eq!(after, expected);
+
+    // A reply that names no thread shown keeps the fused order.
+    let dir = built_demo();
+    let server = Server::with(|_, body| {
+        if body["response_format"]["json_schema"]["name"] == "rerank" {
+            return Reply::answer(json!({ "order": [0, 99] }));
+        }
+        Reply::answer(good_answer(&["S1:3"]))
+    });
+    let (_, kept, _) = ask(
+        dir.path(),
+        Some(&server.url),
+        &["--budget", "60", "--rerank"],
+    );
+    assert_eq!(path(&kept), path(&plain));
+}

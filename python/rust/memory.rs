@@ -380,7 +380,7 @@ impl Memory {
     /// `no_answer_model` (no endpoint given, here or in `TRAJWIKI_LLM_BASE_URL` and
     /// `TRAJWIKI_LLM_MODEL`) or `model_unavailable`; the evidence is there in every case. The
     /// answer is checked as `trajwiki ask` checks it, and responses are kept in the store.
-    #[pyo3(signature = (query, namespace, budget = 2700, mode = "full", llm_base_url = None, llm_model = None, llm_api_key = None, timeout = 60.0))]
+    #[pyo3(signature = (query, namespace, budget = 2700, mode = "full", llm_base_url = None, llm_model = None, llm_api_key = None, timeout = 60.0, rerank = false))]
     #[allow(clippy::too_many_arguments)]
     fn ask(
         &self,
@@ -393,6 +393,7 @@ impl Memory {
         llm_model: Option<String>,
         llm_api_key: Option<String>,
         timeout: f64,
+        rerank: bool,
     ) -> PyResult<Py<PyAny>> {
         let question = string(query, "query")?;
         let ns = self::namespace(namespace)?;
@@ -454,6 +455,7 @@ impl Memory {
                 &query,
                 self.scoring.as_ref(),
                 client.as_ref(),
+                rerank,
             )
             .or_raise()?;
             Ok(serde_json::json!({

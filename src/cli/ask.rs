@@ -91,6 +91,10 @@ pub(crate) struct AskArgs {
     retrieval: RetrievalArgs,
     #[command(flatten)]
     llm: LlmArgs,
+    /// Have the model reorder the selected trajectories before their evidence is gathered (one
+    /// more call; the fused order when it fails).
+    #[arg(long)]
+    rerank: bool,
     /// Print JSON: the answer, its status, the context and its evidence, model usage.
     #[arg(long)]
     json: bool,
@@ -129,6 +133,7 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
         &query,
         backend.as_ref(),
         client.as_ref(),
+        args.rerank,
     )?;
     let (answer, search) = (&asked.answer, &asked.search);
     match answer.status {
@@ -147,6 +152,7 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
             "source_refs": search.context.source_refs,
             "context_tokens": search.context.tokens,
             "evidence": search.evidence,
+            "trajectories": search.ranking.trajectories,
             "llm": client.as_ref().map(|c| serde_json::json!({
                 "model": c.config().model,
                 "base_url": c.config().base_url,

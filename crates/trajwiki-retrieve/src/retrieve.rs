@@ -172,6 +172,30 @@ pub struct Ranking {
     pub timings: BTreeMap<String, f64>,
 }
 
+/// A reranker of selected trajectories (see [`Index::rank_reranked`]).
+pub type Rerank<'a> = dyn Fn(&[&str]) -> Option<Vec<usize>> + 'a;
+
+/// `items` in `order` (positions into them; out of range or repeated ones skipped), then the
+/// rest in their own order.
+fn reordered(items: &[u32], order: &[usize]) -> Vec<u32> {
+    let mut taken = vec![false; items.len()];
+    let mut out = Vec::with_capacity(items.len());
+    for &p in order {
+        if p < items.len() && !taken[p] {
+            taken[p] = true;
+            out.push(items[p]);
+        }
+    }
+    out.extend(
+        items
+            .iter()
+            .zip(&taken)
+            .filter(|(_, t)| !**t)
+            .map(|(i, _)| *i),
+    );
+    out
+}
+
 /// Weighted reciprocal rank fusion: Σ w / (k + rank), rank from 1. Returns every listed id
 /// with its fused score, in id order.
 fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<(usize, f32)> {
@@ -303,6 +327,23 @@ impl Index {
         config: &RetrievalConfig,
         backend: &dyn ScoringBackend,
     ) -> Result<Ranking, IndexError> {
+        self.rank_reranked(question, qvec, mode, config, backend, &|_| None)
+    }
+
+    /// [`Index::rank`] with the selected trajectories put in the order `rerank` gives: it gets
+    /// their summaries in the fused order and returns positions into them, best first (the ones
+    /// it leaves out follow in the fused order), or `None` to keep the fused order. Positions
+    /// out of range or repeated are ignored. Structured modes only; the baselines select no
+    /// trajectory.
+    pub fn rank_reranked(
+        &self,
+        question: &str,
+        qvec: &[f32],
+        mode: Mode,
+        config: &RetrievalConfig,
+        backend: &dyn ScoringBackend,
+        rerank: &Rerank<'_>,
+    ) -> Result<Ranking, IndexError> {
         let mut timings = BTreeMap::new();
         let t0 = Instant::now();
         let q_terms = self.query_terms(question);
@@ -392,6 +433,7 @@ impl Index {
                     &q_entities,
                     config,
                     backend,
+                    rerank,
                     &mut timings,
                 )?;
             }
@@ -411,6 +453,7 @@ impl Index {
         q_entities: &BTreeSet<String>,
         config: &RetrievalConfig,
         backend: &dyn ScoringBackend,
+        rerank: &Rerank<'_>,
         timings: &mut BTreeMap<String, f64>,
     ) -> Result<(), IndexError> {
         let mode = ranking.mode;
@@ -484,6 +527,16 @@ impl Index {
             self.coverage(&fused, q_entities, q_terms, &ranking.shape, config, backend)?
         } else {
             fused.iter().take(k).map(|h| h.0).collect()
+        };
+        let selected = {
+            let summaries: Vec<&str> = selected
+                .iter()
+                .map(|&t| self.records.trajectories[t as usize].summary.as_str())
+                .collect();
+            match rerank(&summaries) {
+                Some(order) => reordered(&selected, &order),
+                None => selected,
+            }
         };
         let fused_score: BTreeMap<u32, f32> = fused.iter().copied().collect();
         for &t in &selected {
@@ -928,6 +981,15 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rerank_order_skips_what_is_out_of_range_or_repeated() {
+        assert_eq!(
+            reordered(&[10, 11, 12, 13], &[2, 9, 2, 0]),
+            [12, 10, 11, 13]
+        );
+        assert_eq!(reordered(&[10, 11], &[]), [10, 11]);
+    }
 
     #[test]
     fn weighted_rrf_sums_weighted_reciprocal_ranks_once_per_list() {

@@ -151,6 +151,7 @@ class Memory:
         llm_model: str | None = None,
         llm_api_key: str | None = None,
         timeout: float = 60.0,
+        rerank: bool = False,
     ) -> dict[str, Any]: ...
     def get(self, id: str, namespace: str | None = None) -> dict[str, Any]: ...
     def history(
