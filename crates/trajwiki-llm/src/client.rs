@@ -146,28 +146,25 @@ impl Client {
                 return Ok(object);
             }
         }
-        let result = self.ask(request);
-        let object = result.and_then(|reply| {
-            extract_json(&reply)
-                .map(|object| (reply.clone(), object))
-                .map_err(|reason| LlmError::BadOutput {
+        let object = self
+            .ask(request)
+            .and_then(|reply| match extract_json(&reply) {
+                Ok(object) => {
+                    if let Some(cache) = &self.cache {
+                        // A cache that cannot be written costs a rerun its savings, not this call.
+                        let _ = cache.put(&key, &self.config.model, &reply);
+                    }
+                    Ok(object)
+                }
+                Err(reason) => Err(LlmError::BadOutput {
                     reason,
                     excerpt: excerpt(&reply, 200),
-                })
-        });
-        match object {
-            Ok((reply, object)) => {
-                if let Some(cache) = &self.cache {
-                    // A cache that cannot be written costs a rerun its savings, not this call.
-                    let _ = cache.put(&key, &self.config.model, &reply);
-                }
-                Ok(object)
-            }
-            Err(e) => {
-                self.count(request.phase, |u| u.failed += 1);
-                Err(e)
-            }
+                }),
+            });
+        if object.is_err() {
+            self.count(request.phase, |u| u.failed += 1);
         }
+        object
     }
 
     /// The reply's message text, retried as configured.
