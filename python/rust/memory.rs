@@ -139,6 +139,25 @@ fn ingest_report(py: Python<'_>, report: &IngestReport) -> PyResult<Py<PyAny>> {
     )
 }
 
+/// The question, namespace and mode of `search` and `ask`, checked with their budget.
+fn question_args(
+    query: &Bound<'_, PyAny>,
+    namespace: &str,
+    budget: usize,
+    mode: &str,
+) -> PyResult<(String, Namespace, Mode)> {
+    let question = string(query, "query")?;
+    let ns = self::namespace(namespace)?;
+    let mode = parse_mode(mode)?;
+    if budget == 0 {
+        return Err(raise(
+            Kind::Input,
+            "budget must be a positive number of tokens",
+        ));
+    }
+    Ok((question, ns, mode))
+}
+
 fn namespace(name: &str) -> PyResult<Namespace> {
     Namespace::new(name).or_raise()
 }
@@ -338,15 +357,7 @@ impl Memory {
         budget: usize,
         mode: &str,
     ) -> PyResult<SearchResult> {
-        let question = string(query, "query")?;
-        let ns = self::namespace(namespace)?;
-        let mode = parse_mode(mode)?;
-        if budget == 0 {
-            return Err(raise(
-                Kind::Input,
-                "budget must be a positive number of tokens",
-            ));
-        }
+        let (question, ns, mode) = question_args(query, namespace, budget, mode)?;
         let mut config = RetrievalConfig::default();
         if let Some(k) = k {
             if k == 0 {
@@ -395,15 +406,7 @@ impl Memory {
         timeout: f64,
         rerank: bool,
     ) -> PyResult<Py<PyAny>> {
-        let question = string(query, "query")?;
-        let ns = self::namespace(namespace)?;
-        let mode = parse_mode(mode)?;
-        if budget == 0 {
-            return Err(raise(
-                Kind::Input,
-                "budget must be a positive number of tokens",
-            ));
-        }
+        let (question, ns, mode) = question_args(query, namespace, budget, mode)?;
         if !(timeout.is_finite() && timeout > 0.0) {
             return Err(raise(
                 Kind::Input,
