@@ -8,8 +8,10 @@ use std::time::Instant;
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
 use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
-use trajwiki_retrieve::{Index, LevelVectors, MessageVectors, NamespaceRecords, SharedRows};
-use trajwiki_store::{MappedVectors, Store, StoreError};
+use trajwiki_retrieve::{
+    Index, LevelVectors, MessageSide, MessageVectors, NamespaceRecords, SharedRows,
+};
+use trajwiki_store::{Arrived, MappedVectors, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
 
@@ -44,9 +46,9 @@ pub struct Loaded {
     pub index: Index,
     /// Texts that had to be embedded (not in the vector file or the cache).
     pub embedded: usize,
-    /// Where the time went, in milliseconds: `records` (the memory's records), `messages`
-    /// (reading them), `vectors` (mapping the vector file, embedding what it lacks), `index`
-    /// (building the index from them).
+    /// Where the time went, in milliseconds: `records` (reading the messages and the memory's
+    /// records, the messages' side of the index prepared meanwhile), `vectors` (mapping the
+    /// vector file, embedding what it lacks), `index` (building the index from them).
     pub stages: BTreeMap<String, f64>,
 }
 
@@ -87,23 +89,40 @@ pub fn load_index(
         }
         None => trajwiki_memory::MemoryConfig::default(),
     };
-    // The memory's records first, then the messages: messages are only ever appended and the
-    // records cite only stored ones, so every message a record cites is read, even while
-    // another process ingests and builds (a later message is one not built yet).
-    let read = store.memory_records(ns)?;
+    // The messages and the records in one read; while the records are read, the messages'
+    // side of the index is prepared from them (ingest order is the vector file's row order;
+    // the index lists messages by session and position).
+    let order_of = |arrived: &[Arrived]| {
+        let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
+        order.sort_by_key(|&i| {
+            let m = &arrived[i as usize].1;
+            (m.session, m.seq)
+        });
+        order
+    };
+    // The side takes the threads the read leaves (one on a 2-core machine): more would only
+    // slow the read down.
+    let spare = rayon::ThreadPoolBuilder::new()
+        .num_threads(rayon::current_num_threads().saturating_sub(1).max(1))
+        .build()
+        .ok();
+    let (arrived, read, (order, side)) = store.namespace_read(ns, |arrived| {
+        let prepare = || {
+            let order = order_of(arrived);
+            let sorted: Vec<&SourceMessage> =
+                order.iter().map(|&i| &arrived[i as usize].1).collect();
+            let side = MessageSide::new(&sorted, config.entity_min_count);
+            (order, side)
+        };
+        match &spare {
+            Some(pool) => pool.install(prepare),
+            None => prepare(),
+        }
+    })?;
     lap("records");
-    // Ingest order, which is the vector file's row order; the index lists messages by session
-    // and position.
-    let arrived = store.messages_after(ns, 0)?;
     if arrived.is_empty() {
         return Err(PipelineError::Empty(ns.clone()));
     }
-    let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
-    order.sort_by_key(|&i| {
-        let m = &arrived[i as usize].1;
-        (m.session, m.seq)
-    });
-    lap("messages");
     // The file serves the rows it has committed when they are the first messages in ingest
     // order; otherwise (another model's dimension, a file out of step) it is left aside and
     // every vector comes through the cache.
@@ -182,8 +201,8 @@ pub fn load_index(
         messages: message_vectors,
         pages,
     };
-    let index =
-        Index::new(records, vectors, &texts).map_err(|e| PipelineError::Index(Box::new(e)))?;
+    let index = Index::new(records, side, vectors, &texts)
+        .map_err(|e| PipelineError::Index(Box::new(e)))?;
     lap("index");
     Ok(Loaded {
         index,

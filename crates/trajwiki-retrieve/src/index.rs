@@ -16,7 +16,7 @@ use trajwiki_core::{
 use trajwiki_text::lexicon::ITEM_FAMILIES;
 
 use crate::vectors::MessageVectors;
-use trajwiki_text::text::{keyword, keywords, stem, words};
+use trajwiki_text::text::{each_word, keyword, keywords, stem, words};
 use trajwiki_text::{entity_key, Lexicon};
 
 /// The records of one namespace, as read from the store.
@@ -37,13 +37,11 @@ pub struct NamespaceRecords {
     pub entity_min_count: usize,
 }
 
-/// The texts of each level, in record order: every level is scored lexically on them; messages
-/// and pages are also embedded (the caller embeds them through its cache and hands the vectors
-/// to [`Index::new`]), while snapshots and trajectories take the centroids of their parts'
-/// vectors, exactly as construction does.
+/// The texts of the derived levels, in record order: every level is scored lexically on them;
+/// pages are also embedded (the caller embeds them through its cache and hands the vectors to
+/// [`Index::new`]), while snapshots and trajectories take the centroids of their parts' vectors,
+/// exactly as construction does. The messages' texts are in their [`MessageSide`].
 pub struct LevelTexts {
-    /// One per message ([`SourceMessage::embedding_text`]).
-    pub messages: Vec<String>,
     /// One per snapshot: summary and claims.
     pub snapshots: Vec<String>,
     /// One per trajectory: its summary.
@@ -200,7 +198,7 @@ pub struct Index {
     /// Per message: bit f set when it mentions an item of `ITEM_FAMILIES[f]`.
     pub(crate) families_of: Vec<u64>,
     /// Per message: its rendered context line and that line's whitespace tokens.
-    pub(crate) lines: Vec<(String, usize)>,
+    lines: Vec<(String, usize)>,
     /// Per message: the snapshots that hold it, in record order.
     msg_snaps: Vec<Vec<usize>>,
     /// Per message: the claims grounded in it, in record order.
@@ -265,17 +263,31 @@ fn family_bits_of(stems: &[&str]) -> u64 {
 /// Term ids of each text: the ids of its [`keywords`], a keyword new to `vocab` numbered next in
 /// keyword order.
 ///
-/// The texts are cut into chunks that find their keywords in parallel, each distinct word of a
-/// chunk turned into its keyword once ([`chunk_keywords`]); the ids are then given in text order,
-/// one vocabulary look-up per distinct keyword of a chunk. The numbering is the one a single pass
-/// over the texts gives.
+/// The texts are cut into chunks that find their keywords in parallel ([`chunked`]); the ids
+/// are then given in text order ([`numbered`]). The numbering is the one a single pass over the
+/// texts gives.
 fn terms(vocab: &mut FxHashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
+    numbered(vocab, chunked(texts), texts.len())
+}
+
+/// The keywords of `texts`, found in parallel chunks, each distinct word of a chunk turned into
+/// its keyword once ([`chunk_keywords`]).
+fn chunked(texts: &[String]) -> Vec<ChunkKeywords> {
     let chunk = texts
         .len()
         .div_ceil(4 * rayon::current_num_threads())
         .max(256);
-    let chunks: Vec<ChunkKeywords> = texts.par_chunks(chunk).map(chunk_keywords).collect();
-    let mut out = Vec::with_capacity(texts.len());
+    texts.par_chunks(chunk).map(chunk_keywords).collect()
+}
+
+/// The term ids of the `len` texts of `chunks`, in text order: one vocabulary look-up per
+/// distinct keyword of a chunk, a keyword new to `vocab` numbered next.
+fn numbered(
+    vocab: &mut FxHashMap<String, u32>,
+    chunks: Vec<ChunkKeywords>,
+    len: usize,
+) -> Vec<Vec<u32>> {
+    let mut out = Vec::with_capacity(len);
     for c in chunks {
         // Chunk keyword → term id, found or given on first use.
         let mut ids: Vec<Option<u32>> = vec![None; c.keywords.len()];
@@ -313,33 +325,53 @@ struct ChunkKeywords {
 }
 
 fn chunk_keywords(texts: &[String]) -> ChunkKeywords {
-    // A word as written → the index of its keyword, or `None` when it is no keyword.
-    let mut seen: FxHashMap<&str, Option<u32>> = FxHashMap::default();
+    // A word as written → the index of its keyword, or `NONE` when it is no keyword.
+    const NONE: u32 = u32::MAX;
+    let mut seen: FxHashMap<&str, u32> = FxHashMap::default();
     let mut index: FxHashMap<String, u32> = FxHashMap::default();
     let mut keywords: Vec<String> = Vec::new();
-    let texts = texts
+    let mut rows: Vec<Vec<u32>> = texts
         .iter()
         .map(|text| {
             let mut row: Vec<u32> = Vec::new();
-            for (_, w) in words(text) {
-                let k = *seen.entry(w).or_insert_with(|| {
-                    keyword(w).map(|k| {
-                        *index.entry(k).or_insert_with_key(|k| {
-                            keywords.push(k.clone());
-                            keywords.len() as u32 - 1
-                        })
-                    })
+            each_word(text, |_, w| {
+                let k = *seen.entry(w).or_insert_with(|| match keyword(w) {
+                    Some(k) => *index.entry(k).or_insert_with_key(|k| {
+                        keywords.push(k.clone());
+                        keywords.len() as u32 - 1
+                    }),
+                    None => NONE,
                 });
-                if let Some(k) = k {
+                if k != NONE {
                     row.push(k);
                 }
-            }
-            row.sort_unstable_by(|a, b| keywords[*a as usize].cmp(&keywords[*b as usize]));
-            row.dedup();
+            });
             row
         })
         .collect();
-    ChunkKeywords { keywords, texts }
+    // Keywords renumbered in their sorted order, so that a text's list sorts as integers.
+    let mut order: Vec<u32> = (0..keywords.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| keywords[a as usize].cmp(&keywords[b as usize]));
+    let mut rank = vec![0u32; keywords.len()];
+    for (r, &k) in order.iter().enumerate() {
+        rank[k as usize] = r as u32;
+    }
+    let mut slots: Vec<Option<String>> = keywords.into_iter().map(Some).collect();
+    let keywords = order
+        .iter()
+        .map(|&k| slots[k as usize].take().expect("a permutation"))
+        .collect();
+    for row in &mut rows {
+        for k in row.iter_mut() {
+            *k = rank[*k as usize];
+        }
+        row.sort_unstable();
+        row.dedup();
+    }
+    ChunkKeywords {
+        keywords,
+        texts: rows,
+    }
 }
 
 /// The sparse side of an index: term ids and a BM25 index per level.
@@ -357,16 +389,56 @@ struct Sparse {
 struct Linked {
     update_links: Vec<Vec<usize>>,
     superseded: Vec<Vec<Superseded>>,
-    session_of: Vec<u32>,
-    families_of: Vec<u64>,
-    speaker_of: Vec<String>,
-    lexicon: Lexicon,
     msg_snaps: Vec<Vec<usize>>,
     msg_claims: Vec<Vec<usize>>,
 }
 
+/// What an index keeps per message that the messages alone decide: their sparse terms (which
+/// are numbered first in the vocabulary), item families, speakers and sessions, and the
+/// namespace lexicon. Prepared on its own, it can be computed while the rest of a namespace is
+/// read.
+pub struct MessageSide {
+    vocab: FxHashMap<String, u32>,
+    terms: Vec<Vec<u32>>,
+    families_of: Vec<u64>,
+    speaker_of: Vec<String>,
+    session_of: Vec<u32>,
+    lexicon: Lexicon,
+    len: usize,
+}
+
+impl MessageSide {
+    /// Prepares the side of `messages`, in the index's order (session, position), with the
+    /// build's lexicon setting.
+    pub fn new(messages: &[&SourceMessage], entity_min_count: usize) -> MessageSide {
+        let texts: Vec<String> = messages.par_iter().map(|m| m.embedding_text()).collect();
+        let ((vocab, terms), (families_of, lexicon)) = rayon::join(
+            || {
+                let mut vocab = FxHashMap::default();
+                let terms = terms(&mut vocab, &texts);
+                (vocab, terms)
+            },
+            || {
+                rayon::join(
+                    || family_bits_all(&texts),
+                    || Lexicon::build(messages.iter().copied(), entity_min_count),
+                )
+            },
+        );
+        MessageSide {
+            vocab,
+            terms,
+            families_of,
+            speaker_of: messages.iter().map(|m| entity_key(&m.speaker)).collect(),
+            session_of: messages.iter().map(|m| m.session).collect(),
+            lexicon,
+            len: messages.len(),
+        }
+    }
+}
+
 impl Index {
-    /// The texts of each level of `records`.
+    /// The texts of the derived levels of `records`.
     pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
         let claim_text: FxHashMap<&ClaimId, &str> = records
             .claims
@@ -374,11 +446,6 @@ impl Index {
             .map(|(c, _)| (&c.id, c.text.as_str()))
             .collect();
         LevelTexts {
-            messages: records
-                .messages
-                .iter()
-                .map(SourceMessage::embedding_text)
-                .collect(),
             snapshots: records
                 .snapshots
                 .iter()
@@ -407,13 +474,23 @@ impl Index {
         }
     }
 
-    /// Builds the index.
+    /// Builds the index from `records`, the [`MessageSide`] of `records.messages` and the
+    /// [`Index::level_texts`] of `records`.
     pub fn new(
         records: NamespaceRecords,
+        side: MessageSide,
         vectors: LevelVectors,
         texts: &LevelTexts,
     ) -> Result<Index, IndexError> {
         let dim = vectors.dim;
+        if side.len != records.messages.len() {
+            return Err(IndexError::Shape {
+                level: "message side",
+                got: side.len,
+                rows: records.messages.len(),
+                dim: 1,
+            });
+        }
         for (level, values, rows) in [
             (
                 "messages",
@@ -544,13 +621,25 @@ impl Index {
         }
 
         // Sparse terms and BM25 per level, on one thread while the rest of the index is built
-        // on the other (they share nothing).
+        // on the other (they share nothing). The messages' terms come numbered first.
+        let MessageSide {
+            mut vocab,
+            terms: msg_terms,
+            families_of,
+            speaker_of,
+            session_of,
+            lexicon,
+            len: _,
+        } = side;
         let sparse = || -> Result<Sparse, ComputeError> {
-            let mut vocab = FxHashMap::default();
-            let msg_terms = terms(&mut vocab, &texts.messages);
-            let snap_terms = terms(&mut vocab, &texts.snapshots);
-            let traj_terms = terms(&mut vocab, &texts.trajectories);
-            let page_terms = terms(&mut vocab, &texts.pages);
+            // Each level's keywords found at once, then numbered level after level.
+            let (snap, (traj, page)) = rayon::join(
+                || chunked(&texts.snapshots),
+                || rayon::join(|| chunked(&texts.trajectories), || chunked(&texts.pages)),
+            );
+            let snap_terms = numbered(&mut vocab, snap, texts.snapshots.len());
+            let traj_terms = numbered(&mut vocab, traj, texts.trajectories.len());
+            let page_terms = numbered(&mut vocab, page, texts.pages.len());
             let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
                 let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
                 Bm25Index::build(&refs, Bm25Params::default())
@@ -610,14 +699,6 @@ impl Index {
                     }
                 }
             }
-            let session_of = records.messages.iter().map(|m| m.session).collect();
-            let families_of = family_bits_all(&texts.messages);
-            let speaker_of = records
-                .messages
-                .iter()
-                .map(|m| entity_key(&m.speaker))
-                .collect();
-            let lexicon = Lexicon::build(&records.messages, records.entity_min_count);
             let mut msg_snaps = vec![Vec::new(); records.messages.len()];
             for (si, ms) in snap_msgs.iter().enumerate() {
                 for &mi in ms {
@@ -635,10 +716,6 @@ impl Index {
             Linked {
                 update_links,
                 superseded,
-                session_of,
-                families_of,
-                speaker_of,
-                lexicon,
                 msg_snaps,
                 msg_claims,
             }
@@ -656,10 +733,6 @@ impl Index {
         let Linked {
             update_links,
             superseded,
-            session_of,
-            families_of,
-            speaker_of,
-            lexicon,
             msg_snaps,
             msg_claims,
         } = linked;
@@ -687,11 +760,12 @@ impl Index {
             session_of,
             speaker_of,
             families_of,
-            records,
             lines: Vec::new(),
+            records,
             msg_snaps,
             msg_claims,
         };
+        // Every line is rendered once, here: a search's length prior reads thousands of them.
         index.lines = (0..index.records.messages.len())
             .into_par_iter()
             .map(|i| {
@@ -750,6 +824,11 @@ impl Index {
             + self.vocab.keys().map(|k| 40 + k.len()).sum::<usize>();
         let lines = self.lines.iter().map(|(l, _)| 32 + l.len()).sum::<usize>();
         messages + snapshots + trajectories + pages + claims + vectors + sparse + lines
+    }
+
+    /// Message `i`'s context line and its whitespace tokens.
+    pub(crate) fn line(&self, i: usize) -> &(String, usize) {
+        &self.lines[i]
     }
 
     /// The message vectors.

@@ -28,7 +28,7 @@ pub mod retrieve;
 pub mod shape;
 pub mod vectors;
 
-pub use index::{Index, IndexError, LevelTexts, LevelVectors, NamespaceRecords};
+pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
 pub use retrieve::{Mode, PathItem, Ranking, Rerank, RetrievalConfig};
 pub use vectors::{MessageVectors, SharedRows};

@@ -10,11 +10,24 @@
 //! Every message line starts with its ref; sessions carry their date once, in their heading.
 
 use std::collections::BTreeSet;
+use std::fmt::Write;
 
 /// Whitespace collapsed: what is stored (a speaker, a text, a caption, a page title) takes one
 /// line of the context, whatever it holds.
 fn flat(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    push_flat(&mut out, s);
+    out
+}
+
+/// Appends [`flat`]`(s)` to `out`.
+fn push_flat(out: &mut String, s: &str) {
+    for (k, w) in s.split_whitespace().enumerate() {
+        if k > 0 {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
 }
 
 use serde::Serialize;
@@ -50,23 +63,30 @@ impl Index {
 
     pub(crate) fn message_line(&self, i: usize) -> String {
         let m = &self.records.messages[i];
-        let mut line = format!(
-            "{} {}: {}",
-            self.message_ref(i),
-            flat(&m.speaker),
-            flat(&m.text)
-        );
+        let mut line = String::with_capacity(m.text.len() + 48);
+        match &m.external_ref {
+            Some(r) => line.push_str(r),
+            None => line.push_str(m.id.as_str()),
+        }
+        line.push(' ');
+        push_flat(&mut line, &m.speaker);
+        line.push_str(": ");
+        push_flat(&mut line, &m.text);
         for a in &m.attachments {
             if let Some(c) = &a.caption {
-                line.push_str(&format!(" [image: {}]", flat(c)));
+                line.push_str(" [image: ");
+                push_flat(&mut line, c);
+                line.push(']');
             }
         }
         for anchor in resolve(&m.text, m.timestamp.date()) {
-            line.push_str(&format!(" [\"{}\" = {}]", anchor.phrase, anchor.resolved));
+            let _ = write!(line, " [\"{}\" = {}]", anchor.phrase, anchor.resolved);
         }
         for s in &self.superseded[i] {
             match &s.by {
-                Some(by) => line.push_str(&format!(" (superseded by {by})")),
+                Some(by) => {
+                    let _ = write!(line, " (superseded by {by})");
+                }
                 None => line.push_str(" (withdrawn later)"),
             }
         }
@@ -107,11 +127,11 @@ impl Index {
                 continue;
             }
             // A line that does not fit alone is skipped before its heading is made.
-            if used + self.lines[i].1 > budget {
+            if used + self.line(i).1 > budget {
                 continue;
             }
             let session = self.records.messages[i].session;
-            let cost = self.lines[i].1
+            let cost = self.line(i).1
                 + if sessions.contains(&session) {
                     0
                 } else {
@@ -139,7 +159,7 @@ impl Index {
                 current = Some(session);
             }
             text.push('\n');
-            text.push_str(&self.lines[i].0);
+            text.push_str(&self.line(i).0);
             source_refs.push(self.message_ref(i));
             messages.push(i);
         }

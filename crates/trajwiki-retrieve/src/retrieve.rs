@@ -702,7 +702,7 @@ impl Index {
             with_length_prior(
                 weighted_rrf(&lists, config.rrf_k),
                 config.length_prior,
-                |i| self.lines[i].1,
+                |i| self.line(i).1,
             )
         } else {
             evidence.into_iter().map(|m| m as usize).collect()

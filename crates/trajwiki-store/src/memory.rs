@@ -11,7 +11,7 @@ use trajwiki_core::{
 };
 
 use crate::error::{Result, SqlContext, StoreError};
-use crate::fold::{check_from, write_fold, FoldWrite};
+use crate::fold::{check_from, write_fold, Arrived, FoldWrite};
 use crate::read::{self, Pages, Scope};
 use crate::{fmt_ts, parse_stored, to_json, Store};
 
@@ -452,26 +452,46 @@ impl Store {
         read::claim_states(&self.conn, ns)
     }
 
-    /// A namespace's memory records, read in one transaction, so that they agree with each other
-    /// even while another process builds: what retrieval loads.
-    pub fn memory_records(&self, ns: &Namespace) -> Result<MemoryRecords> {
-        let scope = Scope::Namespace(ns.as_str());
+    /// A namespace's messages (in arrival order, with their row ids) and memory records, read
+    /// in one transaction, so that every message a record cites is among the messages even
+    /// while another process ingests and builds: what retrieval loads. `with_messages` runs on
+    /// a thread of its own with the messages while the records are read; what it returns comes
+    /// back beside them.
+    pub fn namespace_read<T: Send>(
+        &self,
+        ns: &Namespace,
+        with_messages: impl FnOnce(&[Arrived]) -> T + Send,
+    ) -> Result<(Vec<Arrived>, MemoryRecords, T)> {
         let tx = self
             .conn
             .unchecked_transaction()
             .ctx("starting a namespace read")?;
-        let snapshots = read::snapshots(&tx, scope)?;
-        let claims = read::claims_with_states(&tx, scope)?;
-        let trajectories = read::trajectories_of(&tx, ns.as_str(), &snapshots)?;
-        let pages = read::pages(&tx, Pages::Routing(ns.as_str()))?;
-        let records = MemoryRecords {
+        let arrived = self.messages_after(ns, 0)?;
+        let (records, prepared) = std::thread::scope(|scope| {
+            let side = scope.spawn(|| with_messages(&arrived));
+            let records = self.records_in(&tx, ns);
+            let prepared = side
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (records, prepared)
+        });
+        let records = records?;
+        tx.commit().ctx("ending a namespace read")?;
+        Ok((arrived, records, prepared))
+    }
+
+    fn records_in(&self, tx: &Transaction<'_>, ns: &Namespace) -> Result<MemoryRecords> {
+        let scope = Scope::Namespace(ns.as_str());
+        let snapshots = read::snapshots(tx, scope)?;
+        let claims = read::claims_with_states(tx, scope)?;
+        let trajectories = read::trajectories_of(tx, ns.as_str(), &snapshots)?;
+        let pages = read::pages(tx, Pages::Routing(ns.as_str()))?;
+        Ok(MemoryRecords {
             claims,
             trajectories,
             pages,
             snapshots,
-        };
-        tx.commit().ctx("ending a namespace read")?;
-        Ok(records)
+        })
     }
 
     /// The current revision of a page (`None` when unknown or retired).

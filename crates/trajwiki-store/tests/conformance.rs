@@ -252,6 +252,32 @@ fn every_record_round_trips() {
     for p in batch.pages.as_ref().unwrap() {
         assert_eq!(store.page(&p.id).unwrap().as_ref(), Some(p));
     }
+    // One namespace read: the messages in arrival order, handed to the side closure as well, and
+    // every record, claims with their current status.
+    let (arrived, records, seen) = store
+        .namespace_read(&ns(), |arrived| {
+            arrived
+                .iter()
+                .map(|(_, m)| m.id.clone())
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    assert_eq!(
+        arrived.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(),
+        msgs
+    );
+    assert_eq!(seen, msgs.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
+    assert_eq!(records.snapshots.len(), batch.snapshots.len());
+    assert_eq!(records.trajectories.len(), batch.trajectories.len());
+    assert_eq!(records.claims.len(), batch.claims.len());
+    assert_eq!(
+        records
+            .claims
+            .iter()
+            .find(|(c, _)| c.id == batch.claims[0].id)
+            .map(|(_, s)| *s),
+        Some(ClaimStatus::Deprecated)
+    );
     // Derived claim state follows the op log.
     let [c1, c3, c2] = [
         &batch.claims[0].id,

@@ -152,7 +152,10 @@ impl LexiconStats {
 
 impl Lexicon {
     /// Builds the lexicon of a set of messages (the fold of [`LexiconStats::add`] over them).
-    pub fn build(messages: &[SourceMessage], min_count: usize) -> Lexicon {
+    pub fn build<'a>(
+        messages: impl IntoIterator<Item = &'a SourceMessage>,
+        min_count: usize,
+    ) -> Lexicon {
         let mut stats = LexiconStats::default();
         for m in messages {
             stats.add(m, min_count);

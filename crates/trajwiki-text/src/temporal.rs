@@ -1,11 +1,13 @@
 //! Temporal expressions resolved against the time a message was said (SPEC §2.2, §7 "Temporal
 //! anchors"): "yesterday" said at 1:56 pm on 8 May 2023 is 7 May 2023.
 
+use std::borrow::Cow;
+
 use chrono::{Datelike, Duration, Months, NaiveDate, Weekday};
 use serde::{Deserialize, Serialize};
 
 use crate::lexicon::{MONTHS, NUMBER_WORDS, WEEKDAYS};
-use crate::text::{norm, words};
+use crate::text::{norm_cow, words};
 
 /// A relative time expression and what it means.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,11 +64,11 @@ fn weekday(word: &str) -> Option<Weekday> {
 /// Finds and resolves the temporal expressions of `text`, said on `said`.
 pub fn resolve(text: &str, said: NaiveDate) -> Vec<Anchor> {
     let toks = words(text);
-    let lower: Vec<String> = toks.iter().map(|(_, w)| norm(w)).collect();
+    let lower: Vec<Cow<'_, str>> = toks.iter().map(|(_, w)| norm_cow(w)).collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < toks.len() {
-        let at = |k: usize| lower.get(i + k).map(String::as_str).unwrap_or("");
+        let at = |k: usize| lower.get(i + k).map(|w| &**w).unwrap_or("");
         let span = |len: usize| {
             let (s, _) = toks[i];
             let (e, w) = toks[i + len - 1];
@@ -188,7 +190,7 @@ pub fn resolve(text: &str, said: NaiveDate) -> Vec<Anchor> {
                 // "a few years ago", "a couple of weeks ago": kept fuzzy.
                 let len = if unit == "of" { 5 } else { 4 };
                 let unit = if unit == "of" {
-                    lower.get(i + 3).cloned().unwrap_or_default()
+                    at(3).to_string()
                 } else {
                     unit.to_string()
                 };

@@ -1,6 +1,7 @@
 //! Text utilities: sentences with their exact source spans, word tokens, light stemming,
 //! keywords.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
@@ -57,40 +58,70 @@ pub fn sentences(text: &str) -> Vec<&str> {
 /// Word tokens with their byte offsets: letters, digits, apostrophes and inner hyphens.
 pub fn words(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
+    each_word(text, |at, w| out.push((at, w)));
+    out
+}
+
+/// Calls `f` with each of [`words`]' tokens in turn, without collecting them.
+pub fn each_word<'a>(text: &'a str, mut f: impl FnMut(usize, &'a str)) {
+    let mut emit = |s: usize, e: usize| {
+        let w = text[s..e].trim_end_matches(['\'', '’', '-']);
+        if !w.is_empty() {
+            f(s, w);
+        }
+    };
+    let bytes = text.as_bytes();
     let mut start = None;
-    for (i, ch) in text.char_indices() {
-        let inner =
-            ch.is_alphanumeric() || ((ch == '\'' || ch == '’' || ch == '-') && start.is_some());
+    let mut i = 0;
+    while i < bytes.len() {
+        // ASCII a byte at a time; other characters decoded.
+        let (inner, len) = match bytes[i] {
+            b if b.is_ascii() => (
+                b.is_ascii_alphanumeric() || ((b == b'\'' || b == b'-') && start.is_some()),
+                1,
+            ),
+            _ => {
+                let ch = text[i..].chars().next().expect("a char boundary");
+                (
+                    ch.is_alphanumeric() || (ch == '’' && start.is_some()),
+                    ch.len_utf8(),
+                )
+            }
+        };
         match (inner, start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
-                out.push((s, text[s..i].trim_end_matches(['\'', '’', '-'])));
+                emit(s, i);
                 start = None;
             }
             _ => {}
         }
+        i += len;
     }
     if let Some(s) = start {
-        out.push((s, text[s..].trim_end_matches(['\'', '’', '-'])));
+        emit(s, bytes.len());
     }
-    out.retain(|(_, w)| !w.is_empty());
-    out
 }
 
 /// Lower case, curly apostrophes straightened.
 pub fn norm(word: &str) -> String {
+    norm_cow(word).into_owned()
+}
+
+/// [`norm`], borrowing `word` when it is already normal (lower-case ASCII, the common case).
+pub fn norm_cow(word: &str) -> Cow<'_, str> {
     if word
         .bytes()
         .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
     {
-        return word.to_string();
+        return Cow::Borrowed(word);
     }
-    word.to_lowercase().replace('’', "'")
+    Cow::Owned(word.to_lowercase().replace('’', "'"))
 }
 
 /// Light stemming: plural and common verb endings, so "paintings", "painted" and "painting" meet.
 pub fn stem(word: &str) -> String {
-    let once = stem_once(&norm(word));
+    let once = stem_once(&norm_cow(word));
     stem_once(&once)
 }
 
@@ -138,7 +169,7 @@ pub fn keywords(text: &str) -> BTreeSet<String> {
 /// The keyword a word (as [`words`] cuts it) stands for: its stem, when it is a content word of
 /// 3+ characters, not a stopword and not a number.
 pub fn keyword(word: &str) -> Option<String> {
-    let w = norm(word);
+    let w = norm_cow(word);
     (w.chars().count() >= 3 && !is_stopword(&w) && !w.chars().all(|c| c.is_ascii_digit()))
         .then(|| stem(&w))
 }
@@ -180,6 +211,40 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Words as a character-at-a-time scan finds them: what [`each_word`]'s byte scan must
+    /// agree with.
+    fn words_by_char(text: &str) -> Vec<(usize, &str)> {
+        let mut out = Vec::new();
+        let mut start = None;
+        for (i, ch) in text.char_indices() {
+            let inner =
+                ch.is_alphanumeric() || ((ch == '\'' || ch == '’' || ch == '-') && start.is_some());
+            match (inner, start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    out.push((s, text[s..i].trim_end_matches(['\'', '’', '-'])));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = start {
+            out.push((s, text[s..].trim_end_matches(['\'', '’', '-'])));
+        }
+        out.retain(|(_, w)| !w.is_empty());
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn byte_scan_finds_the_words_a_char_scan_finds(
+            text in "[a-zA-Z0-9 '’\\-,.éßÅ日本😀\n\t]{0,60}"
+        ) {
+            prop_assert_eq!(words(&text), words_by_char(&text));
+        }
+    }
 
     #[test]
     fn sentence_spans_are_verbatim() {
