@@ -7,7 +7,8 @@
 //! that are not in the context are removed; an answer left without a valid ref becomes an
 //! abstention, with the reason; a count is the number of distinct counted events that are not
 //! also excluded. An abstention is followed by one reflection ([`reflect`]: search hints) and a
-//! search with them, then a rescue over the raw messages (`crate::api::ask_index`). Without a
+//! search with them, then a rescue over the raw messages ([`answer_searching`], which `ask` and
+//! `eval locomo --answer` share). Without a
 //! model, or with the model unreachable, the result says so and the evidence is still returned:
 //! the memory never depends on a model to be read.
 
@@ -16,6 +17,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use trajwiki_llm::{Client, JsonRequest, LlmError, Message, Phase};
+use trajwiki_retrieve::Mode;
 
 /// What became of a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -266,6 +268,65 @@ pub fn reflect(client: &Client, question: &str, why: &str) -> Vec<String> {
     }
     hints.truncate(16);
     hints
+}
+
+/// The searches [`answer_searching`] runs after an abstention, in order: the question rewritten
+/// as the reflection's hints, routed again in the question's mode; then the question itself over
+/// the raw messages, dense and lexical.
+const RECOVERY: [(&str, Option<Mode>); 2] =
+    [("reflection", None), ("rescue", Some(Mode::TurnHybrid))];
+
+/// Answers `question` from `first` (a search's result; `context` gives its text and refs), and
+/// after an abstention tries again (SPEC §3, step 6): one reflection turns the question into
+/// hints that `search` routes in `mode`, then `search` rescues over the raw messages. A later
+/// answer is taken only when it is supported (an abstention never replaces the first one:
+/// strictly better supported than none). Returns the search the answer comes from and the
+/// answer, with every attempt counted; `search` is called with the text to search for and the
+/// mode.
+pub fn answer_searching<S, E>(
+    client: &Client,
+    question: &str,
+    mode: Mode,
+    first: S,
+    context: impl Fn(&S) -> (&str, &[String]),
+    mut search: impl FnMut(&str, Mode) -> Result<S, E>,
+) -> Result<(S, Answer), E> {
+    let (text, refs) = context(&first);
+    let answered = answer(client, text, refs, question);
+    if answered.status != AnswerStatus::Abstained {
+        return Ok((first, answered));
+    }
+    let why = answered.abstain_reason.clone().unwrap_or_default();
+    let hints = reflect(client, question, &why);
+    let mut attempts = answered.attempts;
+    // The question rewritten: its hints alone, which name what the answer must contain.
+    let rewritten = hints.join(" ");
+    for (route, rescue_mode) in RECOVERY {
+        let text = match rescue_mode {
+            Some(_) => question,
+            None => rewritten.as_str(),
+        };
+        let too_long = trajwiki_core::limits::QUESTION_BYTES
+            .check(text.len())
+            .is_err();
+        if rescue_mode.is_none() && (hints.is_empty() || too_long) {
+            continue;
+        }
+        let found = search(text, rescue_mode.unwrap_or(mode))?;
+        let (ctx, refs) = context(&found);
+        let mut next = answer(client, ctx, refs, question);
+        attempts += next.attempts;
+        if next.status == AnswerStatus::Answered {
+            next.attempts = attempts;
+            next.route = route.to_string();
+            next.hints = hints;
+            return Ok((found, next));
+        }
+    }
+    let mut answered = answered;
+    answered.attempts = attempts;
+    answered.hints = hints;
+    Ok((first, answered))
 }
 
 /// The most tokens a rerank may have.

@@ -832,7 +832,7 @@ pub fn ask_index(
     client: Option<&trajwiki_llm::Client>,
     rerank_selected: bool,
 ) -> Result<Asked, ApiError> {
-    use crate::answer::{answer, reflect, rerank, Answer, AnswerStatus, NO_MODEL};
+    use crate::answer::{answer_searching, rerank, Answer, AnswerStatus, NO_MODEL};
     let Some(client) = client else {
         let search = search_index(loaded, loaded_now, embedder, query, backend)?;
         let answer = Answer::without_model(AnswerStatus::NoAnswerModel, NO_MODEL.to_string());
@@ -844,65 +844,23 @@ pub fn ask_index(
             .then(|| rerank(client, query.question, summaries))
             .flatten()
     };
-    let search = search_index_reranked(loaded, loaded_now, embedder, query, backend, &reranker)?;
-    let first = answer(
+    let first = search_index_reranked(loaded, loaded_now, embedder, query, backend, &reranker)?;
+    let (mut search, answer) = answer_searching(
         client,
-        &search.context.text,
-        &search.context.source_refs,
         query.question,
-    );
-    if first.status != AnswerStatus::Abstained {
-        return Ok(Asked {
-            search,
-            answer: first,
-        });
-    }
-    // An abstention: one reflection rewrites the question into hints and routes again, then a
-    // rescue searches the raw messages. A later answer is taken only when it is supported (an
-    // abstention never replaces the first one): strictly better supported than none.
-    let why = first.abstain_reason.clone().unwrap_or_default();
-    let hints = reflect(client, query.question, &why);
-    let mut attempts = first.attempts;
-    // The question rewritten: its hints alone, which name what the answer must contain.
-    let rewritten = hints.join(" ");
-    let tries = [
-        ("reflection", rewritten.as_str(), query.mode),
-        ("rescue", query.question, Mode::TurnHybrid),
-    ];
-    for (route, question, mode) in tries {
-        let too_long = trajwiki_core::limits::QUESTION_BYTES
-            .check(question.len())
-            .is_err();
-        if route == "reflection" && (hints.is_empty() || too_long) {
-            continue;
-        }
-        let again = Query {
-            question,
-            mode,
-            ..*query
-        };
-        let found = search_index(loaded, false, embedder, &again, backend)?;
-        let mut next = answer(
-            client,
-            &found.context.text,
-            &found.context.source_refs,
-            query.question,
-        );
-        attempts += next.attempts;
-        if next.status == AnswerStatus::Answered {
-            next.attempts = attempts;
-            next.route = route.to_string();
-            next.hints = hints;
-            let mut search = found;
-            search.question = query.question.to_string();
-            return Ok(Asked {
-                search,
-                answer: next,
-            });
-        }
-    }
-    let mut answer = first;
-    answer.attempts = attempts;
-    answer.hints = hints;
+        query.mode,
+        first,
+        |s: &Search| (s.context.text.as_str(), s.context.source_refs.as_slice()),
+        |question, mode| {
+            let again = Query {
+                question,
+                mode,
+                ..*query
+            };
+            search_index(loaded, false, embedder, &again, backend)
+        },
+    )?;
+    // A later route searched other words for the same question.
+    search.question = query.question.to_string();
     Ok(Asked { search, answer })
 }
