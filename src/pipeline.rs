@@ -518,29 +518,25 @@ fn build_once(
         };
         fold_exchanges(&mut fold, &groups, &mut embed, &builders, &mut report)?
     };
-    let (mut changed, retired) = trajwiki_memory::wiki(&mut fold, &mut report);
-    if let Some(writer) = drivers.pages {
-        for page in changed
-            .iter_mut()
-            .filter(|p| p.kind != trajwiki_core::PageKind::Index)
-        {
-            // A scan of the trajectories per changed page: only with a writer, whose model call
-            // per page costs far more.
-            let summaries: Vec<&str> = page
-                .trajectory_ids
-                .iter()
-                .map(|id| {
-                    fold.trajectories
-                        .iter()
-                        .find(|t| t.id == *id)
-                        .map_or("", |t| t.summary.as_str())
-                })
-                .collect();
-            if let Some(body) = writer.rewrite(page, &summaries) {
-                page.body = body;
+    let (changed, retired) = trajwiki_memory::wiki_with_members(&mut fold, &mut report);
+    let changed: Vec<trajwiki_core::WikiPage> = changed
+        .into_iter()
+        .map(|(mut page, members)| {
+            if let Some(writer) = drivers
+                .pages
+                .filter(|_| page.kind != trajwiki_core::PageKind::Index)
+            {
+                let summaries: Vec<&str> = members
+                    .iter()
+                    .map(|&t| fold.trajectories[t].summary.as_str())
+                    .collect();
+                if let Some(body) = writer.rewrite(&page, &summaries) {
+                    page.body = body;
+                }
             }
-        }
-    }
+            page
+        })
+        .collect();
     report.count(&fold);
     let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
     report.pending_messages = pending.len();

@@ -203,8 +203,20 @@ pub fn fold_exchanges(
 /// Renders the wiki pages changed since the last call (sorted by kind, then id), and lists the
 /// pages retired.
 pub fn wiki(fold: &mut Fold, report: &mut BuildReport) -> (Vec<WikiPage>, Vec<PageId>) {
+    let (changed, retired) = wiki_with_members(fold, report);
+    (changed.into_iter().map(|(p, _)| p).collect(), retired)
+}
+
+/// [`wiki`], each page with the positions in `fold.trajectories` of the trajectories it links
+/// (aligned with its `trajectory_ids`).
+pub fn wiki_with_members(
+    fold: &mut Fold,
+    report: &mut BuildReport,
+) -> (Vec<(WikiPage, Vec<usize>)>, Vec<PageId>) {
     let t0 = Instant::now();
-    let changed = fold.wiki.take_pages(&fold.namespace, &fold.trajectories);
+    let changed = fold
+        .wiki
+        .take_pages_with_members(&fold.namespace, &fold.trajectories);
     report.wiki_ms += t0.elapsed().as_millis();
     changed
 }

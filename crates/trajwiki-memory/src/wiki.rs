@@ -528,12 +528,28 @@ impl Wiki {
         ns: &Namespace,
         states: &[TrajState],
     ) -> (Vec<WikiPage>, Vec<PageId>) {
+        let (pages, retired) = self.take_pages_with_members(ns, states);
+        (pages.into_iter().map(|(p, _)| p).collect(), retired)
+    }
+
+    /// [`Wiki::take_pages`], each page with the positions in `states` of the trajectories it
+    /// links (aligned with its `trajectory_ids`).
+    pub fn take_pages_with_members(
+        &mut self,
+        ns: &Namespace,
+        states: &[TrajState],
+    ) -> (Vec<(WikiPage, Vec<usize>)>, Vec<PageId>) {
         let dirty = std::mem::take(&mut self.dirty_pages);
-        let mut pages: Vec<WikiPage> = dirty
+        let mut pages: Vec<(WikiPage, Vec<usize>)> = dirty
             .iter()
-            .filter_map(|key| self.pages.get(key).map(|d| render(ns, states, key, d)))
+            .filter_map(|key| {
+                self.pages.get(key).map(|d| {
+                    let members = d.linked();
+                    (render(ns, states, key, d, &members), members)
+                })
+            })
             .collect();
-        pages.sort_by(|a, b| a.kind.cmp(&b.kind).then(a.id.cmp(&b.id)));
+        pages.sort_by(|(a, _), (b, _)| a.kind.cmp(&b.kind).then(a.id.cmp(&b.id)));
         let retired = std::mem::take(&mut self.retired)
             .iter()
             .map(|key| PageId::derive(ns, key))
@@ -542,12 +558,25 @@ impl Wiki {
     }
 }
 
+impl Draft {
+    /// The trajectories the page links: its members in creation order, each once.
+    fn linked(&self) -> Vec<usize> {
+        let mut members = self.members.clone();
+        members.sort_unstable();
+        members.dedup();
+        members
+    }
+}
+
 /// Renders a page from the trajectories it links (in creation order): markdown in five sections,
 /// routing text, keywords, terms, items.
-fn render(ns: &Namespace, states: &[TrajState], key: &str, d: &Draft) -> WikiPage {
-    let mut members = d.members.clone();
-    members.sort_unstable();
-    members.dedup();
+fn render(
+    ns: &Namespace,
+    states: &[TrajState],
+    key: &str,
+    d: &Draft,
+    members: &[usize],
+) -> WikiPage {
     let title = if d.title.is_empty() {
         format!("Notes: {}", states[members[0]].label)
     } else {
@@ -558,7 +587,7 @@ fn render(ns: &Namespace, states: &[TrajState], key: &str, d: &Draft) -> WikiPag
     let mut items: BTreeMap<String, u32> = BTreeMap::new();
     let mut facts: Vec<String> = Vec::new();
     let mut conflicts: Vec<String> = Vec::new();
-    for &ti in &members {
+    for &ti in members {
         let s = &states[ti];
         for k in &s.features.keywords {
             *keywords.entry(k.as_str()).or_default() += 1;
@@ -635,7 +664,7 @@ fn render(ns: &Namespace, states: &[TrajState], key: &str, d: &Draft) -> WikiPag
         body.push_str(&format!("- {} ×{}\n", i.item, i.count));
     }
     body.push_str("\n## Linked trajectories\n");
-    for &ti in &members {
+    for &ti in members {
         body.push_str(&format!(
             "- {}: {} ({} snapshots)\n",
             states[ti].id,
@@ -731,7 +760,13 @@ mod tests {
         let c = MemoryConfig::default();
         let (mut wiki, states) = grown(11, &c);
         let ns = Namespace::new("w").unwrap();
-        let (pages, _) = wiki.take_pages(&ns, &states);
+        let (with_members, _) = wiki.take_pages_with_members(&ns, &states);
+        // Each page comes with the positions of the trajectories it links, in its order.
+        for (page, members) in &with_members {
+            let ids: Vec<&TrajectoryId> = members.iter().map(|&t| &states[t].id).collect();
+            assert_eq!(ids, page.trajectory_ids.iter().collect::<Vec<_>>());
+        }
+        let pages: Vec<WikiPage> = with_members.into_iter().map(|(p, _)| p).collect();
         let mut entity: Vec<&WikiPage> = pages
             .iter()
             .filter(|p| p.kind == PageKind::Entity)
