@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use trajwiki_llm::{Client, JsonRequest, LlmError, Message, Phase};
-use trajwiki_retrieve::Mode;
+use trajwiki_retrieve::{Mode, Reranked};
 
 /// What became of a question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -332,26 +332,40 @@ pub fn answer_searching<S, E>(
 /// The most tokens a rerank may have.
 const RERANK_TOKENS: u32 = 120;
 
-const RERANK: &str = "Threads of a conversation's memory were selected for a question. Order \
-them by how likely they hold its answer: give the numbers of the threads, most likely first. \
+const RERANK_TRAJECTORIES: &str = "Threads of a conversation's memory were selected for a \
+question. Order them by how likely they hold its answer: give the numbers of the threads, most \
+likely first. Leave out those that cannot help.";
+
+const RERANK_PAGES: &str = "Pages of a conversation's memory wiki were found for a question; \
+each lists the threads of the conversation about one person, topic or kind of thing. Order them \
+by how likely their threads hold its answer: give the numbers of the pages, most likely first. \
 Leave out those that cannot help.";
 
-/// The order `client`'s model gives `summaries` for `question` (positions, best first), or
-/// `None` — keep the fused order — when there is nothing to order, the model fails, or its
-/// order names no thread shown.
-pub fn rerank(client: &Client, question: &str, summaries: &[&str]) -> Option<Vec<usize>> {
-    if summaries.len() < 2 {
+/// The order `client`'s model gives `texts` (the routed pages or the selected trajectories, as
+/// `what` says) for `question`: positions, best first, or `None` — keep the fused order — when
+/// there is nothing to order, the model fails, or its order names nothing shown.
+pub fn rerank(
+    client: &Client,
+    question: &str,
+    what: Reranked,
+    texts: &[&str],
+) -> Option<Vec<usize>> {
+    if texts.len() < 2 {
         return None;
     }
+    let (system, heading) = match what {
+        Reranked::Pages => (RERANK_PAGES, "Pages"),
+        Reranked::Trajectories => (RERANK_TRAJECTORIES, "Threads"),
+    };
     let mut listed = String::new();
-    for (i, s) in summaries.iter().enumerate() {
+    for (i, s) in texts.iter().enumerate() {
         let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
         let line: String = line.chars().take(300).collect();
         listed.push_str(&format!("[{}] {line}\n", i + 1));
     }
     let messages = [
-        Message::system(RERANK),
-        Message::user(format!("Question: {question}\nThreads:\n{listed}")),
+        Message::system(system),
+        Message::user(format!("Question: {question}\n{heading}:\n{listed}")),
     ];
     let schema = json!({
         "type": "object",
@@ -373,7 +387,7 @@ pub fn rerank(client: &Client, question: &str, summaries: &[&str]) -> Option<Vec
         .iter()
         .filter_map(Value::as_u64)
         .filter_map(|n| usize::try_from(n).ok()?.checked_sub(1))
-        .filter(|&p| p < summaries.len())
+        .filter(|&p| p < texts.len())
         .collect();
     (!order.is_empty()).then_some(order)
 }

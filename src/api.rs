@@ -506,11 +506,11 @@ pub fn search_index(
     query: &Query<'_>,
     backend: &dyn ScoringBackend,
 ) -> Result<Search, ApiError> {
-    search_index_reranked(loaded, loaded_now, embedder, query, backend, &|_| None)
+    search_index_reranked(loaded, loaded_now, embedder, query, backend, &|_, _| None)
 }
 
-/// [`search_index`] with the selected trajectories reordered by `rerank` (see
-/// `trajwiki_retrieve::Index::rank_reranked`) before their evidence is expanded.
+/// [`search_index`] with the routed pages and the selected trajectories reordered by `rerank`
+/// (see `trajwiki_retrieve::Index::rank_reranked`).
 pub fn search_index_reranked(
     loaded: &LoadedIndex,
     loaded_now: bool,
@@ -838,10 +838,10 @@ pub fn ask_index(
         let answer = Answer::without_model(AnswerStatus::NoAnswerModel, NO_MODEL.to_string());
         return Ok(Asked { search, answer });
     };
-    // The model reorders the selected trajectories before their evidence is gathered.
-    let reranker = |summaries: &[&str]| {
+    // The model reorders the routed pages and the selected trajectories.
+    let reranker = |what, texts: &[&str]| {
         rerank_selected
-            .then(|| rerank(client, query.question, summaries))
+            .then(|| rerank(client, query.question, what, texts))
             .flatten()
     };
     let first = search_index_reranked(loaded, loaded_now, embedder, query, backend, &reranker)?;

@@ -1048,25 +1048,39 @@ fn an_abstention_is_reflected_on_and_rescued() {
 }
 
 #[test]
-fn a_rerank_reorders_the_selected_trajectories_and_falls_back_to_the_fused_order() {
+fn a_rerank_reorders_the_pages_and_trajectories_and_falls_back_to_the_fused_order() {
     let dir = built_demo();
-    let path = |out: &Value| -> Vec<String> {
-        out["trajectories"]
+    let path = |out: &Value, level: &str| -> Vec<String> {
+        out[level]
             .as_array()
             .unwrap()
             .iter()
             .map(|t| t["id"].as_str().unwrap().to_string())
             .collect()
     };
-    // The model puts the last selected trajectory first; then answers.
-    let server = Server::with(|_, body| {
-        let user = body["messages"][1]["content"].as_str().unwrap_or("");
-        if body["response_format"]["json_schema"]["name"] == "rerank" {
-            let shown = user.matches("\n[").count();
-            return Reply::answer(json!({ "order": [shown, 0, 99] }));
-        }
-        Reply::answer(good_answer(&["S1:3"]))
-    });
+    // The model reorders one level: the last item shown first, the rest left to the fused
+    // order (and a position out of range); the other level it leaves as it is. Then answers.
+    let scripted = |level: &'static str| {
+        Server::with(move |_, body| {
+            let user = body["messages"][1]["content"].as_str().unwrap_or("");
+            if body["response_format"]["json_schema"]["name"] == "rerank" {
+                let shown = user.matches("\n[").count();
+                let order: Vec<usize> = if user.contains(&format!("\n{level}:\n")) {
+                    vec![shown, 0, 99]
+                } else {
+                    (1..=shown).collect()
+                };
+                return Reply::answer(json!({ "order": order }));
+            }
+            Reply::answer(good_answer(&["S1:3"]))
+        })
+    };
+    let last_first = |items: &[String]| {
+        let mut out = vec![items.last().unwrap().clone()];
+        out.extend(items[..items.len() - 1].iter().cloned());
+        out
+    };
+    let server = scripted("Threads");
     let (_, plain, _) = ask(dir.path(), Some(&server.url), &["--budget", "60"]);
     let before = server.seen().len();
     let (code, reranked, err) = ask(
@@ -1075,25 +1089,44 @@ fn a_rerank_reorders_the_selected_trajectories_and_falls_back_to_the_fused_order
         &["--budget", "60", "--rerank"],
     );
     assert_eq!(code, 0, "{err}");
-    let reranks: Vec<Seen> = server.seen()[before..]
+    let reranks: Vec<String> = server.seen()[before..]
         .iter()
         .filter(|x| x.body["response_format"]["json_schema"]["name"] == "rerank")
-        .cloned()
+        .map(|x| {
+            x.body["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(
         reranks.len(),
-        1,
-        "one rerank call with --rerank, none without"
+        2,
+        "two rerank calls with --rerank (pages, then trajectories), none without"
     );
-    assert_eq!(reranked["llm"]["usage"]["retrieval"]["requests"], 1);
+    assert!(reranks[0].contains("\nPages:\n") && reranks[1].contains("\nThreads:\n"));
+    assert_eq!(reranked["llm"]["usage"]["retrieval"]["requests"], 2);
     // What was the last selected trajectory comes first, the others follow in fused order.
-    let (before, after) = (path(&plain), path(&reranked));
+    let before = path(&plain, "trajectories");
     assert!(before.len() >= 2, "{before:?}");
-    let mut expected = vec![before.last().unwrap().clone()];
-    expected.extend(before[..before.len() - 1].iter().cloned());
-    assert_eq!(after, expected);
+    assert_eq!(path(&reranked, "trajectories"), last_first(&before));
+    assert_eq!(path(&reranked, "pages"), path(&plain, "pages"));
 
-    // A reply that names no thread shown keeps the fused order.
+    // The pages' order is the model's: the last routed page comes first (a store of its own,
+    // whose response cache has not seen the rerank).
+    let dir = built_demo();
+    let server = scripted("Pages");
+    let (code, pages_first, err) = ask(
+        dir.path(),
+        Some(&server.url),
+        &["--budget", "60", "--rerank"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let routed = path(&plain, "pages");
+    assert!(routed.len() >= 2, "{routed:?}");
+    assert_eq!(path(&pages_first, "pages"), last_first(&routed));
+
+    // A reply that names nothing shown keeps the fused order.
     let dir = built_demo();
     let server = Server::with(|_, body| {
         if body["response_format"]["json_schema"]["name"] == "rerank" {
@@ -1106,5 +1139,6 @@ fn a_rerank_reorders_the_selected_trajectories_and_falls_back_to_the_fused_order
         Some(&server.url),
         &["--budget", "60", "--rerank"],
     );
-    assert_eq!(path(&kept), path(&plain));
+    assert_eq!(path(&kept, "trajectories"), path(&plain, "trajectories"));
+    assert_eq!(path(&kept, "pages"), path(&plain, "pages"));
 }

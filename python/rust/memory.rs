@@ -391,6 +391,8 @@ impl Memory {
     /// `no_answer_model` (no endpoint given, here or in `TRAJWIKI_LLM_BASE_URL` and
     /// `TRAJWIKI_LLM_MODEL`) or `model_unavailable`; the evidence is there in every case. The
     /// answer is checked as `trajwiki ask` checks it, and responses are kept in the store.
+    /// `rerank=True` has the model reorder the routed pages and the selected trajectories
+    /// (`trajwiki ask --rerank`).
     #[pyo3(signature = (query, namespace, budget = 2700, mode = "full", llm_base_url = None, llm_model = None, llm_api_key = None, timeout = 60.0, rerank = false))]
     #[allow(clippy::too_many_arguments)]
     fn ask(

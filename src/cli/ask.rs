@@ -91,8 +91,8 @@ pub(crate) struct AskArgs {
     retrieval: RetrievalArgs,
     #[command(flatten)]
     llm: LlmArgs,
-    /// Have the model reorder the selected trajectories before their evidence is gathered (one
-    /// more call; the fused order when it fails).
+    /// Have the model reorder the routed wiki pages and the selected trajectories before their
+    /// evidence is gathered (two more calls; the fused order where it fails).
     #[arg(long)]
     rerank: bool,
     /// Print JSON: the answer, its status, the context and its evidence, model usage.
@@ -152,6 +152,7 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
             "source_refs": search.context.source_refs,
             "context_tokens": search.context.tokens,
             "evidence": search.evidence,
+            "pages": search.ranking.pages,
             "trajectories": search.ranking.trajectories,
             "llm": client.as_ref().map(|c| serde_json::json!({
                 "model": c.config().model,

@@ -30,5 +30,5 @@ pub mod vectors;
 
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
-pub use retrieve::{Mode, PathItem, Ranking, Rerank, RetrievalConfig};
+pub use retrieve::{Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};
 pub use vectors::{MessageVectors, SharedRows};

@@ -172,12 +172,22 @@ pub struct Ranking {
     pub timings: BTreeMap<String, f64>,
 }
 
-/// A reranker of selected trajectories (see [`Index::rank_reranked`]).
-pub type Rerank<'a> = dyn Fn(&[&str]) -> Option<Vec<usize>> + 'a;
+/// What a reranker orders (see [`Index::rank_reranked`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reranked {
+    /// The routed wiki pages, by their routing texts (title first).
+    Pages,
+    /// The selected trajectories, by their summaries.
+    Trajectories,
+}
+
+/// A reranker: given what it orders and their texts in the fused order, positions into them,
+/// best first, or `None` to keep the fused order (see [`Index::rank_reranked`]).
+pub type Rerank<'a> = dyn Fn(Reranked, &[&str]) -> Option<Vec<usize>> + 'a;
 
 /// `items` in `order` (positions into them; out of range or repeated ones skipped), then the
 /// rest in their own order.
-fn reordered(items: &[u32], order: &[usize]) -> Vec<u32> {
+fn reordered<T: Copy>(items: &[T], order: &[usize]) -> Vec<T> {
     let mut taken = vec![false; items.len()];
     let mut out = Vec::with_capacity(items.len());
     for &p in order {
@@ -327,14 +337,15 @@ impl Index {
         config: &RetrievalConfig,
         backend: &dyn ScoringBackend,
     ) -> Result<Ranking, IndexError> {
-        self.rank_reranked(question, qvec, mode, config, backend, &|_| None)
+        self.rank_reranked(question, qvec, mode, config, backend, &|_, _| None)
     }
 
-    /// [`Index::rank`] with the selected trajectories put in the order `rerank` gives: it gets
-    /// their summaries in the fused order and returns positions into them, best first (the ones
-    /// it leaves out follow in the fused order), or `None` to keep the fused order. Positions
-    /// out of range or repeated are ignored. Structured modes only; the baselines select no
-    /// trajectory.
+    /// [`Index::rank`] with the routed pages and the selected trajectories put in the order
+    /// `rerank` gives: it gets the pages' routing texts, then the trajectories' summaries, each
+    /// in the fused order, and returns positions into them, best first (the ones it leaves out
+    /// follow in the fused order), or `None` to keep the fused order. Positions out of range or
+    /// repeated are ignored. The pages' order is the route's: a trajectory takes the rank of the
+    /// best page that links it. Structured modes only; the baselines route and select nothing.
     pub fn rank_reranked(
         &self,
         question: &str,
@@ -472,7 +483,20 @@ impl Index {
         let mut universe: BTreeMap<usize, usize> = BTreeMap::new(); // trajectory → best page rank
         if let Some((d, s)) = &scans.pages {
             let fused = self.fuse(&[d.as_slice(), s.as_slice()], config.rrf_k, backend)?;
-            for (rank, (p, score)) in fused.iter().take(config.pages).enumerate() {
+            let top: Vec<(u32, f32)> = fused.into_iter().take(config.pages).collect();
+            let texts: Vec<&str> = top
+                .iter()
+                .map(|(p, _)| {
+                    self.records.pages[self.pages[*p as usize]]
+                        .routing_text
+                        .as_str()
+                })
+                .collect();
+            let top = match rerank(Reranked::Pages, &texts) {
+                Some(order) => reordered(&top, &order),
+                None => top,
+            };
+            for (rank, (p, score)) in top.iter().enumerate() {
                 let page = &self.records.pages[self.pages[*p as usize]];
                 ranking.pages.push(crate::retrieve::PathItem {
                     id: page.id.to_string(),
@@ -533,7 +557,7 @@ impl Index {
                 .iter()
                 .map(|&t| self.records.trajectories[t as usize].summary.as_str())
                 .collect();
-            match rerank(&summaries) {
+            match rerank(Reranked::Trajectories, &summaries) {
                 Some(order) => reordered(&selected, &order),
                 None => selected,
             }
