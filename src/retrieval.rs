@@ -3,6 +3,7 @@
 //! with a context under a budget.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use trajwiki_ann::{AnnIndex, AnnParams};
@@ -11,7 +12,7 @@ use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{
     Index, LevelVectors, MessageSide, MessageVectors, NamespaceRecords, SharedRows,
 };
-use trajwiki_store::{Arrived, MappedVectors, Store, StoreError};
+use trajwiki_store::{MappedVectors, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
 
@@ -50,6 +51,20 @@ pub struct Loaded {
     /// records, the messages' side of the index prepared meanwhile), `vectors` (mapping the
     /// vector file, embedding what it lacks), `index` (building the index from them).
     pub stages: BTreeMap<String, f64>,
+}
+
+/// The threads that prepare a namespace's message side while its records are read: those the
+/// read leaves (one on a 2-core machine; more would only slow the read down), made once.
+fn side_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(rayon::current_num_threads().saturating_sub(1).max(1))
+            .thread_name(|i| format!("trajwiki-side-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
 
 /// Reads a namespace's records and builds its retrieval index: message vectors from the
@@ -92,29 +107,19 @@ pub fn load_index(
     // The messages and the records in one read; while the records are read, the messages'
     // side of the index is prepared from them (ingest order is the vector file's row order;
     // the index lists messages by session and position).
-    let order_of = |arrived: &[Arrived]| {
-        let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
-        order.sort_by_key(|&i| {
-            let m = &arrived[i as usize].1;
-            (m.session, m.seq)
-        });
-        order
-    };
-    // The side takes the threads the read leaves (one on a 2-core machine): more would only
-    // slow the read down.
-    let spare = rayon::ThreadPoolBuilder::new()
-        .num_threads(rayon::current_num_threads().saturating_sub(1).max(1))
-        .build()
-        .ok();
     let (arrived, read, (order, side)) = store.namespace_read(ns, |arrived| {
         let prepare = || {
-            let order = order_of(arrived);
+            let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
+            order.sort_by_key(|&i| {
+                let m = &arrived[i as usize].1;
+                (m.session, m.seq)
+            });
             let sorted: Vec<&SourceMessage> =
                 order.iter().map(|&i| &arrived[i as usize].1).collect();
             let side = MessageSide::new(&sorted, config.entity_min_count);
             (order, side)
         };
-        match &spare {
+        match side_pool() {
             Some(pool) => pool.install(prepare),
             None => prepare(),
         }

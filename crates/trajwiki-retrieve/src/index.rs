@@ -404,7 +404,6 @@ pub struct MessageSide {
     speaker_of: Vec<String>,
     session_of: Vec<u32>,
     lexicon: Lexicon,
-    len: usize,
 }
 
 impl MessageSide {
@@ -432,7 +431,6 @@ impl MessageSide {
             speaker_of: messages.iter().map(|m| entity_key(&m.speaker)).collect(),
             session_of: messages.iter().map(|m| m.session).collect(),
             lexicon,
-            len: messages.len(),
         }
     }
 }
@@ -483,10 +481,10 @@ impl Index {
         texts: &LevelTexts,
     ) -> Result<Index, IndexError> {
         let dim = vectors.dim;
-        if side.len != records.messages.len() {
+        if side.session_of.len() != records.messages.len() {
             return Err(IndexError::Shape {
                 level: "message side",
-                got: side.len,
+                got: side.session_of.len(),
                 rows: records.messages.len(),
                 dim: 1,
             });
@@ -629,7 +627,6 @@ impl Index {
             speaker_of,
             session_of,
             lexicon,
-            len: _,
         } = side;
         let sparse = || -> Result<Sparse, ComputeError> {
             // Each level's keywords found at once, then numbered level after level.
