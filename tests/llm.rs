@@ -806,7 +806,8 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     ok(&["ingest", "--store", s(&store), s(&demo())]);
     // Extraction: for each exchange, a valid claim quoting the first message's first four words,
     // and three that must be dropped (a ref outside the exchange, a quote not in the message, an
-    // empty statement). The judge revises the latest claim shown when the new one comes from
+    // empty statement); for the exchange at S1:5, an object cut off at the token bound (that
+    // exchange is the deterministic seed's, and a rerun replays the same cut reply). The judge revises the latest claim shown when the new one comes from
     // Maya and adds otherwise; its first decision names a claim never shown (made an ADD).
     let judged = Arc::new(Mutex::new(0usize));
     let server = Server::with(move |_, body| {
@@ -814,6 +815,9 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
         if body["response_format"]["json_schema"]["name"] == "extraction" {
             let first = user.lines().next().unwrap();
             let (reference, rest) = first.split_once(' ').unwrap();
+            if reference == "S1:5" {
+                return Reply::content("{\"summary\": \"Tom runs 15 km on Sundays and");
+            }
             let text = rest.split_once(": ").unwrap().1;
             let quote: Vec<&str> = text.split_whitespace().take(4).collect();
             return Reply::answer(json!({
@@ -937,6 +941,10 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     assert!(
         err.contains("left to the deterministic decider"),
         "a choice out of range: {err}"
+    );
+    assert!(
+        err.contains("1 exchange(s) extracted deterministically"),
+        "the cut-off extraction: {err}"
     );
     assert!(claims
         .iter()

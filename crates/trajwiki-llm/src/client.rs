@@ -135,32 +135,31 @@ impl Client {
     }
 
     /// Asks for one JSON object following `request.schema`: from the cache when it has the
-    /// reply, else from the server (retried on 429, 5xx and transport failures). A reply that is
-    /// no JSON object is [`LlmError::BadOutput`] and is not cached; the caller validates the
-    /// object's content.
+    /// reply, else from the server (retried on 429, 5xx and transport failures). Every reply the
+    /// server completes is cached, usable or not: a rerun replays it and reaches the same
+    /// result, a reply that is no JSON object being [`LlmError::BadOutput`] again (a request
+    /// that got no reply is asked again). The caller validates the object's content.
     pub fn json(&self, request: &JsonRequest<'_>) -> Result<Map<String, Value>, LlmError> {
         let key = self.cache_key(request);
-        if let Some(cached) = self.cache.as_ref().and_then(|c| c.get(&key)) {
-            if let Ok(object) = extract_json(&cached) {
+        let cached = self.cache.as_ref().and_then(|c| c.get(&key));
+        let reply = match cached {
+            Some(reply) => {
                 self.count(request.phase, |u| u.cached += 1);
-                return Ok(object);
+                Ok(reply)
             }
-        }
-        let object = self
-            .ask(request)
-            .and_then(|reply| match extract_json(&reply) {
-                Ok(object) => {
-                    if let Some(cache) = &self.cache {
-                        // A cache that cannot be written costs a rerun its savings, not this call.
-                        let _ = cache.put(&key, &self.config.model, &reply);
-                    }
-                    Ok(object)
+            None => self.ask(request).inspect(|reply| {
+                if let Some(cache) = &self.cache {
+                    // A cache that cannot be written costs a rerun its savings, not this call.
+                    let _ = cache.put(&key, &self.config.model, reply);
                 }
-                Err(reason) => Err(LlmError::BadOutput {
-                    reason,
-                    excerpt: excerpt(&reply, 200),
-                }),
-            });
+            }),
+        };
+        let object = reply.and_then(|reply| {
+            extract_json(&reply).map_err(|reason| LlmError::BadOutput {
+                reason,
+                excerpt: excerpt(&reply, 200),
+            })
+        });
         if object.is_err() {
             self.count(request.phase, |u| u.failed += 1);
         }
