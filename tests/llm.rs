@@ -897,6 +897,12 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     let asked = server.seen().len();
     assert!(asked > 1, "the judge was asked {asked} times");
     assert!(
+        err.contains(&format!(
+            "demo: model scripted: {asked} request(s), 0 answered from the cache, "
+        )),
+        "{err}"
+    );
+    assert!(
         err.contains("demo: 1 claim transition(s) fell back to ADD"),
         "{err}"
     );
@@ -961,11 +967,16 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     build(&["--rebuild", "--config", s(&other_config)]);
     assert_ne!(export(&store), first);
     let asked = server.seen().len();
-    build(&["--rebuild"]);
+    let err = build(&["--rebuild"]);
     assert_eq!(
         server.seen().len(),
         asked,
         "the refold asked the model again"
+    );
+    // The cost table says so: every call from the cache.
+    assert!(
+        err.contains("demo: model scripted: 0 request(s), ") && !err.contains(" 0 answered from"),
+        "{err}"
     );
     assert_eq!(export(&store), first);
 

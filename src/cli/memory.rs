@@ -135,6 +135,8 @@ pub(crate) fn build_and_report(
     let started = std::time::Instant::now();
     let bar = global.bar(namespaces.len() as u64, "building");
     let mut reports = Vec::new();
+    // Model calls and tokens per namespace and phase (the cost table), when a model builds.
+    let mut usage = std::collections::BTreeMap::new();
     for ns in namespaces {
         bar.set_message(format!("building {ns}"));
         let report = match &llm {
@@ -184,6 +186,19 @@ pub(crate) fn build_and_report(
                         judge.fallbacks()
                     ));
                 }
+                let table = client.usage();
+                let total =
+                    |f: fn(&trajwiki::llm::Usage) -> u64| table.values().map(f).sum::<u64>();
+                global.say(format!(
+                    "{ns}: model {}: {} request(s), {} answered from the cache, {} prompt and {} completion token(s), {} failed",
+                    llm.model,
+                    total(|u| u.requests),
+                    total(|u| u.cached),
+                    total(|u| u.prompt_tokens),
+                    total(|u| u.completion_tokens),
+                    total(|u| u.failed),
+                ));
+                usage.insert(ns.to_string(), table);
                 report
             }
             None => build_namespace(store, ns, embedder.as_ref(), &config, options)?,
@@ -197,6 +212,10 @@ pub(crate) fn build_and_report(
             "model": embedder.model_id(),
             "seconds": started.elapsed().as_secs_f64(),
             "namespaces": reports,
+            "llm": llm.as_ref().map(|c| serde_json::json!({
+                "model": c.model,
+                "usage": usage,
+            })),
         }))?)?;
         return Ok(());
     }
