@@ -270,12 +270,6 @@ pub fn reflect(client: &Client, question: &str, why: &str) -> Vec<String> {
     hints
 }
 
-/// The searches [`answer_searching`] runs after an abstention, in order: the question rewritten
-/// as the reflection's hints, routed again in the question's mode; then the question itself over
-/// the raw messages, dense and lexical.
-const RECOVERY: [(&str, Option<Mode>); 2] =
-    [("reflection", None), ("rescue", Some(Mode::TurnHybrid))];
-
 /// Answers `question` from `first` (a search's result; `context` gives its text and refs), and
 /// after an abstention tries again (SPEC §3, step 6): one reflection turns the question into
 /// hints that `search` routes in `mode`, then `search` rescues over the raw messages. A later
@@ -299,20 +293,19 @@ pub fn answer_searching<S, E>(
     let why = answered.abstain_reason.clone().unwrap_or_default();
     let hints = reflect(client, question, &why);
     let mut attempts = answered.attempts;
-    // The question rewritten: its hints alone, which name what the answer must contain.
+    // The question rewritten: its hints alone, which name what the answer must contain, routed
+    // again in the question's mode (when there are hints and they fit a question); then the
+    // question itself over the raw messages, dense and lexical.
     let rewritten = hints.join(" ");
-    for (route, rescue_mode) in RECOVERY {
-        let text = match rescue_mode {
-            Some(_) => question,
-            None => rewritten.as_str(),
-        };
-        let too_long = trajwiki_core::limits::QUESTION_BYTES
-            .check(text.len())
-            .is_err();
-        if rescue_mode.is_none() && (hints.is_empty() || too_long) {
-            continue;
-        }
-        let found = search(text, rescue_mode.unwrap_or(mode))?;
+    let fits = trajwiki_core::limits::QUESTION_BYTES
+        .check(rewritten.len())
+        .is_ok();
+    let tries = [
+        (!hints.is_empty() && fits).then_some(("reflection", rewritten.as_str(), mode)),
+        Some(("rescue", question, Mode::TurnHybrid)),
+    ];
+    for (route, text, mode) in tries.into_iter().flatten() {
+        let found = search(text, mode)?;
         let (ctx, refs) = context(&found);
         let mut next = answer(client, ctx, refs, question);
         attempts += next.attempts;
