@@ -34,6 +34,25 @@ __device__ __forceinline__ float tw_warp_sum(float v) {
     return v;
 }
 
+__device__ __forceinline__ float tw_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(TW_FULL_MASK, v, o));
+    return v;
+}
+
+// Sum over the block; every thread gets the result. blockDim.x must be a multiple of 32 (at most
+// 1024) and every thread of the block must call it.
+__device__ __forceinline__ float tw_block_sum(float v, float *scratch) {
+    v = tw_warp_sum(v);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    const unsigned nw = blockDim.x / 32;
+    v = lane < nw ? scratch[lane] : 0.f;
+    v = tw_warp_sum(v);
+    __syncthreads();  // scratch is free again for the next call
+    return v;
+}
+
 __device__ __forceinline__ int tw_warp_sum_int(int v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(TW_FULL_MASK, v, o);
     return v;

@@ -9,25 +9,6 @@
 
 #define QW_THREADS 256
 
-// Sum over the block; every thread gets the result. blockDim.x must be a multiple of 32 (at most
-// 1024) and every thread of the block must call it.
-__device__ __forceinline__ float qw_block_sum(float v, float *scratch) {
-    v = tw_warp_sum(v);
-    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    const unsigned nw = blockDim.x / 32;
-    v = lane < nw ? scratch[lane] : 0.f;
-    v = tw_warp_sum(v);
-    __syncthreads();  // scratch is free again for the next call
-    return v;
-}
-
-__device__ __forceinline__ float qw_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(TW_FULL_MASK, v, o));
-    return v;
-}
-
 // x[t, :] = table[min(ids[t], vocab - 1), :] as f32. One block per row.
 extern "C" __global__ void embed_gather(const unsigned *ids, const __nv_bfloat16 *table,
                                         unsigned vocab, unsigned rows, unsigned hidden,
@@ -51,7 +32,7 @@ extern "C" __global__ void rms_norm_f32_bf16(const float *x, const __nv_bfloat16
     const float *xr = x + (size_t)row * d;
     float ss = 0.f;
     for (unsigned j = threadIdx.x; j < d; j += blockDim.x) ss += xr[j] * xr[j];
-    ss = qw_block_sum(ss, scratch);
+    ss = tw_block_sum(ss, scratch);
     const float inv = 1.f / sqrtf(ss / (float)d + eps);
     __nv_bfloat16 *yr = y + (size_t)row * d;
     for (unsigned j = threadIdx.x; j < d; j += blockDim.x)
@@ -78,7 +59,7 @@ extern "C" __global__ void qk_norm_rope(__nv_bfloat16 *qkv, const __nv_bfloat16 
         const float a = __bfloat162float(v[j]);
         ss += a * a;
     }
-    ss = qw_block_sum(ss, scratch);
+    ss = tw_block_sum(ss, scratch);
     const float inv = 1.f / sqrtf(ss / (float)d + eps);
     for (unsigned i = threadIdx.x; i < half_d; i += blockDim.x) {
         const float a = __bfloat162float(v[i]) * inv * __bfloat162float(w[i]);
@@ -111,14 +92,14 @@ extern "C" __global__ void final_norm_pool(const float *x, const __nv_bfloat16 *
     const float *xr = x + ((size_t)blockIdx.x * len + (len - 1)) * hidden;
     float ss = 0.f;
     for (unsigned j = threadIdx.x; j < hidden; j += blockDim.x) ss += xr[j] * xr[j];
-    ss = qw_block_sum(ss, scratch);
+    ss = tw_block_sum(ss, scratch);
     const float inv = 1.f / sqrtf(ss / (float)hidden + eps);
     float ss2 = 0.f;
     for (unsigned j = threadIdx.x; j < dim_out; j += blockDim.x) {
         const float y = xr[j] * inv * __bfloat162float(w[j]);
         ss2 += y * y;
     }
-    ss2 = qw_block_sum(ss2, scratch);
+    ss2 = tw_block_sum(ss2, scratch);
     const float inv2 = ss2 > 0.f ? 1.f / sqrtf(ss2) : 0.f;
     for (unsigned j = threadIdx.x; j < dim_out; j += blockDim.x)
         out[(size_t)blockIdx.x * dim_out + j] = xr[j] * inv * __bfloat162float(w[j]) * inv2;
@@ -211,7 +192,7 @@ attention_bf16(const __nv_bfloat16 *qkv, const unsigned *pad, __nv_bfloat16 *ctx
             const unsigned row = q0 + warp + r * ATT_WARPS;
             const bool valid = row < len && row >= p && kc < len && kc <= row;
             const float sv = valid ? s[r] : TW_NEG_INF;
-            const float mn = fmaxf(m[r], qw_warp_max(sv));
+            const float mn = fmaxf(m[r], tw_warp_max(sv));
             const float pv = valid ? __expf(sv - mn) : 0.f;
             const float corr = m[r] == TW_NEG_INF ? 0.f : __expf(m[r] - mn);
             l[r] = l[r] * corr + tw_warp_sum(pv);

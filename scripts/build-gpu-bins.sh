@@ -2,9 +2,10 @@
 # Builds the `--features cuda` test and bench binaries of trajwiki-cuda here (the GPU machine has
 # no Rust) and collects them in gpu-bin/ with stable names, plus the CUDA headers NVRTC needs at
 # run time (from scripts/fetch-nvrtc.sh) and the PyTorch baseline. Carry `gpu-bin` to the device
-# and run `scripts/gpu-check.sh` there. Binaries: ptx, twins, qwen3_twin (tests), gpu_scoring,
-# gpu_qwen3 (benches); the Python extension built with `cuda` (python/) and its check
-# gpu_python_check.py; scripts torch_topk.py, torch_qwen3.py; the qwen3_tiny fixture.
+# and run `scripts/gpu-check.sh` there. Binaries: ptx, twins, qwen3_twin, bert_twin (tests),
+# gpu_scoring, gpu_qwen3, gpu_bert (benches); the Python extension built with `cuda` (python/)
+# and its check gpu_python_check.py; scripts torch_topk.py, torch_qwen3.py, torch_bert.py; the
+# qwen3_tiny fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/fetch-nvrtc.sh)"
@@ -16,7 +17,7 @@ collect() { # $1 = label, rest = cargo command; copies the built executables
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("ptx", "twins", "qwen3_twin", "gpu_scoring", "gpu_qwen3"):
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("ptx", "twins", "qwen3_twin", "bert_twin", "gpu_scoring", "gpu_qwen3", "gpu_bert"):
         print(m["target"]["name"], m["executable"])' \
         | while read -r name exe; do
             cp "$exe" "gpu-bin/$name"
@@ -38,7 +39,7 @@ python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.arg
 rm -rf gpu-bin/wheel-build
 cp scripts/gpu_python_check.py gpu-bin/
 cp -r "$TRAJWIKI_CUDA_INCLUDE" gpu-bin/cuda-include
-cp scripts/torch_topk.py scripts/torch_qwen3.py gpu-bin/
+cp scripts/torch_topk.py scripts/torch_qwen3.py scripts/torch_bert.py gpu-bin/
 # The tiny random Qwen3 model the twin test compares on (gpu-check.sh points the test at it).
 cp -r crates/trajwiki-embed/tests/fixtures/qwen3_tiny gpu-bin/qwen3_tiny
 size_kib=$(du -sk gpu-bin | cut -f1)

@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH="$TRAJWIKI_NVRTC_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_P
 cargo clippy -p trajwiki-cuda --features cuda --all-targets -- -D warnings
 TRAJWIKI_REQUIRE_NVRTC=1 cargo test -p trajwiki-cuda --features cuda --test ptx -- --nocapture
 # The twin tests build and run too; without a GPU their CUDA halves skip with a message.
-cargo test -p trajwiki-cuda --features cuda --test twins --test qwen3_twin
+cargo test -p trajwiki-cuda --features cuda --test twins --test qwen3_twin --test bert_twin
 # The root crate with the GPU backend compiled in (`--device cuda|auto`).
 cargo clippy --all-targets --features cuda -- -D warnings
 # The Python extension with it (`device="cuda"|"auto"`).

@@ -29,7 +29,7 @@ use trajwiki_core::{
     PageId, ReplayError, Run, RunId, Snapshot, SnapshotId, SourceMessage, Timestamp, Trajectory,
     TrajectoryId, WikiPage, TIMESTAMP_FORMAT,
 };
-use trajwiki_cuda::{CudaQwen3Embedder, Device};
+use trajwiki_cuda::{CudaBertEmbedder, CudaQwen3Embedder, Device};
 use trajwiki_embed::{Architecture, EmbedOptions};
 use trajwiki_retrieve::{Context, Index, IndexError, Mode, Ranking, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
@@ -122,7 +122,7 @@ pub struct LoadedModel {
 pub struct CpuOnly {
     /// The model as it was named.
     pub model: String,
-    /// Why it stays on the CPU, e.g. "is a BERT-family model".
+    /// Why it stays on the CPU, e.g. "is lexical".
     pub reason: &'static str,
 }
 
@@ -137,10 +137,10 @@ impl CpuOnly {
     }
 }
 
-/// Loads model `spec` (as [`load_embedder`]) for `device`. Qwen3-Embedding runs on the GPU with
-/// `cuda`, and with `auto` when a GPU is usable; BERT-family models (MiniLM) and the hashing
-/// embedder always run on the CPU (with a [`LoadedModel::note`] when `cuda` was asked for).
-/// `cuda` for a Qwen3 model without a usable GPU, or in a build without the `cuda` feature, is
+/// Loads model `spec` (as [`load_embedder`]) for `device`. Qwen3-Embedding and BERT-family models
+/// (MiniLM) run on the GPU with `cuda`, and with `auto` when a GPU is usable; the hashing
+/// embedder always runs on the CPU (with a [`LoadedModel::note`] when `cuda` was asked for).
+/// `cuda` for a model without a usable GPU, or in a build without the `cuda` feature, is
 /// [`EmbedError::DeviceUnavailable`].
 pub fn load_model(
     spec: &str,
@@ -186,22 +186,24 @@ fn load_model_unchecked(
         return Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None));
     }
     let dir = trajwiki_embed::resolve_model(spec)?;
-    match trajwiki_embed::architecture_of(&dir)? {
-        Architecture::Qwen3 => match CudaQwen3Embedder::load(&dir, opts, 0) {
-            Ok(m) => Ok(LoadedModel {
-                embedder: Box::new(m),
-                backend: "cuda",
-                note: None,
-            }),
-            Err(EmbedError::DeviceUnavailable { .. }) if device == Device::Auto => {
-                Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None))
-            }
-            Err(e) => Err(e),
-        },
-        Architecture::Bert => Ok(cpu(
-            trajwiki_embed::load_embedder(spec, opts)?,
-            Some("is a BERT-family model"),
-        )),
+    let on_gpu = match trajwiki_embed::architecture_of(&dir)? {
+        Architecture::Qwen3 => {
+            CudaQwen3Embedder::load(&dir, opts, 0).map(|m| Box::new(m) as Box<dyn Embedder>)
+        }
+        Architecture::Bert => {
+            CudaBertEmbedder::load(&dir, opts, 0).map(|m| Box::new(m) as Box<dyn Embedder>)
+        }
+    };
+    match on_gpu {
+        Ok(embedder) => Ok(LoadedModel {
+            embedder,
+            backend: "cuda",
+            note: None,
+        }),
+        Err(EmbedError::DeviceUnavailable { .. }) if device == Device::Auto => {
+            Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None))
+        }
+        Err(e) => Err(e),
     }
 }
 

@@ -115,7 +115,7 @@ fn device_cuda_without_a_gpu_is_a_usage_error() {
     let (code, _, err) = embed("cuda");
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("--device cuda: cannot run Qwen3 on CUDA"),
+        err.contains("--device cuda: cannot run the model on CUDA"),
         "{err}"
     );
     let (code, out, err) = embed("auto");

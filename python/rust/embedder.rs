@@ -22,9 +22,9 @@ pub struct Embedder {
 
 #[pymethods]
 impl Embedder {
-    /// Loads the model for `device` (`cpu`, `cuda` or `auto`). Qwen3-Embedding models run on
-    /// the GPU with `cuda` (and with `auto` when one is usable); BERT-family models and
-    /// `hashing` run on the CPU. `cuda` that cannot run the model raises `ModelError`.
+    /// Loads the model for `device` (`cpu`, `cuda` or `auto`). Qwen3-Embedding and BERT-family
+    /// models run on the GPU with `cuda` (and with `auto` when one is usable); `hashing` runs on
+    /// the CPU. `cuda` that cannot run the model raises `ModelError`.
     #[new]
     #[pyo3(signature = (model = "minilm", device = "auto"))]
     fn new(py: Python<'_>, model: &str, device: &str) -> PyResult<Self> {

@@ -1,10 +1,10 @@
-//! `--device cpu|cuda|auto`: which backend scores retrieval candidates and embeds with Qwen3.
+//! `--device cpu|cuda|auto`: which backend scores retrieval candidates and embeds.
 //!
 //! Scoring (batched cosine top-k, fusion, coverage selection) goes through
-//! [`trajwiki_cuda::scoring_backend`]. Embedding uses the CUDA Qwen3 model when the model is
-//! Qwen3-Embedding and the device is `cuda` (or `auto` with a usable GPU); BERT-family models
-//! (MiniLM) and the hashing embedder always run on the CPU, which is said once on stderr when a
-//! GPU was asked for. `cuda` without a usable GPU (or in a build without the `cuda` feature) is a
+//! [`trajwiki_cuda::scoring_backend`]. Embedding uses the CUDA model (Qwen3-Embedding or a
+//! BERT-family encoder such as MiniLM) when the device is `cuda` (or `auto` with a usable GPU);
+//! the hashing embedder always runs on the CPU, which is said once on stderr when a GPU was asked
+//! for. `cuda` without a usable GPU (or in a build without the `cuda` feature) is a
 //! usage error (exit code 2); `auto` falls back to the CPU silently.
 
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub(crate) fn load_model(
         }
         Err(e @ EmbedError::ModelNotFound { .. }) => Err(UsageError(e.to_string()).into()),
         Err(e @ EmbedError::DeviceUnavailable { .. }) => Err(UsageError(format!(
-            "--device {device}: cannot run Qwen3 on CUDA: {e} (model {spec}; use --device cpu or auto)"
+            "--device {device}: cannot run the model on CUDA: {e} (model {spec}; use --device cpu or auto)"
         ))
         .into()),
         Err(e) => Err(e.into()),

@@ -55,9 +55,9 @@ pub struct Cli {
     /// Print nothing but results and errors.
     #[arg(long, short, global = true)]
     quiet: bool,
-    /// Where retrieval scoring and Qwen3 embedding run: cpu, cuda (an error without a usable
-    /// GPU) or auto (CUDA when usable, else the CPU). BERT-family models such as MiniLM always
-    /// embed on the CPU. GPU support needs a build with `--features cuda`.
+    /// Where retrieval scoring and embedding run: cpu, cuda (an error without a usable GPU) or
+    /// auto (CUDA when usable, else the CPU). The lexical hashing model always embeds on the
+    /// CPU. GPU support needs a build with `--features cuda`.
     #[arg(long, global = true, env = "TRAJWIKI_DEVICE", default_value = "auto",
           value_parser = device::parse_device)]
     device: trajwiki_cuda::Device,

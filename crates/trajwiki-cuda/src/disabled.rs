@@ -149,3 +149,30 @@ impl Qwen3Device {
         match self._never {}
     }
 }
+
+/// The device half of [`crate::CudaBertEmbedder`] (unavailable in this build).
+#[derive(Debug)]
+pub(crate) struct BertDevice {
+    _never: std::convert::Infallible,
+}
+
+impl BertDevice {
+    /// Opens the device and uploads the weights (unavailable in this build).
+    pub(crate) fn open(
+        _ordinal: usize,
+        _spec: &trajwiki_embed::BertSpec,
+        _weights: trajwiki_embed::BertWeights,
+    ) -> Result<Self, CudaError> {
+        Err(CudaError::NotBuilt)
+    }
+
+    /// The device's description.
+    pub(crate) fn info(&self) -> &DeviceInfo {
+        match self._never {}
+    }
+
+    /// Runs one packed batch.
+    pub(crate) fn forward(&self, _batch: crate::bert::PackedBatch) -> Result<Vec<f32>, CudaError> {
+        match self._never {}
+    }
+}

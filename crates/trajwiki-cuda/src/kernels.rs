@@ -12,6 +12,7 @@ pub const KERNELS: &[(&str, &str)] = &[
     ("rrf", include_str!("../../../kernels/rrf.cu")),
     ("select", include_str!("../../../kernels/select.cu")),
     ("qwen3", include_str!("../../../kernels/qwen3.cu")),
+    ("bert", include_str!("../../../kernels/bert.cu")),
 ];
 
 /// The full source NVRTC compiles for kernel `id` (common helpers first), or `None`.

@@ -15,6 +15,10 @@
 //! projections through cuBLAS (bf16 inputs, f32 accumulation into an f32 residual stream) and the
 //! rest in `kernels/qwen3.cu`; texts are grouped by length and left-padded.
 //!
+//! [`CudaBertEmbedder`] (module [`bert`]) is the same for BERT-family sentence encoders (the
+//! default MiniLM among them): f16 projections through cuBLAS with f32 accumulation, the rest in
+//! `kernels/bert.cu`; texts are grouped by length and packed without padding.
+//!
 //! Built without the `cuda` feature, the same API exists and every constructor returns
 //! [`CudaError::NotBuilt`]; callers select a backend with [`Device`] and [`scoring_backend`]
 //! and never write `#[cfg]` themselves. `Device::Auto` probes the driver without panicking
@@ -34,17 +38,23 @@
 //! assert!(["cpu", "cuda"].contains(&any.name()));
 //! ```
 
+pub mod bert;
 mod device;
 mod error;
 pub mod kernels;
 pub mod qwen3;
 
 #[cfg(feature = "cuda")]
+mod bert_gpu;
+#[cfg(feature = "cuda")]
 mod enabled;
 #[cfg(feature = "cuda")]
 mod qwen3_gpu;
 #[cfg(feature = "cuda")]
+mod worker;
+#[cfg(feature = "cuda")]
 mod imp {
+    pub(crate) use crate::bert_gpu::BertDevice;
     pub use crate::enabled::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};
     pub(crate) use crate::qwen3_gpu::Qwen3Device;
 }
@@ -54,6 +64,7 @@ mod disabled;
 #[cfg(not(feature = "cuda"))]
 use disabled as imp;
 
+pub use bert::CudaBertEmbedder;
 pub use device::{scoring_backend, Device};
 pub use error::CudaError;
 pub use imp::{compile_kernel, nvrtc_ready, probe, CudaScoring, DeviceMatrix};

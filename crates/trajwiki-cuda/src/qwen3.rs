@@ -220,7 +220,7 @@ impl From<CudaError> for EmbedError {
                 reason: e.to_string(),
             },
             other => EmbedError::Backend {
-                stage: "running Qwen3 on CUDA",
+                stage: "running the model on CUDA",
                 source: Box::new(other),
             },
         }

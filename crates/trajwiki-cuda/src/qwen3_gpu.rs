@@ -1,26 +1,18 @@
-//! The device half of [`crate::CudaQwen3Embedder`]: the weights in device memory, the cuBLAS
-//! handle and the forward pass of one padded batch, all owned by one device thread.
+//! The device half of [`crate::CudaQwen3Embedder`]: the weights in device memory and the
+//! forward pass of one padded batch, on a [`Worker`] thread.
 #![allow(unsafe_code)] // FFI: cuBLAS calls on raw device pointers, kernel launches.
 
-use std::collections::HashMap;
-use std::ffi::c_void;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{channel, sync_channel, Sender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-
-use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
+use cudarc::cublas::sys::cudaDataType_t;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig,
-    PushKernelArg,
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::Ptx;
 use half::bf16;
 use trajwiki_embed::{Qwen3Shape, Qwen3Tensors};
 
-use crate::enabled::{driver_err, open};
+use crate::enabled::driver_err;
 use crate::qwen3::PaddedBatch;
-use crate::{compile_kernel, CudaError, DeviceInfo};
+use crate::worker::{GemmTypes, Gpu, Worker};
+use crate::{CudaError, DeviceInfo};
 
 /// Threads of the row-wise kernels (`QW_THREADS` in qwen3.cu).
 const ROW_THREADS: u32 = 256;
@@ -55,26 +47,13 @@ struct HostLayer {
 
 /// What the device thread owns.
 struct State {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    blas: CudaBlas,
-    arch: String,
-    functions: HashMap<&'static str, CudaFunction>,
+    gpu: Gpu,
     shape: Qwen3Shape,
     dim_out: usize,
     embed: Option<CudaSlice<bf16>>,
     final_norm: Option<CudaSlice<bf16>>,
     inv_freq: CudaSlice<f32>,
     layers: Vec<Layer>,
-}
-
-type Job = Box<dyn FnOnce(&mut State) + Send>;
-
-fn blas_err(stage: &'static str) -> impl FnOnce(blas::CublasError) -> CudaError {
-    move |e| CudaError::Driver {
-        stage,
-        message: format!("cuBLAS: {e:?}"),
-    }
 }
 
 fn to_bf16(v: Vec<f32>) -> Vec<bf16> {
@@ -90,54 +69,35 @@ enum Out {
     AccumulateF32,
 }
 
+/// The kernels of `kernels/qwen3.cu`.
+const KERNELS: &[&str] = &[
+    "embed_gather",
+    "rms_norm_f32_bf16",
+    "qk_norm_rope",
+    "attention_bf16",
+    "swiglu_bf16",
+    "final_norm_pool",
+];
+
 impl State {
     fn function(&mut self, name: &'static str) -> Result<CudaFunction, CudaError> {
-        if let Some(f) = self.functions.get(name) {
-            return Ok(f.clone());
-        }
-        let compiled = compile_kernel("qwen3", &self.arch)?;
-        let module = self
-            .ctx
-            .load_module(Ptx::from_src(compiled.ptx))
-            .map_err(driver_err("module load"))?;
-        for n in [
-            "embed_gather",
-            "rms_norm_f32_bf16",
-            "qk_norm_rope",
-            "attention_bf16",
-            "swiglu_bf16",
-            "final_norm_pool",
-        ] {
-            let f = module
-                .load_function(n)
-                .map_err(driver_err("function load"))?;
-            self.functions.insert(n, f);
-        }
-        self.functions
-            .get(name)
-            .cloned()
-            .ok_or_else(|| CudaError::UnknownKernel(format!("qwen3::{name}")))
-    }
-
-    fn upload(&self, v: &[bf16]) -> Result<CudaSlice<bf16>, CudaError> {
-        self.stream
-            .clone_htod(v)
-            .map_err(driver_err("weight upload"))
+        self.gpu.function("qwen3", KERNELS, name)
     }
 
     fn push_layer(&mut self, l: HostLayer) -> Result<(), CudaError> {
+        let g = &self.gpu;
         let layer = Layer {
-            input_norm: self.upload(&l.input_norm)?,
-            qkv: self.upload(&l.qkv)?,
-            q_norm: self.upload(&l.q_norm)?,
-            k_norm: self.upload(&l.k_norm)?,
-            o: self.upload(&l.o)?,
-            post_norm: self.upload(&l.post_norm)?,
-            gate_up: self.upload(&l.gate_up)?,
-            down: self.upload(&l.down)?,
+            input_norm: g.upload(&l.input_norm)?,
+            qkv: g.upload(&l.qkv)?,
+            q_norm: g.upload(&l.q_norm)?,
+            k_norm: g.upload(&l.k_norm)?,
+            o: g.upload(&l.o)?,
+            post_norm: g.upload(&l.post_norm)?,
+            gate_up: g.upload(&l.gate_up)?,
+            down: g.upload(&l.down)?,
         };
         // The host buffers are freed when this job returns; the copies must have completed.
-        self.stream
+        g.stream
             .synchronize()
             .map_err(driver_err("weight upload"))?;
         self.layers.push(layer);
@@ -145,62 +105,27 @@ impl State {
     }
 
     /// Row-major `y[rows, n] (=|+=) x[rows, k] · w[n, k]ᵀ` with bf16 inputs and f32 compute.
-    /// In cuBLAS's column-major terms this is `yᵀ (n × rows, ld n) = op(w) · xᵀ` with
-    /// `op(w) = wᵀ` of the column-major `k × n` view of `w` (ld k) and `xᵀ` the column-major
-    /// `k × rows` view of `x` (ld k).
     fn gemm(
         &self,
         x: &CudaSlice<bf16>,
         w: &CudaSlice<bf16>,
         y: u64,
         out: Out,
-        (rows, k, n): (usize, usize, usize),
+        dims: (usize, usize, usize),
     ) -> Result<(), CudaError> {
-        let dims = |v: usize| {
-            i32::try_from(v).map_err(|_| CudaError::Driver {
-                stage: "GEMM shape",
-                message: format!("dimension {v} exceeds cuBLAS's 32-bit sizes"),
-            })
+        let types = GemmTypes {
+            input: cudaDataType_t::CUDA_R_16BF,
+            output: match out {
+                Out::Bf16 => cudaDataType_t::CUDA_R_16BF,
+                Out::AccumulateF32 => cudaDataType_t::CUDA_R_32F,
+            },
+            accumulate: matches!(out, Out::AccumulateF32),
         };
-        let (m_, n_, k_) = (dims(n)?, dims(rows)?, dims(k)?);
-        let alpha = 1.0f32;
-        let beta = match out {
-            Out::Bf16 => 0.0f32,
-            Out::AccumulateF32 => 1.0f32,
-        };
-        let c_type = match out {
-            Out::Bf16 => blas_sys::cudaDataType_t::CUDA_R_16BF,
-            Out::AccumulateF32 => blas_sys::cudaDataType_t::CUDA_R_32F,
-        };
-        let (xp, _gx) = x.device_ptr(&self.stream);
-        let (wp, _gw) = w.device_ptr(&self.stream);
-        // SAFETY: w holds n·k, x rows·k bf16 values and y rows·n values of `c_type` (the callers
-        // allocate them so); the handle is bound to this thread's stream; alpha and beta live
-        // until the call returns (cuBLAS reads host scalars before returning).
-        unsafe {
-            blas::gemm_ex(
-                *self.blas.handle(),
-                blas_sys::cublasOperation_t::CUBLAS_OP_T,
-                blas_sys::cublasOperation_t::CUBLAS_OP_N,
-                m_,
-                n_,
-                k_,
-                (&alpha) as *const f32 as *const c_void,
-                wp as *const c_void,
-                blas_sys::cudaDataType_t::CUDA_R_16BF,
-                k_,
-                xp as *const c_void,
-                blas_sys::cudaDataType_t::CUDA_R_16BF,
-                k_,
-                (&beta) as *const f32 as *const c_void,
-                y as *mut c_void,
-                c_type,
-                m_,
-                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-            )
-        }
-        .map_err(blas_err("GEMM"))
+        let (xp, _gx) = x.device_ptr(&self.gpu.stream);
+        let (wp, _gw) = w.device_ptr(&self.gpu.stream);
+        // SAFETY: w holds n·k, x rows·k bf16 values and y rows·n values of the output type (the
+        // callers allocate them so), all on this stream.
+        unsafe { self.gpu.gemm(xp, wp, y, types, dims) }
     }
 
     /// The forward pass of one left-padded batch; returns `B × dim_out` L2-normalised rows.
@@ -226,7 +151,7 @@ impl State {
         let f_att = self.function("attention_bf16")?;
         let f_swiglu = self.function("swiglu_bf16")?;
         let f_pool = self.function("final_norm_pool")?;
-        let s = self.stream.clone();
+        let s = self.gpu.stream.clone();
         let alloc = driver_err("activation alloc");
         let ids = s.clone_htod(&batch.ids).map_err(driver_err("id upload"))?;
         let pad = s.clone_htod(&batch.pad).map_err(driver_err("id upload"))?;
@@ -359,71 +284,8 @@ impl State {
 }
 
 /// The device thread and the model on it.
-pub(crate) struct Qwen3Device {
-    tx: Option<Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
-    info: DeviceInfo,
-}
-
-impl std::fmt::Debug for Qwen3Device {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Qwen3Device")
-            .field("info", &self.info)
-            .finish()
-    }
-}
-
-/// Opens the context, stream and cuBLAS handle, without panicking when a library is missing.
-fn open_state(
-    ordinal: usize,
-    shape: &Qwen3Shape,
-    dim_out: usize,
-) -> Result<(State, DeviceInfo), CudaError> {
-    let (ctx, info) = open(ordinal)?;
-    // SAFETY: only tries to open the library by its candidate names.
-    let present = catch_unwind(|| unsafe { blas_sys::is_culib_present() });
-    if !matches!(present, Ok(true)) {
-        return Err(CudaError::Unavailable {
-            reason: "no cuBLAS library (libcublas.so / libcublasLt.so) found; put the CUDA \
-                     toolkit's or the nvidia-cublas wheel's lib directory on LD_LIBRARY_PATH"
-                .into(),
-        });
-    }
-    catch_unwind(AssertUnwindSafe(|| -> Result<_, CudaError> {
-        // One stream, used in order: cross-stream event tracking only costs time.
-        // SAFETY: nothing else uses this context's slices on another stream.
-        unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.new_stream().map_err(driver_err("stream"))?;
-        let blas = CudaBlas::new(stream.clone()).map_err(|e| CudaError::Unavailable {
-            reason: format!("cannot create a cuBLAS handle: {e:?}"),
-        })?;
-        let inv_freq = stream
-            .clone_htod(&shape.inv_freq())
-            .map_err(driver_err("upload"))?;
-        let (maj, min) = info.compute_capability;
-        Ok((
-            State {
-                ctx,
-                stream,
-                blas,
-                arch: format!("compute_{maj}{min}"),
-                functions: HashMap::new(),
-                shape: *shape,
-                dim_out,
-                embed: None,
-                final_norm: None,
-                inv_freq,
-                layers: Vec::new(),
-            },
-            info,
-        ))
-    }))
-    .map_err(|_| CudaError::Unavailable {
-        reason: "the CUDA driver or cuBLAS panicked while starting (library missing or \
-                 incompatible)"
-            .into(),
-    })?
-}
+#[derive(Debug)]
+pub(crate) struct Qwen3Device(Worker<State>);
 
 impl Qwen3Device {
     /// Starts the device thread, compiles the kernels and uploads the weights layer by layer
@@ -434,38 +296,26 @@ impl Qwen3Device {
         dim_out: usize,
         tensors: &Qwen3Tensors,
     ) -> Result<Self, CudaError> {
-        let (tx, rx) = channel::<Job>();
-        let (init_tx, init_rx) = sync_channel(1);
-        let (shape_c, dim_c) = (*shape, dim_out);
-        let thread = std::thread::Builder::new()
-            .name(format!("trajwiki-cuda-qwen3-{ordinal}"))
-            .spawn(move || {
-                let mut state = match open_state(ordinal, &shape_c, dim_c) {
-                    Ok((state, info)) => {
-                        let _ = init_tx.send(Ok(info));
-                        state
-                    }
-                    Err(e) => {
-                        let _ = init_tx.send(Err(e));
-                        return;
-                    }
-                };
-                while let Ok(job) = rx.recv() {
-                    // A panicking job drops its reply channel; the caller sees ThreadGone.
-                    let _ = catch_unwind(AssertUnwindSafe(|| job(&mut state)));
-                }
-            })
-            .map_err(|e| CudaError::Unavailable {
-                reason: format!("cannot start the device thread: {e}"),
-            })?;
-        let info = init_rx.recv().map_err(|_| CudaError::ThreadGone)??;
-        let dev = Qwen3Device {
-            tx: Some(tx),
-            thread: Some(thread),
-            info,
-        };
+        let shape_c = *shape;
+        let worker = Worker::start(
+            format!("trajwiki-cuda-qwen3-{ordinal}"),
+            ordinal,
+            move |gpu| {
+                let inv_freq = gpu.upload(&shape_c.inv_freq())?;
+                Ok(State {
+                    gpu,
+                    shape: shape_c,
+                    dim_out,
+                    embed: None,
+                    final_norm: None,
+                    inv_freq,
+                    layers: Vec::new(),
+                })
+            },
+        )?;
+        let dev = Qwen3Device(worker);
         // Compile first: a kernel problem shows before gigabytes are read.
-        dev.run(|g| g.function("attention_bf16").map(|_| ()))?;
+        dev.0.run(|g| g.function("attention_bf16").map(|_| ()))?;
         dev.upload_weights(shape, tensors)?;
         Ok(dev)
     }
@@ -482,10 +332,13 @@ impl Qwen3Device {
         };
         let embed = get("embed_tokens.weight", &[s.vocab, h])?;
         let final_norm = get("norm.weight", &[h])?;
-        self.run(move |g| {
-            g.embed = Some(g.upload(&embed)?);
-            g.final_norm = Some(g.upload(&final_norm)?);
-            g.stream.synchronize().map_err(driver_err("weight upload"))
+        self.0.run(move |g| {
+            g.embed = Some(g.gpu.upload(&embed)?);
+            g.final_norm = Some(g.gpu.upload(&final_norm)?);
+            g.gpu
+                .stream
+                .synchronize()
+                .map_err(driver_err("weight upload"))
         })?;
         for i in 0..s.layers {
             let p = format!("layers.{i}");
@@ -504,42 +357,18 @@ impl Qwen3Device {
                 gate_up,
                 down: get(&format!("{p}.mlp.down_proj.weight"), &[h, inter])?,
             };
-            self.run(move |g| g.push_layer(layer))?;
+            self.0.run(move |g| g.push_layer(layer))?;
         }
         Ok(())
     }
 
     /// The device's description.
     pub(crate) fn info(&self) -> &DeviceInfo {
-        &self.info
-    }
-
-    fn run<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut State) -> Result<R, CudaError> + Send + 'static,
-    ) -> Result<R, CudaError> {
-        let (rtx, rrx) = sync_channel(1);
-        self.tx
-            .as_ref()
-            .ok_or(CudaError::ThreadGone)?
-            .send(Box::new(move |g: &mut State| {
-                let _ = rtx.send(f(g));
-            }))
-            .map_err(|_| CudaError::ThreadGone)?;
-        rrx.recv().map_err(|_| CudaError::ThreadGone)?
+        self.0.info()
     }
 
     /// Runs one padded batch; `B × dim_out` L2-normalised rows.
     pub(crate) fn forward(&self, batch: PaddedBatch) -> Result<Vec<f32>, CudaError> {
-        self.run(move |g| g.forward(batch))
-    }
-}
-
-impl Drop for Qwen3Device {
-    fn drop(&mut self) {
-        self.tx.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.0.run(move |g| g.forward(batch))
     }
 }

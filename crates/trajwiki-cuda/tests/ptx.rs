@@ -5,6 +5,19 @@
 
 use trajwiki_cuda::{compile_kernel, CudaError, KERNELS};
 
+/// The entries of kernel file `id` that must not spill to local memory.
+fn register_only(id: &str) -> &'static [&'static str] {
+    match id {
+        "qwen3" => &["attention_bf16"],
+        "bert" => &[
+            "bert_attention_32",
+            "bert_attention_64",
+            "bert_attention_128",
+        ],
+        _ => &[],
+    }
+}
+
 #[test]
 fn every_kernel_compiles_to_ptx_for_sm80_and_sm90() {
     let require = std::env::var("TRAJWIKI_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
@@ -27,15 +40,19 @@ fn every_kernel_compiles_to_ptx_for_sm80_and_sm90() {
                         k.ptx.contains(&format!(".target {target}")),
                         "{id}: wrong target"
                     );
-                    if *id == "qwen3" {
-                        // The attention kernel keeps its per-row state (scores, softmax running
-                        // max and sum, output accumulators) in registers: no local-memory arrays.
-                        let body = k.ptx.split(".entry attention_bf16").nth(1).unwrap_or("");
-                        assert!(!body.is_empty(), "qwen3 on {arch}: no attention_bf16 entry");
+                    // The attention kernels keep their per-row state (scores, softmax running
+                    // max and sum, output accumulators) in registers: no local-memory arrays.
+                    for entry in register_only(id) {
+                        let body = k
+                            .ptx
+                            .split(&format!(".entry {entry}("))
+                            .nth(1)
+                            .unwrap_or("");
+                        assert!(!body.is_empty(), "{id} on {arch}: no {entry} entry");
                         let body = body.split(".entry").next().unwrap_or(body);
                         assert!(
                             !body.contains("__local_depot"),
-                            "qwen3 on {arch}: attention_bf16 uses local memory"
+                            "{id} on {arch}: {entry} uses local memory"
                         );
                     }
                     compiled += 1;

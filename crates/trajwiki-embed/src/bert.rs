@@ -117,171 +117,369 @@ pub fn pooling_of(dir: &Path) -> Result<Pooling, EmbedError> {
     }
 }
 
-struct Layer {
-    qkv: Linear,
-    attn_out: Linear,
-    ln1_w: Vec<f32>,
-    ln1_b: Vec<f32>,
-    inter: Linear,
-    out: Linear,
-    ln2_w: Vec<f32>,
-    ln2_b: Vec<f32>,
+/// The shape of a BERT-family encoder, as its `config.json` gives it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BertShape {
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Encoder layers.
+    pub layers: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Feed-forward size.
+    pub intermediate: usize,
+    /// Position limit.
+    pub max_positions: usize,
+    /// LayerNorm epsilon.
+    pub layer_norm_eps: f32,
 }
 
-/// A BERT-family sentence encoder on the CPU.
-pub struct BertEmbedder {
-    cfg: BertConfig,
-    word: Vec<f32>,
-    position: Vec<f32>,
-    token_type: Vec<f32>,
-    emb_ln_w: Vec<f32>,
-    emb_ln_b: Vec<f32>,
-    layers: Vec<Layer>,
+impl BertShape {
+    /// Size of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.hidden / self.heads.max(1)
+    }
+}
+
+/// What running a BERT-family model folder takes on any backend, the weights aside: the shape,
+/// the tokenizer, the pooling, the output dimension and the model id.
+pub struct BertSpec {
+    shape: BertShape,
     tok: Tok,
     pooling: Pooling,
     dim: usize,
     model_id: String,
+}
+
+impl std::fmt::Debug for BertSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertSpec")
+            .field("shape", &self.shape)
+            .field("pooling", &self.pooling)
+            .field("dim", &self.dim)
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BertSpec {
+    /// The model's shape.
+    pub fn shape(&self) -> BertShape {
+        self.shape
+    }
+
+    /// How token states become one vector.
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// Output dimension (the hidden size, or the smaller one asked for: the first values,
+    /// renormalised).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The model id (see [`Embedder::model_id`]): it names the weights, pooling and output
+    /// dimension, not the backend.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// Token ids of `texts` as the model sees them (special tokens added, truncated to the
+    /// token limit); a text that gives no token gets one padding token, so that every sequence
+    /// has a row to pool.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let mut seqs = self.tok.encode(texts, None)?;
+        seqs.iter_mut()
+            .filter(|s| s.is_empty())
+            .for_each(|s| s.push(0));
+        Ok(seqs)
+    }
+}
+
+/// A projection `y = x · Wᵀ + b`, as stored: `weight` is `[out, in]` row-major.
+#[derive(Debug, Clone)]
+pub struct BertLinear {
+    /// `[out, in]` row-major.
+    pub weight: Vec<f32>,
+    /// `out` values (zeros where the checkpoint has none).
+    pub bias: Vec<f32>,
+}
+
+/// A LayerNorm's scale and shift.
+#[derive(Debug, Clone)]
+pub struct BertNorm {
+    /// Scale (`weight` or `gamma`).
+    pub weight: Vec<f32>,
+    /// Shift (`bias` or `beta`).
+    pub bias: Vec<f32>,
+}
+
+/// One encoder layer's weights, f32.
+#[derive(Debug, Clone)]
+pub struct BertLayerWeights {
+    /// Query, key and value projections stacked along `out` (`[3·hidden, hidden]`).
+    pub qkv: BertLinear,
+    /// Attention output projection.
+    pub attn_out: BertLinear,
+    /// LayerNorm after attention (with the residual).
+    pub attn_norm: BertNorm,
+    /// Feed-forward up projection (GELU after it).
+    pub inter: BertLinear,
+    /// Feed-forward down projection.
+    pub out: BertLinear,
+    /// LayerNorm after the feed-forward block (with the residual).
+    pub out_norm: BertNorm,
+}
+
+/// A BERT-family model's weights as f32 host matrices, for a backend to keep or upload.
+#[derive(Debug, Clone)]
+pub struct BertWeights {
+    /// Word embeddings, `[vocab, hidden]`.
+    pub word: Vec<f32>,
+    /// Position embeddings, `[max_positions, hidden]`.
+    pub position: Vec<f32>,
+    /// The token-type embedding every token gets (type 0), `[hidden]`.
+    pub token_type: Vec<f32>,
+    /// LayerNorm of the embeddings.
+    pub embed_norm: BertNorm,
+    /// Encoder layers.
+    pub layers: Vec<BertLayerWeights>,
+}
+
+/// LayerNorm weights, under either naming (`weight`/`bias` or the older `gamma`/`beta`).
+fn ln(w: &Weights, prefix: &str, dim: usize) -> Result<BertNorm, EmbedError> {
+    let (wn, bn) = if w.contains(&format!("{prefix}.gamma")) {
+        ("gamma", "beta")
+    } else {
+        ("weight", "bias")
+    };
+    Ok(BertNorm {
+        weight: w.get(&format!("{prefix}.{wn}"), &[dim])?,
+        bias: w.get(&format!("{prefix}.{bn}"), &[dim])?,
+    })
+}
+
+fn linear(
+    w: &Weights,
+    prefix: &str,
+    in_dim: usize,
+    out_dim: usize,
+) -> Result<BertLinear, EmbedError> {
+    let l = w.linear(prefix, in_dim, out_dim)?;
+    Ok(BertLinear {
+        bias: l.bias.unwrap_or_else(|| vec![0.0; out_dim]),
+        weight: l.weight,
+    })
+}
+
+/// Opens a BERT-family model folder for any backend: `config.json` (validated), `tokenizer.json`,
+/// the safetensors weights (one file or shards, with or without the `bert.` prefix) and the
+/// sentence-transformers pooling config if any. The token limit is `opts.max_len`, else
+/// `sentence_bert_config.json`'s `max_seq_length`, else `max_position_embeddings`.
+pub fn open_bert(dir: &Path, opts: &EmbedOptions) -> Result<(BertSpec, BertWeights), EmbedError> {
+    let config_path = dir.join("config.json");
+    let cfg: BertConfig = read_json(&config_path)?;
+    let invalid = |what: String| EmbedError::InvalidModel {
+        path: config_path.clone(),
+        what,
+    };
+    if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads) {
+        return Err(invalid(format!(
+            "hidden_size {} is not a multiple of num_attention_heads {}",
+            cfg.hidden_size, cfg.num_attention_heads
+        )));
+    }
+    if !matches!(cfg.hidden_act.as_str(), "gelu" | "gelu_new" | "gelu_python") {
+        return Err(invalid(format!(
+            "unsupported hidden_act {}",
+            cfg.hidden_act
+        )));
+    }
+    if cfg
+        .position_embedding_type
+        .as_deref()
+        .is_some_and(|t| t != "absolute")
+    {
+        return Err(invalid(
+            "only absolute position embeddings are supported".into(),
+        ));
+    }
+    if cfg.vocab_size == 0 || cfg.type_vocab_size == 0 || cfg.max_position_embeddings == 0 {
+        return Err(invalid(
+            "vocab_size, type_vocab_size and max_position_embeddings must be positive".into(),
+        ));
+    }
+    let st_cfg = dir.join("sentence_bert_config.json");
+    let st_max = if st_cfg.is_file() {
+        read_json::<SentenceBertConfig>(&st_cfg)?.max_seq_length
+    } else {
+        None
+    };
+    let max_len = opts
+        .max_len
+        .or(st_max)
+        .unwrap_or(cfg.max_position_embeddings)
+        .min(cfg.max_position_embeddings);
+    let tok = Tok::open(dir, max_len)?;
+    let pooling = pooling_of(dir)?;
+    let dim = out_dim(opts.dim, cfg.hidden_size)?;
+
+    let w = Weights::open(dir, "embeddings.word_embeddings.weight", &["", "bert."])?;
+    let h = cfg.hidden_size;
+    let word = w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
+    let position = w.get(
+        "embeddings.position_embeddings.weight",
+        &[cfg.max_position_embeddings, h],
+    )?;
+    let mut token_type = w.get(
+        "embeddings.token_type_embeddings.weight",
+        &[cfg.type_vocab_size, h],
+    )?;
+    token_type.truncate(h);
+    let embed_norm = ln(&w, "embeddings.LayerNorm", h)?;
+    let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
+    for i in 0..cfg.num_hidden_layers {
+        let p = format!("encoder.layer.{i}");
+        let (q, k, v) = (
+            linear(&w, &format!("{p}.attention.self.query"), h, h)?,
+            linear(&w, &format!("{p}.attention.self.key"), h, h)?,
+            linear(&w, &format!("{p}.attention.self.value"), h, h)?,
+        );
+        let qkv = BertLinear {
+            weight: [q.weight, k.weight, v.weight].concat(),
+            bias: [q.bias, k.bias, v.bias].concat(),
+        };
+        layers.push(BertLayerWeights {
+            qkv,
+            attn_out: linear(&w, &format!("{p}.attention.output.dense"), h, h)?,
+            attn_norm: ln(&w, &format!("{p}.attention.output.LayerNorm"), h)?,
+            inter: linear(
+                &w,
+                &format!("{p}.intermediate.dense"),
+                h,
+                cfg.intermediate_size,
+            )?,
+            out: linear(&w, &format!("{p}.output.dense"), cfg.intermediate_size, h)?,
+            out_norm: ln(&w, &format!("{p}.output.LayerNorm"), h)?,
+        });
+    }
+    let model_id = format!("bert-{}-d{dim}-{}", pooling.name(), fingerprint(dir)?);
+    let shape = BertShape {
+        vocab: cfg.vocab_size,
+        hidden: h,
+        layers: cfg.num_hidden_layers,
+        heads: cfg.num_attention_heads,
+        intermediate: cfg.intermediate_size,
+        max_positions: cfg.max_position_embeddings,
+        layer_norm_eps: cfg.layer_norm_eps as f32,
+    };
+    let spec = BertSpec {
+        shape,
+        tok,
+        pooling,
+        dim,
+        model_id,
+    };
+    let weights = BertWeights {
+        word,
+        position,
+        token_type,
+        embed_norm,
+        layers,
+    };
+    Ok((spec, weights))
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: BertNorm,
+    inter: Linear,
+    out: Linear,
+    out_norm: BertNorm,
+}
+
+impl From<BertLinear> for Linear {
+    fn from(l: BertLinear) -> Linear {
+        let (out_dim, in_dim) = (l.bias.len(), l.weight.len() / l.bias.len().max(1));
+        Linear {
+            weight: l.weight,
+            bias: Some(l.bias),
+            in_dim,
+            out_dim,
+        }
+    }
+}
+
+/// A BERT-family sentence encoder on the CPU.
+pub struct BertEmbedder {
+    spec: BertSpec,
+    word: Vec<f32>,
+    position: Vec<f32>,
+    token_type: Vec<f32>,
+    embed_norm: BertNorm,
+    layers: Vec<Layer>,
     rt: Runtime,
 }
 
 impl std::fmt::Debug for BertEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BertEmbedder")
-            .field("model_id", &self.model_id)
-            .field("layers", &self.layers.len())
-            .field("pooling", &self.pooling)
+            .field("spec", &self.spec)
             .finish_non_exhaustive()
     }
 }
 
-/// LayerNorm weights, under either naming (`weight`/`bias` or the older `gamma`/`beta`).
-fn ln(w: &Weights, prefix: &str, dim: usize) -> Result<(Vec<f32>, Vec<f32>), EmbedError> {
-    if w.contains(&format!("{prefix}.gamma")) {
-        Ok((
-            w.get(&format!("{prefix}.gamma"), &[dim])?,
-            w.get(&format!("{prefix}.beta"), &[dim])?,
-        ))
-    } else {
-        Ok((
-            w.get(&format!("{prefix}.weight"), &[dim])?,
-            w.get(&format!("{prefix}.bias"), &[dim])?,
-        ))
-    }
-}
-
 impl BertEmbedder {
-    /// Loads a BERT-family model folder: `config.json`, `tokenizer.json`, `model.safetensors`
-    /// (or shards), and the sentence-transformers pooling config if any. The token limit is
-    /// `sentence_bert_config.json`'s `max_seq_length`, else `max_position_embeddings`.
+    /// Loads a BERT-family model folder (see [`open_bert`]) to run on the CPU.
     pub fn load(dir: &Path, opts: &EmbedOptions) -> Result<BertEmbedder, EmbedError> {
-        let config_path = dir.join("config.json");
-        let cfg: BertConfig = read_json(&config_path)?;
-        let invalid = |what: String| EmbedError::InvalidModel {
-            path: config_path.clone(),
-            what,
-        };
-        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
-        {
-            return Err(invalid(format!(
-                "hidden_size {} is not a multiple of num_attention_heads {}",
-                cfg.hidden_size, cfg.num_attention_heads
-            )));
-        }
-        if !matches!(cfg.hidden_act.as_str(), "gelu" | "gelu_new" | "gelu_python") {
-            return Err(invalid(format!(
-                "unsupported hidden_act {}",
-                cfg.hidden_act
-            )));
-        }
-        if cfg
-            .position_embedding_type
-            .as_deref()
-            .is_some_and(|t| t != "absolute")
-        {
-            return Err(invalid(
-                "only absolute position embeddings are supported".into(),
-            ));
-        }
-        let st_cfg = dir.join("sentence_bert_config.json");
-        let st_max = if st_cfg.is_file() {
-            read_json::<SentenceBertConfig>(&st_cfg)?.max_seq_length
-        } else {
-            None
-        };
-        let max_len = opts
-            .max_len
-            .or(st_max)
-            .unwrap_or(cfg.max_position_embeddings)
-            .min(cfg.max_position_embeddings);
-        let tok = Tok::open(dir, max_len)?;
-        let pooling = pooling_of(dir)?;
-        let dim = out_dim(opts.dim, cfg.hidden_size)?;
-
-        let w = Weights::open(dir, "embeddings.word_embeddings.weight", &["", "bert."])?;
-        let h = cfg.hidden_size;
-        let word = w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, h])?;
-        let position = w.get(
-            "embeddings.position_embeddings.weight",
-            &[cfg.max_position_embeddings, h],
-        )?;
-        let token_type = w.get(
-            "embeddings.token_type_embeddings.weight",
-            &[cfg.type_vocab_size, h],
-        )?;
-        let (emb_ln_w, emb_ln_b) = ln(&w, "embeddings.LayerNorm", h)?;
-        let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
-        for i in 0..cfg.num_hidden_layers {
-            let p = format!("encoder.layer.{i}");
-            let qkv = Linear::concat(vec![
-                w.linear(&format!("{p}.attention.self.query"), h, h)?,
-                w.linear(&format!("{p}.attention.self.key"), h, h)?,
-                w.linear(&format!("{p}.attention.self.value"), h, h)?,
-            ]);
-            let (ln1_w, ln1_b) = ln(&w, &format!("{p}.attention.output.LayerNorm"), h)?;
-            let (ln2_w, ln2_b) = ln(&w, &format!("{p}.output.LayerNorm"), h)?;
-            layers.push(Layer {
-                qkv,
-                attn_out: w.linear(&format!("{p}.attention.output.dense"), h, h)?,
-                ln1_w,
-                ln1_b,
-                inter: w.linear(&format!("{p}.intermediate.dense"), h, cfg.intermediate_size)?,
-                out: w.linear(&format!("{p}.output.dense"), cfg.intermediate_size, h)?,
-                ln2_w,
-                ln2_b,
-            });
-        }
-        let model_id = format!("bert-{}-d{dim}-{}", pooling.name(), fingerprint(dir)?);
+        let (spec, w) = open_bert(dir, opts)?;
+        let layers = w
+            .layers
+            .into_iter()
+            .map(|l| Layer {
+                qkv: l.qkv.into(),
+                attn_out: l.attn_out.into(),
+                attn_norm: l.attn_norm,
+                inter: l.inter.into(),
+                out: l.out.into(),
+                out_norm: l.out_norm,
+            })
+            .collect();
         Ok(BertEmbedder {
-            cfg,
-            word,
-            position,
-            token_type,
-            emb_ln_w,
-            emb_ln_b,
+            spec,
+            word: w.word,
+            position: w.position,
+            token_type: w.token_type,
+            embed_norm: w.embed_norm,
             layers,
-            tok,
-            pooling,
-            dim,
-            model_id,
             rt: Runtime::new(opts)?,
         })
     }
 
     /// The pooling this model uses.
     pub fn pooling(&self) -> Pooling {
-        self.pooling
+        self.spec.pooling
+    }
+
+    /// The model's shape, tokenizer, pooling and output dimension.
+    pub fn spec(&self) -> &BertSpec {
+        &self.spec
     }
 
     /// Token ids of `texts` as the model sees them (special tokens added, truncated).
     pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedError> {
-        self.rt.pool.install(|| self.tok.encode(texts, None))
+        self.rt.pool.install(|| self.spec.tokenize(texts))
     }
 
     /// Pooled (not normalised) hidden states of a packed batch: `batch × hidden`.
     fn forward(&self, batch: &[&[u32]]) -> Vec<f32> {
-        let cfg = &self.cfg;
-        let h = cfg.hidden_size;
-        let eps = cfg.layer_norm_eps as f32;
+        let shape = self.spec.shape;
+        let h = shape.hidden;
+        let eps = shape.layer_norm_eps;
         let threads = self.rt.threads;
         let seqs = offsets(batch);
         let rows: usize = seqs.iter().map(|s| s.1).sum();
@@ -291,7 +489,7 @@ impl BertEmbedder {
         for ids in batch {
             for (pos, &id) in ids.iter().enumerate() {
                 let dst = &mut x[r * h..(r + 1) * h];
-                let id = (id as usize).min(cfg.vocab_size - 1);
+                let id = (id as usize).min(shape.vocab - 1);
                 let wv = &self.word[id * h..(id + 1) * h];
                 let pv = &self.position[pos * h..(pos + 1) * h];
                 let tv = &self.token_type[..h];
@@ -301,28 +499,48 @@ impl BertEmbedder {
                 r += 1;
             }
         }
-        ops::layer_norm(&mut x, h, &self.emb_ln_w, &self.emb_ln_b, eps);
+        ops::layer_norm(
+            &mut x,
+            h,
+            &self.embed_norm.weight,
+            &self.embed_norm.bias,
+            eps,
+        );
 
-        let shape = AttnShape {
-            heads: cfg.num_attention_heads,
-            kv_heads: cfg.num_attention_heads,
-            head_dim: h / cfg.num_attention_heads,
+        let attn_shape = AttnShape {
+            heads: shape.heads,
+            kv_heads: shape.heads,
+            head_dim: shape.head_dim(),
             causal: false,
         };
         for layer in &self.layers {
             let qkv = layer.qkv.forward(&x, rows, threads);
-            let ctx = ops::attention(&qkv, &seqs, shape);
+            let ctx = ops::attention(&qkv, &seqs, attn_shape);
             let attn = layer.attn_out.forward(&ctx, rows, threads);
-            ops::add_layer_norm(&mut x, &attn, h, &layer.ln1_w, &layer.ln1_b, eps);
+            ops::add_layer_norm(
+                &mut x,
+                &attn,
+                h,
+                &layer.attn_norm.weight,
+                &layer.attn_norm.bias,
+                eps,
+            );
             let mut inter = layer.inter.forward(&x, rows, threads);
             ops::gelu_erf(&mut inter);
             let out = layer.out.forward(&inter, rows, threads);
-            ops::add_layer_norm(&mut x, &out, h, &layer.ln2_w, &layer.ln2_b, eps);
+            ops::add_layer_norm(
+                &mut x,
+                &out,
+                h,
+                &layer.out_norm.weight,
+                &layer.out_norm.bias,
+                eps,
+            );
         }
 
         let mut pooled = vec![0.0f32; batch.len() * h];
         for (dst, &(off, len)) in pooled.chunks_exact_mut(h).zip(&seqs) {
-            match self.pooling {
+            match self.spec.pooling {
                 Pooling::Cls => dst.copy_from_slice(&x[off * h..(off + 1) * h]),
                 Pooling::Mean => {
                     for row in x[off * h..(off + len) * h].chunks_exact(h) {
@@ -341,21 +559,18 @@ impl BertEmbedder {
 
 impl Embedder for BertEmbedder {
     fn model_id(&self) -> &str {
-        &self.model_id
+        self.spec.model_id()
     }
 
     fn dim(&self) -> usize {
-        self.dim
+        self.spec.dim
     }
 
     fn embed(&self, texts: &[&str], _kind: EmbedKind) -> Result<Embeddings, EmbedError> {
-        let mut seqs = self.tokenize(texts)?;
-        // A tokenizer without special tokens can return nothing for an empty text; give such a
-        // text one padding token so that every sequence has a row to pool.
-        seqs.iter_mut()
-            .filter(|s| s.is_empty())
-            .for_each(|s| s.push(0));
+        let seqs = self.tokenize(texts)?;
         self.rt
-            .run_batched(&seqs, self.cfg.hidden_size, self.dim, |b| self.forward(b))
+            .run_batched(&seqs, self.spec.shape.hidden, self.spec.dim, |b| {
+                self.forward(b)
+            })
     }
 }

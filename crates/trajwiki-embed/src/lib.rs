@@ -49,7 +49,10 @@ mod weights;
 
 use std::path::Path;
 
-pub use bert::{BertEmbedder, Pooling};
+pub use bert::{
+    open_bert, BertEmbedder, BertLayerWeights, BertLinear, BertNorm, BertShape, BertSpec,
+    BertWeights, Pooling,
+};
 pub use engine::EmbedOptions;
 pub use fetch::{fetch_model, FetchError, FetchOptions, Fetched};
 pub use qwen3::{open_checkpoint, Qwen3Embedder, Qwen3Shape, Qwen3Spec, Qwen3Tensors};
