@@ -2,7 +2,7 @@
 //! building a namespace and committing it in one transaction.
 
 use trajwiki_ann::{AnnIndex, AnnParams};
-use trajwiki_core::{EmbedError, EmbedKind, Embedder, Namespace, SourceMessage};
+use trajwiki_core::{EmbedError, EmbedKind, Embedder, Embeddings, Namespace, SourceMessage};
 use trajwiki_memory::{
     exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig,
@@ -76,6 +76,28 @@ pub fn embed_read(
     Ok((rows, computed.len()))
 }
 
+/// Embeds `batch` as documents, checking that a row of the model's dimension came back for each
+/// text.
+fn embed_documents(embedder: &dyn Embedder, batch: &[&str]) -> Result<Embeddings, PipelineError> {
+    let vectors = embedder
+        .embed(batch, EmbedKind::Document)
+        .map_err(|source| BuildError::Embed {
+            stage: "documents",
+            source,
+        })?;
+    if vectors.len() != batch.len() || vectors.dim() != embedder.dim() {
+        return Err(BuildError::Embed {
+            stage: "documents",
+            source: EmbedError::WrongDimension {
+                expected: embedder.dim(),
+                got: vectors.dim(),
+            },
+        }
+        .into());
+    }
+    Ok(vectors)
+}
+
 /// The (text hash, vector) of each text a call embedded because the cache lacked it.
 type Embedded = Vec<(String, Vec<f32>)>;
 
@@ -108,22 +130,7 @@ fn embed_through_cache(
         });
     }
     let batch: Vec<&str> = unique.iter().map(|&i| texts[i]).collect();
-    let vectors = embedder
-        .embed(&batch, EmbedKind::Document)
-        .map_err(|source| BuildError::Embed {
-            stage: "documents",
-            source,
-        })?;
-    if vectors.len() != batch.len() || vectors.dim() != dim {
-        return Err(BuildError::Embed {
-            stage: "documents",
-            source: EmbedError::WrongDimension {
-                expected: dim,
-                got: vectors.dim(),
-            },
-        }
-        .into());
-    }
+    let vectors = embed_documents(embedder, &batch)?;
     for &i in &missing {
         let k = seen[hashes[i].as_str()];
         rows[i] = Some(vectors.row(k).to_vec());
@@ -137,6 +144,118 @@ fn embed_through_cache(
         rows.into_iter().map(|r| r.expect("filled")).collect(),
         computed,
     ))
+}
+
+/// What [`prefill_messages`] did.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Prefill {
+    /// Messages not yet in their namespace's vector file.
+    pub messages: usize,
+    /// Distinct texts the cache lacked, embedded now.
+    pub embedded: usize,
+    /// Seconds spent, lookups and cache writes included.
+    pub seconds: f64,
+}
+
+/// Embeds, before `namespaces` are built, the messages of all of them that the embedding cache
+/// lacks (those past the end of each namespace's vector file), together: the texts are sorted by
+/// length and embedded `chunk` at a time, so that a batch is full whatever the namespaces' sizes.
+/// With `overlap`, two chunks are in flight at once — one tokenised on the CPU while the other
+/// runs on the device (a GPU embedder serialises its forward passes); each chunk's vectors are
+/// cached as it completes, so an interrupted run keeps what it embedded. The builds then find
+/// every message vector in the cache. `progress` is told the texts embedded so far and the total.
+pub fn prefill_messages(
+    store: &mut Store,
+    namespaces: &[Namespace],
+    embedder: &dyn Embedder,
+    chunk: usize,
+    overlap: bool,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Prefill, PipelineError> {
+    let started = std::time::Instant::now();
+    let model = embedder.model_id().to_string();
+    let mut texts: Vec<String> = Vec::new();
+    for ns in namespaces {
+        let after = match store.vector_file(ns, &model) {
+            Ok(info) => info.map_or(0, |i| i.last_rowid),
+            // A damaged record: the build rewrites the file; every message is embedded again.
+            Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        texts.extend(
+            store
+                .messages_after(ns, after)?
+                .into_iter()
+                .map(|(_, m)| m.embedding_text()),
+        );
+    }
+    let messages = texts.len();
+    let hashes: Vec<String> = texts.iter().map(|t| trajwiki_core::text_hash(t)).collect();
+    let hash_refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
+    let present = store.has_embeddings(&model, &hash_refs)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut missing: Vec<usize> = (0..texts.len())
+        .filter(|&i| !present[i] && seen.insert(hashes[i].as_str()))
+        .collect();
+    missing.sort_by_key(|&i| texts[i].len());
+    let total = missing.len();
+    let chunks: Vec<&[usize]> = missing.chunks(chunk.max(1)).collect();
+    let embed = |part: &[usize]| {
+        let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
+        embed_documents(embedder, &batch)
+    };
+    let mut done = 0;
+    let mut put = |store: &mut Store, part: &[usize], vectors: Embeddings| {
+        let items: Vec<(&str, &[f32])> = part
+            .iter()
+            .zip(vectors.rows())
+            .map(|(&i, v)| (hashes[i].as_str(), v))
+            .collect();
+        store.put_embeddings(&model, embedder.dim(), &items)?;
+        done += part.len();
+        progress(done, total);
+        Ok::<_, PipelineError>(())
+    };
+    if overlap && chunks.len() > 1 {
+        // Two embedding threads take chunks in turn; this thread caches each as it arrives.
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        let next = AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        std::thread::scope(|scope| -> Result<(), PipelineError> {
+            for _ in 0..2 {
+                let (tx, next, chunks, embed) = (tx.clone(), &next, &chunks, &embed);
+                scope.spawn(move || {
+                    while let Some(&part) = chunks.get(next.fetch_add(1, Relaxed)) {
+                        let out = embed(part);
+                        let failed = out.is_err();
+                        // After a failure, or once the receiver has stopped, nothing more.
+                        if tx.send((part, out)).is_err() || failed {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            for (part, out) in rx {
+                if let Err(e) = out.and_then(|v| put(store, part, v)) {
+                    // The threads find no chunk left, and no receiver once this returns.
+                    next.store(chunks.len(), Relaxed);
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })?;
+    } else {
+        for part in &chunks {
+            let vectors = embed(part)?;
+            put(store, part, vectors)?;
+        }
+    }
+    Ok(Prefill {
+        messages,
+        embedded: total,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Appends to the vector file of `ns` (for `embedder`'s model) the vectors of every message

@@ -408,3 +408,132 @@ fn a_kept_fold_is_used_only_while_the_store_holds_it() {
     let report = mine.check().unwrap();
     assert!(report.ok(), "check: {:?}", report.problems);
 }
+
+/// Two namespaces: the generated conversation, and the same turns reworded in another one.
+fn two_namespaces() -> (Vec<SourceMessage>, [Namespace; 2]) {
+    let first = generated();
+    let other = Namespace::new("gen-two").unwrap();
+    let second: Vec<SourceMessage> = first
+        .iter()
+        .map(|m| {
+            message(
+                &other,
+                m.session,
+                m.seq,
+                &m.speaker,
+                &format!("{} Again.", m.text),
+            )
+        })
+        .collect();
+    let names = [first[0].namespace.clone(), other];
+    (first.into_iter().chain(second).collect(), names)
+}
+
+/// Embedding the new messages of every namespace together before building (what `build` does
+/// when the model runs on a GPU: full batches whatever the namespaces' sizes) builds the same
+/// memories as building each namespace alone, and leaves nothing for a second pass to embed.
+#[test]
+fn messages_embedded_across_namespaces_first_build_the_same_memories() {
+    use trajwiki::pipeline::prefill_messages;
+    let (messages, names) = two_namespaces();
+    let embedder = HashingEmbedder::new(128);
+    let alone = tempfile::tempdir().unwrap();
+    let mut alone = Store::open(alone.path()).unwrap();
+    alone.ingest_messages("both", &messages).unwrap();
+    for ns in &names {
+        build(&mut alone, ns, FLUSH);
+    }
+    for overlap in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        store.ingest_messages("both", &messages).unwrap();
+        let seen = std::sync::Mutex::new(Vec::new());
+        let progress = |done: usize, total: usize| seen.lock().unwrap().push((done, total));
+        let first = prefill_messages(&mut store, &names, &embedder, 7, overlap, &progress).unwrap();
+        let distinct: std::collections::HashSet<String> =
+            messages.iter().map(|m| m.embedding_text()).collect();
+        assert_eq!(first.messages, messages.len());
+        assert_eq!(first.embedded, distinct.len());
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.len(), distinct.len().div_ceil(7), "{seen:?}");
+        assert_eq!(seen.last(), Some(&(distinct.len(), distinct.len())));
+        for ns in &names {
+            build(&mut store, ns, FLUSH);
+            assert_eq!(
+                export(&store, ns),
+                export(&alone, ns),
+                "{ns}, overlap {overlap}"
+            );
+        }
+        // The vector files now hold every message: nothing is left to embed.
+        let again =
+            prefill_messages(&mut store, &names, &embedder, 7, overlap, &|_, _| {}).unwrap();
+        assert_eq!((again.messages, again.embedded), (0, 0));
+    }
+}
+
+/// An embedder that fails from its `fail_from`-th call on.
+struct Failing {
+    inner: HashingEmbedder,
+    calls: std::sync::atomic::AtomicUsize,
+    fail_from: usize,
+}
+
+impl trajwiki::core::Embedder for Failing {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(
+        &self,
+        texts: &[&str],
+        kind: trajwiki::core::EmbedKind,
+    ) -> Result<trajwiki::core::Embeddings, trajwiki::core::EmbedError> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n >= self.fail_from {
+            return Err(trajwiki::core::EmbedError::DeviceUnavailable {
+                reason: "the device went away".into(),
+            });
+        }
+        self.inner.embed(texts, kind)
+    }
+}
+
+/// A failing embedder stops the prefill with its error, the chunks embedded before it stay
+/// cached, and with two chunks in flight nothing hangs.
+#[test]
+fn a_failed_prefill_keeps_what_it_embedded() {
+    use trajwiki::pipeline::prefill_messages;
+    let (messages, names) = two_namespaces();
+    for overlap in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        store.ingest_messages("both", &messages).unwrap();
+        let failing = Failing {
+            inner: HashingEmbedder::new(128),
+            calls: Default::default(),
+            fail_from: 2,
+        };
+        let err =
+            prefill_messages(&mut store, &names, &failing, 5, overlap, &|_, _| {}).unwrap_err();
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(e) = source {
+            chain.push_str(&format!(": {e}"));
+            source = e.source();
+        }
+        assert!(chain.contains("the device went away"), "{chain}");
+        // What was embedded is kept: a second pass embeds only the rest.
+        let rest =
+            prefill_messages(&mut store, &names, &failing.inner, 5, overlap, &|_, _| {}).unwrap();
+        let distinct: std::collections::HashSet<String> =
+            messages.iter().map(|m| m.embedding_text()).collect();
+        if overlap {
+            assert!(rest.embedded <= distinct.len() - 5, "{rest:?}");
+        } else {
+            assert_eq!(rest.embedded, distinct.len() - 10, "{rest:?}");
+        }
+    }
+}

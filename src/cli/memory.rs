@@ -16,7 +16,13 @@ use trajwiki::judge_llm::LlmJudge;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki::match_llm::LlmDecider;
 use trajwiki::pages_llm::LlmPageWriter;
-use trajwiki::pipeline::{build_namespace, build_namespace_driven, BuildOptions, Drivers};
+use trajwiki::pipeline::{
+    build_namespace, build_namespace_driven, prefill_messages, BuildOptions, Drivers,
+};
+
+/// Texts per chunk of the GPU prefill: several device batches, so that the next chunk is
+/// tokenised while this one runs.
+const PREFILL_CHUNK: usize = 8192;
 
 /// Loads the embedding model named on the command line, on the device of `--device`.
 pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dyn Embedder>> {
@@ -119,7 +125,8 @@ pub(crate) fn build_and_report(
     global: Global,
 ) -> anyhow::Result<()> {
     let config = load_config(flags.config.as_ref())?;
-    let embedder = load_embedder(&flags.model, global)?;
+    let loaded = load_embedder_on(&flags.model, global)?;
+    let embedder = loaded.embedder;
     let options = BuildOptions {
         rebuild: flags.rebuild,
         flush: flags.flush,
@@ -133,6 +140,36 @@ pub(crate) fn build_and_report(
         );
     }
     let started = std::time::Instant::now();
+    // On a GPU, the new messages of every namespace are embedded together first: full batches
+    // whatever the namespaces' sizes; the builds then find their vectors in the cache.
+    let prefill = if loaded.backend == "cuda" {
+        let bar = global.bar(0, "embedding messages");
+        let progress = |done: usize, total: usize| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+            let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+            bar.set_message(format!("embedding messages, {rate:.0} texts/s"));
+        };
+        let prefill = prefill_messages(
+            store,
+            namespaces,
+            embedder.as_ref(),
+            PREFILL_CHUNK,
+            true,
+            &progress,
+        )?;
+        bar.finish_and_clear();
+        global.say(format!(
+            "embedded {} message text(s) of {} namespace(s) on the GPU in {:.1} s ({:.0} texts/s)",
+            prefill.embedded,
+            namespaces.len(),
+            prefill.seconds,
+            prefill.embedded as f64 / prefill.seconds.max(1e-9)
+        ));
+        Some(prefill)
+    } else {
+        None
+    };
     let bar = global.bar(namespaces.len() as u64, "building");
     let mut reports = Vec::new();
     // Model calls and tokens per namespace and phase (the cost table), when a model builds.
@@ -211,6 +248,7 @@ pub(crate) fn build_and_report(
         outjson!(serde_json::to_string_pretty(&serde_json::json!({
             "model": embedder.model_id(),
             "seconds": started.elapsed().as_secs_f64(),
+            "prefill": prefill,
             "namespaces": reports,
             "llm": llm.as_ref().map(|c| serde_json::json!({
                 "model": c.model,

@@ -80,6 +80,22 @@ impl Store {
             .collect()
     }
 
+    /// Whether the cache holds a vector of `model` for each text hash (without reading the
+    /// vectors).
+    pub fn has_embeddings(&self, model: &str, hashes: &[&str]) -> Result<Vec<bool>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM embeddings WHERE model_id = ?1 AND text_hash = ?2")
+            .ctx("preparing an embedding lookup")?;
+        hashes
+            .iter()
+            .map(|hash| {
+                stmt.exists(params![model, hash])
+                    .ctx("looking an embedding up")
+            })
+            .collect()
+    }
+
     /// Caches vectors of `model`, in one transaction. Returns how many were new. The first write
     /// records the model's dimension; vectors of another dimension are refused.
     pub fn put_embeddings(
