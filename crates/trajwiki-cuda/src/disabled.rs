@@ -62,6 +62,15 @@ impl CudaScoring {
         match self._never {}
     }
 
+    /// Appends rows to a resident matrix in place.
+    pub fn append(
+        &self,
+        _matrix: &mut DeviceMatrix,
+        _rows: &MatrixView<'_>,
+    ) -> Result<(), CudaError> {
+        match self._never {}
+    }
+
     /// Top-k over a resident matrix.
     pub fn cosine_topk_resident(
         &self,

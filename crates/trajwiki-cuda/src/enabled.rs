@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 
 use cudarc::driver::{
     sys::{CUdevice_attribute, CUfunction_attribute},
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    ValidAsZeroBits,
 };
 use cudarc::nvrtc::{result as nvrtc, Ptx};
 use half::{bf16, f16};
@@ -287,6 +288,46 @@ impl Gpu {
         self.next_id += 1;
         self.matrices.insert(id, Resident { rows, n, d });
         Ok(id)
+    }
+
+    /// Appends rows to resident matrix `id` in place: into its spare capacity, or, when it is
+    /// full, into a buffer twice as large that the existing rows are copied to on the device (so
+    /// appending n rows one at a time copies O(n) rows in all). Returns the new row count.
+    fn append(&mut self, id: u64, host: HostRows) -> Result<usize, CudaError> {
+        /// Writes `new` after the first `used` values of `slice`, growing it when needed.
+        fn extend<T: DeviceRepr + ValidAsZeroBits>(
+            s: &Arc<CudaStream>,
+            slice: &mut CudaSlice<T>,
+            used: usize,
+            new: &[T],
+        ) -> Result<(), CudaError> {
+            let need = used + new.len();
+            if need > slice.len() {
+                let mut bigger = s
+                    .alloc_zeros::<T>(need.max(2 * slice.len()))
+                    .map_err(driver_err("append alloc"))?;
+                s.memcpy_dtod(&slice.slice(..used), &mut bigger.slice_mut(..used))
+                    .map_err(driver_err("append copy"))?;
+                *slice = bigger;
+            }
+            s.memcpy_htod(new, &mut slice.slice_mut(used..need))
+                .map_err(driver_err("append upload"))?;
+            // `new` is freed when the caller returns: the copy must be complete.
+            s.synchronize().map_err(driver_err("append upload"))
+        }
+        let stream = self.stream.clone();
+        let m = self.matrices.get_mut(&id).ok_or(CudaError::ThreadGone)?;
+        let used = m.n * m.d;
+        let added = match (&mut m.rows, &host) {
+            (DevRows::F32(d), HostRows::F32(v)) => extend(&stream, d, used, v).map(|_| v.len()),
+            (DevRows::F16(d), HostRows::F16(v)) => extend(&stream, d, used, v).map(|_| v.len()),
+            (DevRows::Bf16(d), HostRows::Bf16(v)) => extend(&stream, d, used, v).map(|_| v.len()),
+            _ => Err(unsupported(
+                "appended rows must have the resident matrix's element type".into(),
+            )),
+        }?;
+        m.n += added / m.d;
+        Ok(m.n)
     }
 
     fn set_smem(f: &CudaFunction, bytes: usize) -> Result<(), CudaError> {
@@ -709,6 +750,29 @@ impl CudaScoring {
             dim: d,
             tx: self.sender()?.clone(),
         })
+    }
+
+    /// Appends `rows` (same dimension and element type) to a resident matrix in place; the
+    /// device keeps spare capacity, so a namespace that grows a message at a time copies each
+    /// row to the device once (and its existing rows only when the capacity doubles).
+    pub fn append(
+        &self,
+        matrix: &mut DeviceMatrix,
+        rows: &MatrixView<'_>,
+    ) -> Result<(), CudaError> {
+        if rows.dim() != matrix.dim {
+            return Err(CudaError::Input(ComputeError::WrongDimension {
+                what: "appended rows",
+                expected: matrix.dim,
+                got: rows.dim(),
+            }));
+        }
+        if rows.rows() == 0 {
+            return Ok(());
+        }
+        let (id, host) = (matrix.id, HostRows::of(rows));
+        matrix.rows = self.run(move |g| g.append(id, host))?;
+        Ok(())
     }
 
     /// Fused cosine top-k over a resident matrix (see [`ScoringBackend::cosine_topk`]).

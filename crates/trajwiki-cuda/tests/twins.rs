@@ -235,3 +235,51 @@ fn resident_matrix_matches_the_upload_path() {
     let b = CpuScoring.cosine_topk(&view, &q, 5).unwrap();
     assert_hits_close(&a, &b, 1e-4, "resident");
 }
+
+/// A resident f16 matrix grown in place, a few rows at a time past several capacity doublings,
+/// ranks exactly as the CPU ranks the whole matrix, ties broken the same way; rows of another
+/// dimension or element type are refused.
+#[test]
+fn resident_matrix_appended_in_place_matches_the_cpu() {
+    let gpu = match CudaScoring::new(0) {
+        Ok(g) => g,
+        Err(e) => return skip(&e),
+    };
+    let mut rng = Rng::new(23);
+    let d = 96;
+    let all: Vec<f16> = rows(&mut rng, 700, d)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    // A duplicated row makes a tie, which both sides break by the lower index.
+    let mut all = all;
+    let copy = all[10 * d..11 * d].to_vec();
+    all[650 * d..651 * d].copy_from_slice(&copy);
+    let q: Vec<f32> = all[10 * d..11 * d].iter().map(|v| v.to_f32()).collect();
+    let mut dm = gpu
+        .upload(&MatrixView::f16(&all[..5 * d], d).unwrap())
+        .unwrap();
+    let mut at = 5;
+    for step in [1, 2, 3, 57, 1, 200, 431] {
+        let part = MatrixView::f16(&all[at * d..(at + step) * d], d).unwrap();
+        gpu.append(&mut dm, &part).unwrap();
+        at += step;
+        assert_eq!(dm.rows(), at);
+        let seen = MatrixView::f16(&all[..at * d], d).unwrap();
+        let got = gpu.cosine_topk_resident(&dm, &q, 8).unwrap();
+        let want = CpuScoring.cosine_topk(&seen, &q, 8).unwrap();
+        let ids = |h: &[Vec<Hit>]| h[0].iter().map(|x| x.0).collect::<Vec<_>>();
+        assert_eq!(ids(&got), ids(&want), "after {at} rows");
+        assert_hits_close(&got, &want, 1e-4, "appended");
+    }
+    assert_eq!(at, 700);
+    let f32_rows = rows(&mut rng, 2, d);
+    assert!(gpu
+        .append(&mut dm, &MatrixView::f32(&f32_rows, d).unwrap())
+        .is_err());
+    let narrow = vec![f16::ZERO; 2 * 64];
+    assert!(gpu
+        .append(&mut dm, &MatrixView::f16(&narrow, 64).unwrap())
+        .is_err());
+    assert_eq!(dm.rows(), 700);
+}
