@@ -23,7 +23,7 @@ use trajwiki_embed::{
     open_bert, BertSpec, EmbedError, EmbedKind, EmbedOptions, Embedder, Embeddings,
 };
 
-use crate::qwen3::plan_batches;
+use crate::qwen3::embed_planned;
 use crate::DeviceInfo;
 
 /// Largest head size the attention kernels take (they also need a multiple of 4).
@@ -154,32 +154,12 @@ impl CudaBertEmbedder {
     /// Embeds token-id sequences (each non-empty, at most the model's position limit long); one
     /// L2-normalised row per sequence, in input order.
     pub fn embed_tokens(&self, seqs: &[Vec<u32>]) -> Result<Embeddings, EmbedError> {
-        let dim = self.spec.dim();
-        let max_len = self.spec.shape().max_positions;
-        if let Some((i, s)) = seqs
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.is_empty() || s.len() > max_len)
-        {
-            return Err(EmbedError::Backend {
-                stage: "checking token ids",
-                source: format!(
-                    "sequence {i} has {} tokens; expected 1 to {max_len}",
-                    s.len()
-                )
-                .into(),
-            });
-        }
-        let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
-        let mut out = vec![0.0f32; seqs.len() * dim];
-        for batch in plan_batches(&lens, self.max_batch, self.max_batch_tokens) {
-            let members: Vec<&[u32]> = batch.iter().map(|&i| &seqs[i][..]).collect();
-            let rows = self.device.forward(PackedBatch::pack(&members))?;
-            for (row, &i) in rows.chunks_exact(dim).zip(&batch) {
-                out[i * dim..(i + 1) * dim].copy_from_slice(row);
-            }
-        }
-        Embeddings::new(dim, out)
+        embed_planned(
+            seqs,
+            (self.spec.dim(), self.spec.shape().max_positions),
+            (self.max_batch, self.max_batch_tokens),
+            |members| self.device.forward(PackedBatch::pack(members)),
+        )
     }
 }
 

@@ -168,34 +168,49 @@ impl CudaQwen3Embedder {
     /// Embeds token-id sequences (each non-empty, ending with the token to pool, at most the
     /// model's position limit long); one L2-normalised row per sequence, in input order.
     pub fn embed_tokens(&self, seqs: &[Vec<u32>]) -> Result<Embeddings, EmbedError> {
-        let dim = self.spec.dim();
-        let max_len = self.spec.shape.max_positions;
-        if let Some((i, s)) = seqs
-            .iter()
-            .enumerate()
-            .find(|(_, s)| s.is_empty() || s.len() > max_len)
-        {
-            return Err(EmbedError::Backend {
-                stage: "checking token ids",
-                source: format!(
-                    "sequence {i} has {} tokens; expected 1 to {max_len}",
-                    s.len()
-                )
-                .into(),
-            });
-        }
-        let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
-        let mut out = vec![0.0f32; seqs.len() * dim];
-        for batch in plan_batches(&lens, self.max_batch, self.max_batch_tokens) {
-            let members: Vec<&[u32]> = batch.iter().map(|&i| &seqs[i][..]).collect();
-            let padded = PaddedBatch::left_pad(&members, self.spec.end_id());
-            let rows = self.device.forward(padded)?;
-            for (row, &i) in rows.chunks_exact(dim).zip(&batch) {
-                out[i * dim..(i + 1) * dim].copy_from_slice(row);
-            }
-        }
-        Embeddings::new(dim, out)
+        let end = self.spec.end_id();
+        embed_planned(
+            seqs,
+            (self.spec.dim(), self.spec.shape.max_positions),
+            (self.max_batch, self.max_batch_tokens),
+            |members| self.device.forward(PaddedBatch::left_pad(members, end)),
+        )
     }
+}
+
+/// Embeds token-id sequences (each non-empty and at most `max_len` long) batch by batch as
+/// [`plan_batches`] groups them, `forward` turning a batch's members into their `dim`-wide rows;
+/// the rows come back in input order.
+pub(crate) fn embed_planned(
+    seqs: &[Vec<u32>],
+    (dim, max_len): (usize, usize),
+    (max_batch, max_batch_tokens): (usize, usize),
+    mut forward: impl FnMut(&[&[u32]]) -> Result<Vec<f32>, CudaError>,
+) -> Result<Embeddings, EmbedError> {
+    if let Some((i, s)) = seqs
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.is_empty() || s.len() > max_len)
+    {
+        return Err(EmbedError::Backend {
+            stage: "checking token ids",
+            source: format!(
+                "sequence {i} has {} tokens; expected 1 to {max_len}",
+                s.len()
+            )
+            .into(),
+        });
+    }
+    let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
+    let mut out = vec![0.0f32; seqs.len() * dim];
+    for batch in plan_batches(&lens, max_batch, max_batch_tokens) {
+        let members: Vec<&[u32]> = batch.iter().map(|&i| &seqs[i][..]).collect();
+        let rows = forward(&members)?;
+        for (row, &i) in rows.chunks_exact(dim).zip(&batch) {
+            out[i * dim..(i + 1) * dim].copy_from_slice(row);
+        }
+    }
+    Embeddings::new(dim, out)
 }
 
 impl Embedder for CudaQwen3Embedder {
@@ -250,6 +265,29 @@ mod tests {
         // A sequence longer than the budget still gets a batch of its own.
         assert_eq!(plan_batches(&[100, 1], 8, 10), vec![vec![1], vec![0]]);
         assert!(plan_batches(&[], 8, 10).is_empty());
+    }
+
+    #[test]
+    fn planned_rows_come_back_in_input_order() {
+        // Each row is (first token, length): the batches see the texts sorted by length.
+        let seqs: Vec<Vec<u32>> = vec![vec![7, 1, 1], vec![3], vec![9, 2], vec![4, 4, 4, 4]];
+        let mut batches = Vec::new();
+        let out = embed_planned(&seqs, (2, 4), (2, 6), |members| {
+            batches.push(members.iter().map(|m| m.len()).collect::<Vec<_>>());
+            Ok(members
+                .iter()
+                .flat_map(|m| [m[0] as f32, m.len() as f32])
+                .collect())
+        })
+        .unwrap();
+        assert_eq!(batches, vec![vec![1, 2], vec![3], vec![4]]);
+        let rows: Vec<&[f32]> = (0..4).map(|i| out.row(i)).collect();
+        assert_eq!(rows, [[7.0, 3.0], [3.0, 1.0], [9.0, 2.0], [4.0, 4.0]]);
+        // Empty or over-long sequences are refused before any batch runs.
+        for bad in [vec![vec![1], vec![]], vec![vec![1; 5]]] {
+            let err = embed_planned(&bad, (2, 4), (2, 6), |_| unreachable!()).unwrap_err();
+            assert!(err.to_string().contains("checking token ids"), "{err}");
+        }
     }
 
     #[test]
