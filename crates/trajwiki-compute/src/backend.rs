@@ -8,6 +8,17 @@ use crate::sparse::{jaccard_many, Bm25Index};
 use crate::topk::{cosine_topk, cosine_topk_subset, Hit};
 use crate::{ComputeError, MatrixView};
 
+/// A matrix a backend keeps in its own memory (a GPU's) between calls, made by
+/// [`ScoringBackend::keep`] and scored by [`ScoringBackend::cosine_topk_kept`]: a loaded index
+/// uploads each level once, not once per query.
+pub trait Kept: Send + Sync + std::any::Any {
+    /// Rows held.
+    fn rows(&self) -> usize;
+
+    /// The value itself, for the backend that made it to recognise it.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// The scoring primitives of retrieval, implemented once per device. Every implementation
 /// returns the same results as [`CpuScoring`]: identical ids and order for selections and
 /// fusions, scores within float tolerance (and ids wherever scores are not within tolerance of
@@ -26,6 +37,28 @@ pub trait ScoringBackend: Send + Sync {
         queries: &[f32],
         k: usize,
     ) -> Result<Vec<Vec<Hit>>, ComputeError>;
+
+    /// Keeps `matrix` in the backend's own memory for [`cosine_topk_kept`](Self::cosine_topk_kept),
+    /// where it has memory of its own; `None` (the default, and the CPU's answer: it reads the
+    /// host's rows where they are) means "score the view each time".
+    fn keep(&self, _matrix: &MatrixView<'_>) -> Result<Option<Box<dyn Kept>>, ComputeError> {
+        Ok(None)
+    }
+
+    /// [`cosine_topk`](Self::cosine_topk) over a matrix this backend kept; the same results as
+    /// over the view it was made from. A matrix another backend kept is
+    /// [`ComputeError::Unsupported`].
+    fn cosine_topk_kept(
+        &self,
+        _kept: &dyn Kept,
+        _queries: &[f32],
+        _k: usize,
+    ) -> Result<Vec<Vec<Hit>>, ComputeError> {
+        Err(ComputeError::Unsupported {
+            backend: self.name(),
+            reason: "this backend keeps no matrices".into(),
+        })
+    }
 
     /// Like [`cosine_topk`](Self::cosine_topk), restricted per query to the listed rows.
     fn cosine_topk_subset(

@@ -40,7 +40,7 @@ pub mod sparse;
 pub mod synthetic;
 pub mod topk;
 
-pub use backend::{CpuScoring, ScoringBackend};
+pub use backend::{CpuScoring, Kept, ScoringBackend};
 pub use error::ComputeError;
 pub use matrix::{Dtype, MatrixData, MatrixView};
 pub use rrf::{rrf, RRF_K};

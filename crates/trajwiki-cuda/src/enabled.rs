@@ -619,7 +619,12 @@ pub struct CudaScoring {
     tx: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
     info: DeviceInfo,
+    /// This backend's number in the process, which the matrices it keeps carry.
+    owner: u64,
 }
+
+/// Numbers for [`CudaScoring::owner`].
+static OWNERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for CudaScoring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -635,6 +640,18 @@ pub struct DeviceMatrix {
     rows: usize,
     dim: usize,
     tx: Sender<Job>,
+    /// The [`CudaScoring`] that holds it.
+    owner: u64,
+}
+
+impl trajwiki_compute::Kept for DeviceMatrix {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 impl std::fmt::Debug for DeviceMatrix {
@@ -713,6 +730,7 @@ impl CudaScoring {
             tx: Some(tx),
             thread: Some(thread),
             info,
+            owner: OWNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -749,6 +767,7 @@ impl CudaScoring {
             rows: matrix.rows(),
             dim: d,
             tx: self.sender()?.clone(),
+            owner: self.owner,
         })
     }
 
@@ -760,6 +779,7 @@ impl CudaScoring {
         matrix: &mut DeviceMatrix,
         rows: &MatrixView<'_>,
     ) -> Result<(), CudaError> {
+        self.check_owner(matrix)?;
         if rows.dim() != matrix.dim {
             return Err(CudaError::Input(ComputeError::WrongDimension {
                 what: "appended rows",
@@ -775,6 +795,17 @@ impl CudaScoring {
         Ok(())
     }
 
+    /// Refuses a matrix that another `CudaScoring` holds (its ids mean nothing here).
+    fn check_owner(&self, matrix: &DeviceMatrix) -> Result<(), CudaError> {
+        if matrix.owner == self.owner {
+            Ok(())
+        } else {
+            Err(unsupported(
+                "the matrix is held by another CUDA backend".into(),
+            ))
+        }
+    }
+
     /// Fused cosine top-k over a resident matrix (see [`ScoringBackend::cosine_topk`]).
     pub fn cosine_topk_resident(
         &self,
@@ -782,6 +813,7 @@ impl CudaScoring {
         queries: &[f32],
         k: usize,
     ) -> Result<Vec<Vec<Hit>>, CudaError> {
+        self.check_owner(matrix)?;
         if !queries.len().is_multiple_of(matrix.dim) {
             return Err(CudaError::Input(ComputeError::WrongDimension {
                 what: "queries (a multiple of the matrix dim)",
@@ -835,6 +867,35 @@ impl ScoringBackend for CudaScoring {
         }
         let dm = self.upload(matrix)?;
         Ok(self.cosine_topk_resident(&dm, queries, k)?)
+    }
+
+    fn keep(
+        &self,
+        matrix: &MatrixView<'_>,
+    ) -> Result<Option<Box<dyn trajwiki_compute::Kept>>, ComputeError> {
+        if matrix.rows() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(self.upload(matrix)?)))
+    }
+
+    fn cosine_topk_kept(
+        &self,
+        kept: &dyn trajwiki_compute::Kept,
+        queries: &[f32],
+        k: usize,
+    ) -> Result<Vec<Vec<Hit>>, ComputeError> {
+        let matrix = kept
+            .as_any()
+            .downcast_ref::<DeviceMatrix>()
+            .ok_or_else(|| unsupported("not a matrix kept by the CUDA backend".into()))?;
+        if queries.is_empty() {
+            return Ok(Vec::new());
+        }
+        if k == 0 {
+            return Ok(vec![Vec::new(); queries.len() / matrix.dim.max(1)]);
+        }
+        Ok(self.cosine_topk_resident(matrix, queries, k)?)
     }
 
     fn cosine_topk_subset(

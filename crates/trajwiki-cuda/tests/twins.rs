@@ -283,3 +283,33 @@ fn resident_matrix_appended_in_place_matches_the_cpu() {
         .is_err());
     assert_eq!(dm.rows(), 700);
 }
+
+/// A matrix kept through the `ScoringBackend` seam (what a loaded index does with each level)
+/// ranks as its view does, and only for the backend that keeps it.
+#[test]
+fn kept_matrices_rank_as_their_view_and_only_for_their_backend() {
+    let gpu = match CudaScoring::new(0) {
+        Ok(g) => g,
+        Err(e) => return skip(&e),
+    };
+    let other = CudaScoring::new(0).unwrap();
+    let mut rng = Rng::new(29);
+    let d = 64;
+    let m: Vec<f16> = rows(&mut rng, 3000, d)
+        .into_iter()
+        .map(f16::from_f32)
+        .collect();
+    let view = MatrixView::f16(&m, d).unwrap();
+    let q = rows(&mut rng, 4, d);
+    let kept = ScoringBackend::keep(&gpu, &view)
+        .unwrap()
+        .expect("the GPU keeps");
+    assert_eq!(kept.rows(), 3000);
+    let got = gpu.cosine_topk_kept(kept.as_ref(), &q, 10).unwrap();
+    let want = CpuScoring.cosine_topk(&view, &q, 10).unwrap();
+    assert_hits_close(&got, &want, 1e-4, "kept");
+    assert!(other.cosine_topk_kept(kept.as_ref(), &q, 10).is_err());
+    // The CPU keeps nothing, and scores nothing kept.
+    assert!(CpuScoring.keep(&view).unwrap().is_none());
+    assert!(CpuScoring.cosine_topk_kept(kept.as_ref(), &q, 10).is_err());
+}

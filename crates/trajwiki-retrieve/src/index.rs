@@ -15,6 +15,7 @@ use trajwiki_core::{
 };
 use trajwiki_text::lexicon::ITEM_FAMILIES;
 
+use crate::kept::KeptRows;
 use crate::vectors::MessageVectors;
 use trajwiki_text::text::{each_word, keyword, keywords, stem, words};
 use trajwiki_text::{entity_key, Lexicon};
@@ -79,6 +80,8 @@ pub(crate) struct Rows {
     pub data: Vec<f16>,
     sketch: Option<Sketch>,
     dim: usize,
+    /// The rows as the scoring backend keeps them (on a GPU), once a search has scored them.
+    pub(crate) kept: KeptRows,
 }
 
 /// The fewest rows a level is sketched at: a scan gains from a sketch only when the rows are
@@ -94,7 +97,12 @@ pub(crate) fn sketch_if_long(rows: &MatrixView<'_>) -> Option<Sketch> {
 impl Rows {
     pub(crate) fn new(data: Vec<f16>, dim: usize) -> Result<Self, IndexError> {
         let sketch = sketch_if_long(&MatrixView::f16(&data, dim)?);
-        Ok(Rows { data, sketch, dim })
+        Ok(Rows {
+            data,
+            sketch,
+            dim,
+            kept: KeptRows::default(),
+        })
     }
 
     /// The rows as a matrix, with their sketch if they have one.

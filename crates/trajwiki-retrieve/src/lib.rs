@@ -23,6 +23,7 @@
 //! ```
 
 pub mod index;
+mod kept;
 pub mod render;
 pub mod retrieve;
 pub mod shape;

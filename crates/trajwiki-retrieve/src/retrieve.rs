@@ -292,8 +292,9 @@ impl Index {
             return Ok(Vec::new());
         }
         let m = level.view()?;
-        Ok(backend
-            .cosine_topk(&m, q, k)?
+        Ok(level
+            .kept
+            .cosine_topk(&m, q, k, backend)?
             .into_iter()
             .next()
             .unwrap_or_default())

@@ -13,6 +13,7 @@ use trajwiki_compute::sketch::Sketch;
 use trajwiki_compute::{sort_hits, Hit, MatrixView, ScoringBackend};
 
 use crate::index::{sketch_if_long, IndexError};
+use crate::kept::KeptRows;
 
 /// Rows stored outside the index, viewed as a matrix (e.g. a memory-mapped vector file).
 pub trait SharedRows: Send + Sync {
@@ -36,6 +37,8 @@ pub struct MessageVectors {
     ann: Option<AnnIndex>,
     /// The shared rows' int8 sketch, when there are enough of them (see `index::Rows`).
     sketch: Option<Sketch>,
+    /// The exactly scanned shared rows as the scoring backend keeps them (on a GPU).
+    kept: KeptRows,
 }
 
 impl MessageVectors {
@@ -91,6 +94,7 @@ impl MessageVectors {
         let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
         let sketch = shared.as_ref().and_then(|s| sketch_if_long(&s.view()));
         Ok(MessageVectors {
+            kept: KeptRows::default(),
             ann: None,
             sketch,
             in_message_order,
@@ -187,7 +191,11 @@ impl MessageVectors {
             };
             let view = view.rows_from(approximate);
             if view.rows() > 0 {
-                let found = backend.cosine_topk(&view, q, k)?.into_iter().next();
+                let found = self
+                    .kept
+                    .cosine_topk(&view, q, k, backend)?
+                    .into_iter()
+                    .next();
                 hits.extend(
                     found
                         .unwrap_or_default()
