@@ -52,8 +52,8 @@ pub struct SketchQuery {
 const CHUNK_ROWS: usize = 1024;
 
 /// Relative padding of every bound for the rounding of f32 dot products: the exact scan's dot
-/// product adds each of its eight lanes in sequence, so it is within about (n/8 + 12)·2⁻²⁴ of
-/// Σ|xᵢqᵢ| ≤ |x||q| of the real one — under 1e-4 up to about 13,000 dimensions — and the
+/// product adds each of its 32 lanes in sequence, so it is within about (n/32 + 12)·2⁻²⁴ of
+/// Σ|xᵢqᵢ| ≤ |x||q| of the real one — under 1e-4 up to about 50,000 dimensions — and the
 /// estimate's three roundings are far smaller; the padding is applied to both.
 const ROUNDING: f64 = 1e-4;
 

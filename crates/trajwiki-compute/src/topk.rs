@@ -43,113 +43,248 @@ pub fn sort_hits(hits: &mut [Hit]) {
 }
 
 /// The dot product used by every CPU path (fast and reference alike, so that they agree to the
-/// bit): eight interleaved f32 accumulators, combined pairwise, then the tail in order.
+/// bit): 32 lanes — four accumulators of eight, eight-element chunk `c` going to accumulator
+/// `c mod 4` — each a multiply then an add (not fused); the accumulators combined as
+/// `(a0 + a2) + (a1 + a3)`, their eight lanes pairwise, then the tail in order.
 ///
-/// Compiled twice: for baseline x86-64 (the lanes in two SSE registers) and with AVX (one
-/// register), picked at run time; the same operations in the same order either way.
+/// Four independent chains keep the adder busy: with one, each row waited on the latency of
+/// its additions in sequence (a 384-dimension row is 48 dependent additions). Compiled for
+/// AVX-512F (two 16-lane registers), AVX (four 8-lane ones) and baseline x86-64, picked at run
+/// time; the same operations in the same order on every path.
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if has_avx() {
-        // SAFETY: `dot_avx` only needs AVX, which the CPU has.
+    match simd() {
+        // SAFETY: each path needs only the features `simd` found.
         #[allow(unsafe_code)]
-        return unsafe { dot_avx(a, b) };
+        Simd::Avx512 => return unsafe { dot_avx512(a, b) },
+        #[allow(unsafe_code)]
+        Simd::Avx => return unsafe { dot_avx(a, b) },
+        Simd::None => {}
     }
-    dot_lanes(a, b)
+    dot_lanes_of(a, b, |x| x)
+}
+
+/// [`dot`] of an f16 row with an f32 vector. The halves convert exactly, and the products are
+/// summed in [`dot`]'s lanes and order, so the result has the same bits as converting the row
+/// first; with F16C or AVX-512F (detected at run time) the conversion happens in registers.
+#[inline]
+pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    match simd() {
+        // SAFETY: each path needs only the features `simd` found.
+        #[allow(unsafe_code)]
+        Simd::Avx512 => return unsafe { dot_f16_avx512(a, b) },
+        #[allow(unsafe_code)]
+        Simd::Avx if has_f16c() => return unsafe { dot_f16_f16c(a, b) },
+        _ => {}
+    }
+    dot_lanes_of(a, b, f16::to_f32)
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx() -> bool {
+#[derive(Clone, Copy)]
+enum Simd {
+    Avx512,
+    Avx,
+    None,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn simd() -> Simd {
+    static HAS: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("f16c") {
+            Simd::Avx512
+        } else if is_x86_feature_detected!("avx") {
+            Simd::Avx
+        } else {
+            Simd::None
+        }
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_f16c() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx"))
+    *HAS.get_or_init(|| is_x86_feature_detected!("f16c"))
+}
+
+/// Lanes of one accumulator.
+const LANES: usize = 8;
+
+/// Accumulators of [`dot`]: chunk `c` of [`LANES`] elements goes to accumulator `c % ACCS`.
+const ACCS: usize = 4;
+
+/// [`dot`]'s lanes and order over rows of any element type, each converted to f32 by `wide`.
+#[inline(always)]
+fn dot_lanes_of<T: Copy>(a: &[T], b: &[f32], wide: impl Fn(T) -> f32) -> f32 {
+    let n = a.len().min(b.len());
+    let chunks = n / LANES;
+    let mut acc = [[0f32; LANES]; ACCS];
+    for c in 0..chunks {
+        let (x, y) = (
+            &a[c * LANES..(c + 1) * LANES],
+            &b[c * LANES..(c + 1) * LANES],
+        );
+        let acc = &mut acc[c % ACCS];
+        for l in 0..LANES {
+            acc[l] += wide(x[l]) * y[l];
+        }
+    }
+    let mut s = reduce_lanes(combine(acc));
+    for i in chunks * LANES..n {
+        s += wide(a[i]) * b[i];
+    }
+    s
+}
+
+/// The four accumulators combined lane by lane: `(a0 + a2) + (a1 + a3)`.
+#[inline(always)]
+fn combine(acc: [[f32; LANES]; ACCS]) -> [f32; LANES] {
+    std::array::from_fn(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]))
+}
+
+/// The sum of an accumulator's eight lanes, combined pairwise.
+#[inline(always)]
+fn reduce_lanes(acc: [f32; LANES]) -> f32 {
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+}
+
+/// The AVX form of [`dot_lanes_of`]: `load(c)` gives chunk `c` of the row as eight f32 lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+#[allow(unsafe_code)]
+unsafe fn dot_avx_chunks(
+    n: usize,
+    load: impl Fn(usize) -> std::arch::x86_64::__m256,
+    b: &[f32],
+    tail: impl Fn(usize) -> f32,
+) -> f32 {
+    use std::arch::x86_64::*;
+    let chunks = n / LANES;
+    // SAFETY (every load below): chunk `c < chunks` lies inside both slices.
+    let y = |c: usize| unsafe { _mm256_loadu_ps(b.as_ptr().add(c * LANES)) };
+    let mut acc = [_mm256_setzero_ps(); ACCS];
+    let mut c = 0;
+    while c + ACCS <= chunks {
+        for (j, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(load(c + j), y(c + j)));
+        }
+        c += ACCS;
+    }
+    for (j, acc) in acc.iter_mut().enumerate().take(chunks - c) {
+        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(load(c + j), y(c + j)));
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    let mut l = [0f32; LANES];
+    // SAFETY: `l` holds 8 values.
+    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), sum) };
+    let mut s = reduce_lanes(l);
+    for i in chunks * LANES..n {
+        s += tail(i);
+    }
+    s
+}
+
+/// The AVX-512 form: accumulators 0 and 1 in the halves of one register, 2 and 3 of another, so
+/// that a block of four chunks is two 16-lane steps; the last chunks (fewer than four) go on
+/// 8-lane halves as in [`dot_avx_chunks`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+#[allow(unsafe_code)]
+unsafe fn dot_avx512_chunks(
+    n: usize,
+    load16: impl Fn(usize) -> std::arch::x86_64::__m512,
+    load8: impl Fn(usize) -> std::arch::x86_64::__m256,
+    b: &[f32],
+    tail: impl Fn(usize) -> f32,
+) -> f32 {
+    use std::arch::x86_64::*;
+    let chunks = n / LANES;
+    // SAFETY (every load below): the chunks read lie inside both slices.
+    let y16 = |c: usize| unsafe { _mm512_loadu_ps(b.as_ptr().add(c * LANES)) };
+    let y8 = |c: usize| unsafe { _mm256_loadu_ps(b.as_ptr().add(c * LANES)) };
+    let (mut lo, mut hi) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    let mut c = 0;
+    while c + ACCS <= chunks {
+        lo = _mm512_add_ps(lo, _mm512_mul_ps(load16(c), y16(c)));
+        hi = _mm512_add_ps(hi, _mm512_mul_ps(load16(c + 2), y16(c + 2)));
+        c += ACCS;
+    }
+    let mut acc = [
+        _mm512_castps512_ps256(lo),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(lo))),
+        _mm512_castps512_ps256(hi),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(hi))),
+    ];
+    for (j, acc) in acc.iter_mut().enumerate().take(chunks - c) {
+        *acc = _mm256_add_ps(*acc, _mm256_mul_ps(load8(c + j), y8(c + j)));
+    }
+    let sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    let mut l = [0f32; LANES];
+    // SAFETY: `l` holds 8 values.
+    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), sum) };
+    let mut s = reduce_lanes(l);
+    for i in chunks * LANES..n {
+        s += tail(i);
+    }
+    s
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[allow(unsafe_code)]
 unsafe fn dot_avx(a: &[f32], b: &[f32]) -> f32 {
-    dot_lanes(a, b)
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    // SAFETY: the chunks read lie inside `a` (`n <= a.len()`).
+    let load = |c: usize| unsafe { _mm256_loadu_ps(a.as_ptr().add(c * LANES)) };
+    // SAFETY: AVX is enabled here; `n` bounds both slices.
+    unsafe { dot_avx_chunks(n, load, b, |i| a[i] * b[i]) }
 }
 
-#[inline(always)]
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    dot_lanes_of(a, b, |x| x)
-}
-
-/// [`dot`]'s lanes and order over rows of any element type, each converted to f32 by `wide`.
-#[inline(always)]
-fn dot_lanes_of<T: Copy>(a: &[T], b: &[f32], wide: impl Fn(T) -> f32) -> f32 {
-    let ca = a.chunks_exact(8);
-    let cb = b.chunks_exact(8);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    let mut acc = [0f32; 8];
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += wide(x[l]) * y[l];
-        }
-    }
-    let mut s = reduce_lanes(acc);
-    for (x, y) in ra.iter().zip(rb) {
-        s += wide(*x) * y;
-    }
-    s
-}
-
-/// The sum of [`dot`]'s eight lanes, combined pairwise.
-#[inline(always)]
-fn reduce_lanes(acc: [f32; 8]) -> f32 {
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
-}
-
-/// [`dot`] of an f16 row with an f32 vector. The halves convert exactly, and the products are
-/// summed in [`dot`]'s lanes and order, so the result has the same bits as converting the row
-/// first; with F16C (detected at run time) the conversion happens in registers, eight at a time.
-#[inline]
-pub fn dot_f16(a: &[f16], b: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if has_f16c() && a.len() == b.len() {
-        // SAFETY: `dot_f16_f16c` needs AVX and F16C, which the CPU has; the slices have the same
-        // length, the bound of every load.
-        #[allow(unsafe_code)]
-        return unsafe { dot_f16_f16c(a, b) };
-    }
-    dot_lanes_of(a, b, f16::to_f32)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn has_f16c() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| is_x86_feature_detected!("avx") && is_x86_feature_detected!("f16c"))
-}
-
-/// [`dot_f16`] with the conversion in F16C registers: a multiply then an add per lane (not
-/// fused), as [`dot`] does.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx,f16c")]
 #[allow(unsafe_code)]
 unsafe fn dot_f16_f16c(a: &[f16], b: &[f32]) -> f32 {
     use std::arch::x86_64::*;
-    let n = a.len();
-    let chunks = n / 8;
-    let mut acc = _mm256_setzero_ps();
-    for c in 0..chunks {
-        // SAFETY: 8 values from `c * 8`, inside both slices (`chunks * 8 <= n`).
-        let (x, y) = unsafe {
-            (
-                _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr().add(c * 8).cast())),
-                _mm256_loadu_ps(b.as_ptr().add(c * 8)),
-            )
-        };
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
-    }
-    let mut l = [0f32; 8];
-    // SAFETY: `l` holds 8 values.
-    unsafe { _mm256_storeu_ps(l.as_mut_ptr(), acc) };
-    let mut s = reduce_lanes(l);
-    for i in chunks * 8..n {
-        s += a[i].to_f32() * b[i];
-    }
-    s
+    let n = a.len().min(b.len());
+    // SAFETY: the chunks read lie inside `a` (`n <= a.len()`).
+    let load =
+        |c: usize| unsafe { _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr().add(c * LANES).cast())) };
+    // SAFETY: AVX and F16C are enabled here; `n` bounds both slices.
+    unsafe { dot_avx_chunks(n, load, b, |i| a[i].to_f32() * b[i]) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(unsafe_code)]
+unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    // SAFETY: the chunks read lie inside `a` (`n <= a.len()`).
+    let load16 = |c: usize| unsafe { _mm512_loadu_ps(a.as_ptr().add(c * LANES)) };
+    let load8 = |c: usize| unsafe { _mm256_loadu_ps(a.as_ptr().add(c * LANES)) };
+    // SAFETY: AVX-512F is enabled here; `n` bounds both slices.
+    unsafe { dot_avx512_chunks(n, load16, load8, b, |i| a[i] * b[i]) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,f16c")]
+#[allow(unsafe_code)]
+unsafe fn dot_f16_avx512(a: &[f16], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    // SAFETY: the chunks read lie inside `a` (`n <= a.len()`).
+    let load16 =
+        |c: usize| unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(a.as_ptr().add(c * LANES).cast())) };
+    let load8 =
+        |c: usize| unsafe { _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr().add(c * LANES).cast())) };
+    // SAFETY: AVX-512F and F16C are enabled here; `n` bounds both slices.
+    unsafe { dot_avx512_chunks(n, load16, load8, b, |i| a[i].to_f32() * b[i]) }
 }
 
 /// The highest bar any collector of one scan has reached: every collector of the scan keeps `k`
@@ -626,6 +761,51 @@ mod tests {
                 dot(&wide, &b).to_bits(),
                 "n = {n}"
             );
+        }
+    }
+
+    /// Every compiled path of the two dot products gives the scalar lanes' bits, at lengths
+    /// around the chunk and block sizes. The AVX-512 and AVX paths run where the CPU has them
+    /// and say so when it has not.
+    #[test]
+    fn every_dot_path_has_the_bits_of_the_scalar_lanes() {
+        let mut x = 7u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        #[allow(unsafe_code)]
+        for n in [
+            0, 1, 7, 8, 9, 15, 16, 24, 31, 32, 33, 40, 56, 63, 64, 65, 100, 383, 384, 1030,
+        ] {
+            let a: Vec<f32> = (0..n).map(|_| next()).collect();
+            let h: Vec<f16> = (0..n).map(|_| f16::from_f32(next())).collect();
+            let b: Vec<f32> = (0..n).map(|_| next()).collect();
+            let want = dot_lanes_of(&a, &b, |x| x).to_bits();
+            let want_h = dot_lanes_of(&h, &b, f16::to_f32).to_bits();
+            assert_eq!(dot(&a, &b).to_bits(), want, "dot, n = {n}");
+            assert_eq!(dot_f16(&h, &b).to_bits(), want_h, "dot_f16, n = {n}");
+            #[cfg(target_arch = "x86_64")]
+            {
+                if is_x86_feature_detected!("avx") && is_x86_feature_detected!("f16c") {
+                    // SAFETY: the CPU has the features these need.
+                    let (d, dh) = unsafe { (dot_avx(&a, &b), dot_f16_f16c(&h, &b)) };
+                    assert_eq!(d.to_bits(), want, "AVX dot, n = {n}");
+                    assert_eq!(dh.to_bits(), want_h, "F16C dot, n = {n}");
+                } else if n == 0 {
+                    eprintln!("no AVX/F16C on this CPU: its dot paths not tested");
+                }
+                if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("f16c") {
+                    // SAFETY: as above.
+                    let (d, dh) = unsafe { (dot_avx512(&a, &b), dot_f16_avx512(&h, &b)) };
+                    assert_eq!(d.to_bits(), want, "AVX-512 dot, n = {n}");
+                    assert_eq!(dh.to_bits(), want_h, "AVX-512 f16 dot, n = {n}");
+                } else if n == 0 {
+                    eprintln!("no AVX-512F on this CPU: its dot paths not tested");
+                }
+            }
         }
     }
 
