@@ -1,6 +1,6 @@
 //! Reciprocal rank fusion.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
 
 use crate::topk::{sort_hits, Hit};
 use crate::ComputeError;
@@ -32,17 +32,21 @@ pub fn check_k_const(k_const: f32) -> Result<(), ComputeError> {
 /// added in ranking order, so the scores are reproducible to the bit. Sorted by score, then id.
 pub fn rrf(rankings: &[&[u32]], k_const: f32) -> Result<Vec<Hit>, ComputeError> {
     check_k_const(k_const)?;
-    let mut scores: HashMap<u32, f32> = HashMap::new();
-    let mut seen = HashSet::new();
-    for ranking in rankings {
-        seen.clear();
+    // Each id's score and the last ranking that added to it (so that a repeat in one ranking
+    // adds nothing); the result is sorted totally, so the map's order does not show.
+    let ids: usize = rankings.iter().map(|r| r.len()).sum();
+    let mut scores: FxHashMap<u32, (f32, usize)> = FxHashMap::default();
+    scores.reserve(ids);
+    for (r, ranking) in rankings.iter().enumerate() {
         for (pos, &id) in ranking.iter().enumerate() {
-            if seen.insert(id) {
-                *scores.entry(id).or_insert(0.0) += rrf_term(k_const, pos as u32 + 1);
+            let (score, last) = scores.entry(id).or_insert((0.0, usize::MAX));
+            if *last != r {
+                *score += rrf_term(k_const, pos as u32 + 1);
+                *last = r;
             }
         }
     }
-    let mut out: Vec<Hit> = scores.into_iter().collect();
+    let mut out: Vec<Hit> = scores.into_iter().map(|(id, (s, _))| (id, s)).collect();
     sort_hits(&mut out);
     Ok(out)
 }

@@ -39,7 +39,17 @@ pub fn hit_order(a: &Hit, b: &Hit) -> Ordering {
 
 /// Sorts hits into [`hit_order`].
 pub fn sort_hits(hits: &mut [Hit]) {
-    hits.sort_unstable_by(hit_order);
+    hits.sort_unstable_by_key(order_key);
+}
+
+/// A hit's place in [`hit_order`] as one integer, best first: the score's [`ordered_bits`]
+/// inverted above the index (`-0.0` counted as `0.0`). Sorting and selecting on it gives the
+/// order of [`hit_order`] for sanitised scores, with an integer comparison instead of a float
+/// one and a tie-break.
+#[inline]
+pub fn order_key(&(index, score): &Hit) -> u64 {
+    let score = if score == 0.0 { 0.0 } else { score };
+    (u64::from(!ordered_bits(score)) << 32) | u64::from(index)
 }
 
 /// The dot product used by every CPU path (fast and reference alike, so that they agree to the
@@ -317,8 +327,9 @@ impl Default for SharedBar {
     }
 }
 
-/// An f32 (not NaN) as a u32 in the same order.
-fn ordered_bits(x: f32) -> u32 {
+/// An f32 as a u32 in the same order: that of [`f32::total_cmp`] (`-0.0` below `0.0`, NaNs at
+/// the ends).
+pub fn ordered_bits(x: f32) -> u32 {
     let b = x.to_bits();
     if b & 0x8000_0000 != 0 {
         !b
@@ -400,7 +411,7 @@ impl TopK {
             return;
         }
         if let Some(bar) = &self.bar {
-            if hit_order(&hit, bar) != Ordering::Less {
+            if order_key(&hit) >= order_key(bar) {
                 return;
             }
         }
@@ -413,7 +424,7 @@ impl TopK {
     /// Keeps the best `k` of the buffer and raises the bar to the worst of them.
     fn cut(&mut self) {
         if self.k > 0 && self.buf.len() >= self.k {
-            self.buf.select_nth_unstable_by(self.k - 1, hit_order);
+            self.buf.select_nth_unstable_by_key(self.k - 1, order_key);
             self.buf.truncate(self.k);
             // Element k−1 is the k-th in order; those before it are better.
             let bar = self.buf[self.k - 1];
@@ -761,6 +772,45 @@ mod tests {
                 dot(&wide, &b).to_bits(),
                 "n = {n}"
             );
+        }
+    }
+
+    /// Sorting on [`order_key`] is sorting in [`hit_order`]: ties, signed zeros, infinities.
+    #[test]
+    fn order_keys_sort_as_hit_order() {
+        let mut x = 5u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        let specials = [
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+            -1e-40,
+            0.5,
+        ];
+        let hits: Vec<Hit> = (0..2000)
+            .map(|_| {
+                let v = next();
+                let score = if v % 3 == 0 {
+                    specials[(v / 3) as usize % specials.len()]
+                } else {
+                    (v % 41) as f32 / 8.0 - 2.5
+                };
+                ((next() % 500) as u32, score)
+            })
+            .collect();
+        let mut by_key = hits.clone();
+        sort_hits(&mut by_key);
+        let mut by_order = hits;
+        by_order.sort_by(hit_order);
+        for (a, b) in by_key.iter().zip(&by_order) {
+            assert_eq!(hit_order(a, b), Ordering::Equal, "{a:?} against {b:?}");
         }
     }
 

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::sketch::SketchQuery;
-use trajwiki_compute::topk::{par_topk, par_topk_bounded, sketch_pays, Hit};
+use trajwiki_compute::topk::{ordered_bits, par_topk, par_topk_bounded, sketch_pays, Hit};
 use trajwiki_compute::{
     Bm25Index, Candidate, CoverageWeights, QueryWants, ScoringBackend, SelectionBatch, SetWords,
     NO_CLUSTER,
@@ -210,18 +210,23 @@ fn reordered<T: Copy>(items: &[T], order: &[usize]) -> Vec<T> {
 /// with its fused score, in id order.
 fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<(usize, f32)> {
     // Each id's terms are added in list order whatever the map, and the caller orders the
-    // result totally: hash maps give the same ranking as ordered ones, faster.
-    let mut score: FxHashMap<u32, f32> = FxHashMap::default();
-    let mut seen: FxHashSet<u32> = FxHashSet::default();
-    for (list, w) in lists {
-        seen.clear();
+    // result totally: hash maps give the same ranking as ordered ones, faster. Each id keeps the
+    // last list that added to it, so that a repeat within one list adds nothing.
+    let mut score: FxHashMap<u32, (f32, usize)> = FxHashMap::default();
+    score.reserve(lists.iter().map(|(l, _)| l.len()).sum());
+    for (l, (list, w)) in lists.iter().enumerate() {
         for (r, &id) in list.iter().enumerate() {
-            if seen.insert(id) {
-                *score.entry(id).or_default() += w / (k + r as f32 + 1.0);
+            let (s, last) = score.entry(id).or_insert((0.0, usize::MAX));
+            if *last != l {
+                *s += w / (k + r as f32 + 1.0);
+                *last = l;
             }
         }
     }
-    let mut out: Vec<(usize, f32)> = score.into_iter().map(|(i, s)| (i as usize, s)).collect();
+    let mut out: Vec<(usize, f32)> = score
+        .into_iter()
+        .map(|(i, (s, _))| (i as usize, s))
+        .collect();
     out.sort_unstable_by_key(|h| h.0);
     out
 }
@@ -232,12 +237,18 @@ fn with_length_prior(
     exponent: f32,
     tokens: impl Fn(usize) -> usize,
 ) -> Vec<usize> {
-    let mut v: Vec<(usize, f32)> = scored
+    // Sorted on one integer: the score's total order inverted, then the index.
+    let mut v: Vec<u64> = scored
         .into_iter()
-        .map(|(i, s)| (i, s * (tokens(i).max(1) as f32).powf(exponent)))
+        .map(|(i, s)| {
+            let s = s * (tokens(i).max(1) as f32).powf(exponent);
+            (u64::from(!ordered_bits(s)) << 32) | i as u64
+        })
         .collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v.into_iter().map(|(i, _)| i).collect()
+    v.sort_unstable();
+    v.into_iter()
+        .map(|key| (key & 0xffff_ffff) as usize)
+        .collect()
 }
 
 fn ranks(hits: &[(u32, f32)]) -> Vec<u32> {
