@@ -10,7 +10,7 @@ use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
 use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{
-    Index, LevelVectors, MessageSide, MessageVectors, NamespaceRecords, SharedRows,
+    Index, LevelTexts, LevelVectors, MessageSide, MessageVectors, NamespaceRecords, SharedRows,
 };
 use trajwiki_store::{MappedVectors, Store, StoreError};
 
@@ -194,13 +194,28 @@ pub fn load_index(
         claims: read.claims,
         entity_min_count: config.entity_min_count,
     };
-    let texts = Index::level_texts(&records);
-    let pages = {
-        let refs: Vec<&str> = texts.pages.iter().map(String::as_str).collect();
-        let (rows, n) = embed_read(store, embedder, &refs)?;
-        computed += n;
-        rows.into_iter().flatten().collect()
+    // The pages are embedded through the cache (store lookups, on this thread) while the other
+    // levels' texts are put together.
+    let page_texts = Index::page_texts(&records);
+    let ((snapshots, trajectories), pages) = std::thread::scope(|s| {
+        let parts = s.spawn(|| Index::part_texts(&records));
+        let refs: Vec<&str> = page_texts.iter().map(String::as_str).collect();
+        let pages = embed_read(store, embedder, &refs);
+        // A panic there is one here, as in a rayon join.
+        let parts = parts
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (parts, pages)
+    });
+    let (rows, n) = pages?;
+    computed += n;
+    let pages: Vec<f32> = rows.into_iter().flatten().collect();
+    let texts = LevelTexts {
+        snapshots,
+        trajectories,
+        pages: page_texts,
     };
+    lap("levels");
     let vectors = LevelVectors {
         dim: embedder.dim(),
         messages: message_vectors,

@@ -82,11 +82,32 @@ pub fn centroid<'a>(rows: impl IntoIterator<Item = &'a [f32]>, dim: usize) -> Ve
     for row in rows {
         sum.iter_mut().zip(row).for_each(|(s, x)| *s += x);
     }
+    normalise(&mut sum);
+    sum
+}
+
+/// [`centroid`] of `parts` rows written into `out`, each row put into `scratch` by `row(part,
+/// scratch)` when its turn comes: the same sums, without holding the rows.
+pub fn centroid_into(
+    out: &mut [f32],
+    scratch: &mut [f32],
+    parts: impl IntoIterator<Item = usize>,
+    mut row: impl FnMut(usize, &mut [f32]),
+) {
+    out.fill(0.0);
+    for part in parts {
+        row(part, scratch);
+        out.iter_mut().zip(&*scratch).for_each(|(s, x)| *s += x);
+    }
+    normalise(out);
+}
+
+/// Divides `sum` by its L2 norm (left as it is when that is zero).
+fn normalise(sum: &mut [f32]) {
     let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
         sum.iter_mut().for_each(|x| *x /= norm);
     }
-    sum
 }
 
 /// Errors of embedding backends.

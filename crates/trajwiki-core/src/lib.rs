@@ -24,7 +24,9 @@ pub mod ids;
 pub mod limits;
 pub mod records;
 
-pub use embed::{centroid, EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder};
+pub use embed::{
+    centroid, centroid_into, EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder,
+};
 pub use hash::{content_hash, text_hash};
 pub use ids::{
     ClaimId, CompilationId, IdError, IdKind, InsightId, MessageId, Namespace, OpId, PageId, RunId,

@@ -10,12 +10,13 @@ use rustc_hash::FxHashMap;
 use trajwiki_compute::sketch::{Sketch, SketchView};
 use trajwiki_compute::{Bm25Index, Bm25Params, ComputeError, MatrixView};
 use trajwiki_core::{
-    centroid, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
+    centroid_into, Claim, ClaimId, ClaimStatus, MessageId, PageKind, Snapshot, SnapshotId,
     SourceMessage, Trajectory, TrajectoryId, WikiPage,
 };
 use trajwiki_text::lexicon::ITEM_FAMILIES;
 
 use crate::kept::KeptRows;
+use crate::render::{base_line, push_superseded};
 use crate::vectors::MessageVectors;
 use trajwiki_text::text::{each_word, keyword, keywords, stem, words};
 use trajwiki_text::{entity_key, Lexicon};
@@ -402,9 +403,9 @@ struct Linked {
 }
 
 /// What an index keeps per message that the messages alone decide: their sparse terms (which
-/// are numbered first in the vocabulary), item families, speakers and sessions, and the
-/// namespace lexicon. Prepared on its own, it can be computed while the rest of a namespace is
-/// read.
+/// are numbered first in the vocabulary), item families, speakers and sessions, the namespace
+/// lexicon, and their context lines as far as the messages decide them. Prepared on its own, it
+/// can be computed while the rest of a namespace is read.
 pub struct MessageSide {
     vocab: FxHashMap<String, u32>,
     terms: Vec<Vec<u32>>,
@@ -412,6 +413,7 @@ pub struct MessageSide {
     speaker_of: Vec<String>,
     session_of: Vec<u32>,
     lexicon: Lexicon,
+    base_lines: Vec<(String, usize)>,
 }
 
 impl MessageSide {
@@ -419,11 +421,25 @@ impl MessageSide {
     /// build's lexicon setting.
     pub fn new(messages: &[&SourceMessage], entity_min_count: usize) -> MessageSide {
         let texts: Vec<String> = messages.par_iter().map(|m| m.embedding_text()).collect();
-        let ((vocab, terms), (families_of, lexicon)) = rayon::join(
+        let (((vocab, terms), base_lines), (families_of, lexicon)) = rayon::join(
             || {
-                let mut vocab = FxHashMap::default();
-                let terms = terms(&mut vocab, &texts);
-                (vocab, terms)
+                rayon::join(
+                    || {
+                        let mut vocab = FxHashMap::default();
+                        let terms = terms(&mut vocab, &texts);
+                        (vocab, terms)
+                    },
+                    || {
+                        messages
+                            .par_iter()
+                            .map(|m| {
+                                let line = base_line(m);
+                                let tokens = line.split_whitespace().count();
+                                (line, tokens)
+                            })
+                            .collect()
+                    },
+                )
             },
             || {
                 rayon::join(
@@ -439,6 +455,7 @@ impl MessageSide {
             speaker_of: messages.iter().map(|m| entity_key(&m.speaker)).collect(),
             session_of: messages.iter().map(|m| m.session).collect(),
             lexicon,
+            base_lines,
         }
     }
 }
@@ -446,38 +463,53 @@ impl MessageSide {
 impl Index {
     /// The texts of the derived levels of `records`.
     pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
+        let (snapshots, trajectories) = Index::part_texts(records);
+        LevelTexts {
+            snapshots,
+            trajectories,
+            pages: Index::page_texts(records),
+        }
+    }
+
+    /// The routing texts of the non-index pages of `records` ([`LevelTexts::pages`]): they are
+    /// embedded while [`Index::part_texts`] makes the others.
+    pub fn page_texts(records: &NamespaceRecords) -> Vec<String> {
+        records
+            .pages
+            .iter()
+            .filter(|p| p.kind != PageKind::Index)
+            .map(|p| p.routing_text.clone())
+            .collect()
+    }
+
+    /// The texts of the levels made of parts, [`LevelTexts::snapshots`] (summary and claims)
+    /// and [`LevelTexts::trajectories`].
+    pub fn part_texts(records: &NamespaceRecords) -> (Vec<String>, Vec<String>) {
         let claim_text: FxHashMap<&ClaimId, &str> = records
             .claims
             .iter()
             .map(|(c, _)| (&c.id, c.text.as_str()))
             .collect();
-        LevelTexts {
-            snapshots: records
-                .snapshots
-                .iter()
-                .map(|s| {
-                    let mut t = s.summary.clone();
-                    for c in &s.claim_ids {
-                        if let Some(x) = claim_text.get(c) {
-                            t.push('\n');
-                            t.push_str(x);
-                        }
+        let snapshots = records
+            .snapshots
+            .par_iter()
+            .map(|s| {
+                let mut t = s.summary.clone();
+                for c in &s.claim_ids {
+                    if let Some(x) = claim_text.get(c) {
+                        t.push('\n');
+                        t.push_str(x);
                     }
-                    t
-                })
-                .collect(),
-            trajectories: records
-                .trajectories
-                .iter()
-                .map(|t| t.summary.clone())
-                .collect(),
-            pages: records
-                .pages
-                .iter()
-                .filter(|p| p.kind != PageKind::Index)
-                .map(|p| p.routing_text.clone())
-                .collect(),
-        }
+                }
+                t
+            })
+            .collect();
+        let trajectories = records
+            .trajectories
+            .iter()
+            .map(|t| t.summary.clone())
+            .collect();
+        (snapshots, trajectories)
     }
 
     /// Builds the index from `records`, the [`MessageSide`] of `records.messages` and the
@@ -568,28 +600,38 @@ impl Index {
         fn row(m: &[f32], dim: usize, i: usize) -> &[f32] {
             &m[i * dim..(i + 1) * dim]
         }
-        let snapshots: Vec<f32> = snap_msgs
-            .par_iter()
-            .flat_map_iter(|ms| {
-                let rows: Vec<Vec<f32>> = ms.iter().map(|&i| vectors.messages.row(i)).collect();
-                centroid(rows.iter().map(Vec::as_slice), dim)
-            })
-            .collect();
-        let trajectories: Vec<f16> = traj_snaps
-            .iter()
-            .flat_map(|ss| {
-                let c = centroid(ss.iter().map(|&i| row(&snapshots, dim, i)), dim);
-                let latest = row(
-                    &snapshots,
-                    dim,
-                    *ss.last().expect("a trajectory has a snapshot"),
-                );
-                c.into_iter()
-                    .zip(latest)
-                    .map(|(t, s)| f16::from_f32(0.75 * t + 0.15 * s))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut snapshots = vec![0.0f32; snap_msgs.len() * dim];
+        snapshots
+            .par_chunks_mut(dim.max(1))
+            .zip(&snap_msgs)
+            .for_each_init(
+                || vec![0.0f32; dim],
+                |scratch, (out, ms)| {
+                    centroid_into(out, scratch, ms.iter().copied(), |i, row| {
+                        vectors.messages.row_into(i, row)
+                    })
+                },
+            );
+        let mut trajectories = vec![f16::ZERO; traj_snaps.len() * dim];
+        trajectories
+            .par_chunks_mut(dim.max(1))
+            .zip(&traj_snaps)
+            .for_each_init(
+                || (vec![0.0f32; dim], vec![0.0f32; dim]),
+                |(c, scratch), (out, ss)| {
+                    centroid_into(c, scratch, ss.iter().copied(), |i, r| {
+                        r.copy_from_slice(row(&snapshots, dim, i))
+                    });
+                    let latest = row(
+                        &snapshots,
+                        dim,
+                        *ss.last().expect("a trajectory has a snapshot"),
+                    );
+                    for ((o, &t), &s) in out.iter_mut().zip(c.iter()).zip(latest) {
+                        *o = f16::from_f32(0.75 * t + 0.15 * s);
+                    }
+                },
+            );
         let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
         let vectors = Vectors {
             messages: vectors.messages,
@@ -635,6 +677,7 @@ impl Index {
             speaker_of,
             session_of,
             lexicon,
+            base_lines,
         } = side;
         let sparse = || -> Result<Sparse, ComputeError> {
             // Each level's keywords found at once, then numbered level after level.
@@ -770,12 +813,20 @@ impl Index {
             msg_snaps,
             msg_claims,
         };
-        // Every line is rendered once, here: a search's length prior reads thousands of them.
-        index.lines = (0..index.records.messages.len())
+        // Every line is rendered once, at load: a search's length prior reads thousands of them.
+        // The messages' side rendered what the messages decide; what later records say of a
+        // message is appended here.
+        index.lines = base_lines
             .into_par_iter()
-            .map(|i| {
-                let line = index.message_line(i);
-                let tokens = line.split_whitespace().count();
+            .zip(&index.superseded)
+            .map(|((mut line, tokens), superseded)| {
+                if superseded.is_empty() {
+                    return (line, tokens);
+                }
+                // The suffix starts with a space: its tokens add to the line's.
+                let at = line.len();
+                push_superseded(&mut line, superseded);
+                let tokens = tokens + line[at..].split_whitespace().count();
                 (line, tokens)
             })
             .collect();

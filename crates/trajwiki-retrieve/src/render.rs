@@ -33,7 +33,9 @@ fn push_flat(out: &mut String, s: &str) {
 use serde::Serialize;
 use trajwiki_text::temporal::{fmt_day, resolve};
 
-use crate::index::Index;
+use trajwiki_core::SourceMessage;
+
+use crate::index::{Index, Superseded};
 use crate::retrieve::Ranking;
 
 /// A rendered context.
@@ -54,43 +56,48 @@ fn tokens(s: &str) -> usize {
     s.split_whitespace().count()
 }
 
+/// A message's context line as the message alone decides it: its ref, speaker, text, image
+/// captions and resolved dates (what later records add, [`push_superseded`] appends).
+pub(crate) fn base_line(m: &SourceMessage) -> String {
+    let mut line = String::with_capacity(m.text.len() + 48);
+    match &m.external_ref {
+        Some(r) => line.push_str(r),
+        None => line.push_str(m.id.as_str()),
+    }
+    line.push(' ');
+    push_flat(&mut line, &m.speaker);
+    line.push_str(": ");
+    push_flat(&mut line, &m.text);
+    for a in &m.attachments {
+        if let Some(c) = &a.caption {
+            line.push_str(" [image: ");
+            push_flat(&mut line, c);
+            line.push(']');
+        }
+    }
+    for anchor in resolve(&m.text, m.timestamp.date()) {
+        let _ = write!(line, " [\"{}\" = {}]", anchor.phrase, anchor.resolved);
+    }
+    line
+}
+
+/// Appends to a message's line what became of it: superseded by a revision, or withdrawn.
+pub(crate) fn push_superseded(line: &mut String, superseded: &[Superseded]) {
+    for s in superseded {
+        match &s.by {
+            Some(by) => {
+                let _ = write!(line, " (superseded by {by})");
+            }
+            None => line.push_str(" (withdrawn later)"),
+        }
+    }
+}
+
 impl Index {
     /// The ref of message `i` (its external ref, else its id).
     pub fn message_ref(&self, i: usize) -> String {
         let m = &self.records.messages[i];
         m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
-    }
-
-    pub(crate) fn message_line(&self, i: usize) -> String {
-        let m = &self.records.messages[i];
-        let mut line = String::with_capacity(m.text.len() + 48);
-        match &m.external_ref {
-            Some(r) => line.push_str(r),
-            None => line.push_str(m.id.as_str()),
-        }
-        line.push(' ');
-        push_flat(&mut line, &m.speaker);
-        line.push_str(": ");
-        push_flat(&mut line, &m.text);
-        for a in &m.attachments {
-            if let Some(c) = &a.caption {
-                line.push_str(" [image: ");
-                push_flat(&mut line, c);
-                line.push(']');
-            }
-        }
-        for anchor in resolve(&m.text, m.timestamp.date()) {
-            let _ = write!(line, " [\"{}\" = {}]", anchor.phrase, anchor.resolved);
-        }
-        for s in &self.superseded[i] {
-            match &s.by {
-                Some(by) => {
-                    let _ = write!(line, " (superseded by {by})");
-                }
-                None => line.push_str(" (withdrawn later)"),
-            }
-        }
-        line
     }
 
     fn session_heading(&self, i: usize) -> String {
