@@ -31,6 +31,7 @@ pub mod eval;
 pub mod export;
 pub mod extract_llm;
 pub mod judge_llm;
+pub mod markdown;
 pub mod match_llm;
 pub mod metrics;
 pub mod pages_llm;

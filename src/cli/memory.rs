@@ -307,7 +307,10 @@ pub(crate) fn build_and_report(
 }
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct WikiArgs {
+    #[command(subcommand)]
+    action: Option<WikiAction>,
     #[command(flatten)]
     store: StoreArg,
     /// The namespace whose wiki to list.
@@ -324,7 +327,17 @@ pub(crate) struct WikiArgs {
     json: bool,
 }
 
-pub(crate) fn wiki(args: &WikiArgs) -> anyhow::Result<()> {
+#[derive(Debug, clap::Subcommand)]
+enum WikiAction {
+    /// Write a namespace's memory as a folder of linked markdown files: index.md, the wiki
+    /// pages, each trajectory's claims and timeline, the source messages by session.
+    Export(super::markdown::MarkdownArgs),
+}
+
+pub(crate) fn wiki(args: &WikiArgs, global: Global) -> anyhow::Result<()> {
+    if let Some(WikiAction::Export(export)) = &args.action {
+        return super::markdown::run(export, super::markdown::Which::Wiki, global);
+    }
     let store = args.store.open()?;
     if let Some(id) = &args.page {
         let id = PageId::parse(id)?;

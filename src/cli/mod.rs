@@ -35,6 +35,7 @@ mod embed;
 mod export;
 mod ingest;
 mod inspect;
+mod markdown;
 mod memory;
 mod model;
 mod query;
@@ -83,7 +84,8 @@ enum Command {
     Check(inspect::CheckArgs),
     /// Build the memory (snapshots, claims, trajectories, wiki) of ingested conversations.
     Build(memory::BuildArgs),
-    /// List a namespace's wiki pages, or print one.
+    /// List a namespace's wiki pages, or print one; `wiki export` writes the memory as a folder
+    /// of linked markdown files.
     Wiki(memory::WikiArgs),
     /// The claim timeline of a trajectory or a claim (op, claim, status, sources).
     History(memory::HistoryArgs),
@@ -201,7 +203,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Delete(args) => delete::run(&args, global),
         Command::Check(args) => inspect::check(&args, global),
         Command::Build(args) => memory::build(&args, global),
-        Command::Wiki(args) => memory::wiki(&args),
+        Command::Wiki(args) => memory::wiki(&args, global),
         Command::History(args) => memory::history(&args),
         Command::Model(args) => model::run(&args),
         Command::Embed(args) => embed::run(&args, global),

@@ -33,6 +33,9 @@ pub(crate) enum TraceCommand {
     Run(OpenArgs),
     /// Search every run's task, actions and observations (exact, or by meaning).
     Grep(GrepArgs),
+    /// Write a namespace's compiled runs as a folder of linked markdown files: index.md, the
+    /// insights, their compilations and runs, every step.
+    Export(super::markdown::MarkdownArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -118,6 +121,9 @@ pub(crate) fn run(cmd: &TraceCommand, global: Global) -> anyhow::Result<()> {
         TraceCommand::Insight(args) => insight(args),
         TraceCommand::Run(args) => open_run(args),
         TraceCommand::Grep(args) => grep(args, global),
+        TraceCommand::Export(args) => {
+            super::markdown::run(args, super::markdown::Which::Runs, global)
+        }
     }
 }
 
