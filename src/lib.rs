@@ -38,6 +38,7 @@ pub mod pages_llm;
 pub mod pipeline;
 pub mod plot;
 pub mod retrieval;
+pub mod server;
 pub mod trace;
 pub use trajwiki_retrieve as retrieve;
 pub use trajwiki_trace as wikitrace;

@@ -39,6 +39,7 @@ mod markdown;
 mod memory;
 mod model;
 mod query;
+mod serve;
 mod trace;
 
 use std::path::PathBuf;
@@ -101,6 +102,8 @@ enum Command {
     /// Evaluate retrieval.
     #[command(subcommand)]
     Eval(query::EvalCommand),
+    /// Serve the store's memory over HTTP as JSON (search, pages, records, claim history).
+    Serve(serve::ServeArgs),
     /// WikiTrace: compile agent runs into insights, the first context for a new task, and
     /// descent to an insight's compilation and raw run.
     #[command(subcommand)]
@@ -210,6 +213,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Query(args) => query::query(&args, global),
         Command::Ask(args) => ask::ask(&args, global),
         Command::Eval(cmd) => query::eval(&cmd, global),
+        Command::Serve(args) => serve::run(&args, global),
         Command::Trace(cmd) => trace::run(&cmd, global),
     }
 }

@@ -1,0 +1,466 @@
+//! `trajwiki serve`: the memory over HTTP, as JSON. Every route but `/health` is scoped to one
+//! namespace (a record of another namespace is not found there, whatever its id), so one
+//! server can hold the memories of many users. Requests run the store and retrieval work on
+//! blocking threads beside the async runtime; each takes a store connection from a small pool.
+//! Loaded indexes are kept in a byte-bounded LRU cache ([`LruCache`]) that is emptied whenever
+//! another connection (another process, or this one's writers) has committed to the store, as
+//! SQLite's `data_version` on a connection kept for watching tells.
+//!
+//! Routes (JSON in and out; errors as `{"error": {"code", "message"}}` with a stable code):
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `GET /health` | `{"status": "ok", "version"}` (no token needed) |
+//! | `GET /v1/namespaces` | every namespace with its message and run counts |
+//! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
+//! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
+//! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
+//! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
+//!
+//! With a token, `/v1/` routes need `Authorization: Bearer <token>`; request bodies are bounded.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use trajwiki_compute::ScoringBackend;
+use trajwiki_core::{Embedder, Namespace};
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_store::{Store, StoreError};
+
+use crate::api::{self, ApiError, LoadedIndex};
+use crate::cache::LruCache;
+use crate::pipeline::PipelineError;
+
+/// What a server is started with.
+pub struct ServerConfig {
+    /// The store directory (it must exist).
+    pub store: PathBuf,
+    /// The embedding model every namespace it searches was built with.
+    pub embedder: Arc<dyn Embedder>,
+    /// Where retrieval scores.
+    pub backend: Arc<dyn ScoringBackend>,
+    /// A bearer token the `/v1/` routes require, if any.
+    pub token: Option<String>,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// The bytes of loaded indexes kept between requests.
+    pub index_cache_bytes: usize,
+}
+
+/// The state the handlers share.
+struct AppState {
+    store_dir: PathBuf,
+    embedder: Arc<dyn Embedder>,
+    backend: Arc<dyn ScoringBackend>,
+    token: Option<String>,
+    retrieval: RetrievalConfig,
+    /// Idle store connections.
+    pool: Mutex<Vec<Store>>,
+    /// A connection that only reads `data_version`: it changes when any other connection commits.
+    watcher: Mutex<Store>,
+    indexes: Mutex<LruCache<LoadedIndex>>,
+}
+
+/// At most this many idle connections are kept.
+const POOL_SIZE: usize = 8;
+
+impl AppState {
+    /// Runs `work` with a store connection, on a blocking thread.
+    async fn with_store<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&AppState, &Store) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Failure> {
+        let state = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let taken = lock(&state.pool).pop();
+            let store = match taken {
+                Some(s) => s,
+                None => Store::open_existing(&state.store_dir).map_err(Failure::from_store)?,
+            };
+            let out = work(&state, &store);
+            let mut pool = lock(&state.pool);
+            if pool.len() < POOL_SIZE {
+                pool.push(store);
+            }
+            out
+        })
+        .await
+        .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
+    }
+
+    /// The index of `ns`, from the cache when nothing was committed since it was loaded.
+    fn index(&self, store: &Store, ns: &Namespace) -> Result<Arc<LoadedIndex>, Failure> {
+        let version = lock(&self.watcher)
+            .data_version()
+            .map_err(Failure::from_store)?;
+        {
+            let mut cache = lock(&self.indexes);
+            cache.observe(version);
+            if let Some(found) = cache.get(ns) {
+                return Ok(found);
+            }
+        }
+        // Loaded without holding the cache: other namespaces are served meanwhile.
+        let loaded = Arc::new(api::open_index(store, ns, self.embedder.as_ref())?);
+        let bytes = loaded.index.heap_bytes();
+        let mut cache = lock(&self.indexes);
+        cache.observe(version);
+        cache.insert(ns.clone(), Arc::clone(&loaded), bytes);
+        Ok(loaded)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A failed request: its HTTP status, a stable code and a message.
+#[derive(Debug)]
+pub struct Failure {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl Failure {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Failure {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Failure::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    fn internal(message: impl Into<String>) -> Self {
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    fn from_store(e: StoreError) -> Self {
+        Failure::from(ApiError::Store(e))
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Self {
+        let message = e.to_string();
+        let (status, code) = match &e {
+            ApiError::Id(_) => (StatusCode::BAD_REQUEST, "bad_id"),
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::UnknownNamespace { .. } => (StatusCode::NOT_FOUND, "unknown_namespace"),
+            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, "not_built"),
+            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, "no_history"),
+            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Pipeline(PipelineError::ModelMismatch { .. }) => {
+                (StatusCode::CONFLICT, "model_mismatch")
+            }
+            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, "stale"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        Failure::new(status, code, message)
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// The routes over `config`'s store. Fails when the store cannot be opened.
+pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
+    let watcher = Store::open_existing(&config.store)?;
+    let first = Store::open_existing(&config.store)?;
+    let state = Arc::new(AppState {
+        store_dir: config.store,
+        embedder: config.embedder,
+        backend: config.backend,
+        token: config.token,
+        retrieval: RetrievalConfig::default(),
+        pool: Mutex::new(vec![first]),
+        watcher: Mutex::new(watcher),
+        indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
+    });
+    let v1 = Router::new()
+        .route("/namespaces", get(namespaces))
+        .route("/namespaces/{ns}/search", post(search))
+        .route("/namespaces/{ns}/pages", get(pages))
+        .route("/namespaces/{ns}/records/{id}", get(record))
+        .route("/namespaces/{ns}/history/{id}", get(history))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authorize,
+        ));
+    Ok(Router::new()
+        .route("/health", get(health))
+        .nest("/v1", v1)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            config.max_body_bytes,
+            refuse_declared_oversize,
+        ))
+        .with_state(state))
+}
+
+/// Serves `router` on `listener` until the process is interrupted (Ctrl-C).
+pub fn serve(listener: std::net::TcpListener, router: Router) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("trajwiki-serve")
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+    })
+}
+
+async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if let Some(token) = &state.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+            return Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server needs `Authorization: Bearer <token>`",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Answers 413 at once to a request that declares a body over the limit, rather than reading
+/// up to the limit first (bodies without a declared length are cut at the limit as they are
+/// read).
+async fn refuse_declared_oversize(
+    State(max): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64) {
+        let mut response = Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the request body is over the limit of {max} bytes"),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return response;
+    }
+    next.run(request).await
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell how much
+/// of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn not_found() -> Failure {
+    Failure::new(StatusCode::NOT_FOUND, "no_route", "no such route")
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+fn namespace(name: &str) -> Result<Namespace, Failure> {
+    Namespace::new(name).map_err(|e| Failure::from(ApiError::Id(e)))
+}
+
+async fn namespaces(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Failure> {
+    state
+        .with_store(|_, store| {
+            let mut out = Vec::new();
+            for ns in store.namespaces().map_err(Failure::from_store)? {
+                let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
+                out.push(json!({"namespace": ns, "messages": messages, "runs": runs}));
+            }
+            Ok(Json(json!({"namespaces": out})))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchRequest {
+    question: String,
+    #[serde(default = "default_budget")]
+    budget: usize,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+fn default_budget() -> usize {
+    2700
+}
+
+async fn search(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: Result<Json<SearchRequest>, JsonRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Json(req) = body.map_err(|e| {
+        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "too_large"
+        } else {
+            "bad_request"
+        };
+        Failure::new(e.status(), code, e.body_text())
+    })?;
+    let ns = namespace(&ns)?;
+    let mode = match req.mode.as_deref() {
+        None => Mode::Full,
+        Some(m) => Mode::parse(m).ok_or_else(|| {
+            Failure::bad_request(format!(
+                "field `mode`: unknown mode {m:?}; one of {}",
+                Mode::ALL.map(Mode::name).join(", ")
+            ))
+        })?,
+    };
+    if req.budget == 0 {
+        return Err(Failure::bad_request("field `budget`: must be at least 1"));
+    }
+    state
+        .with_store(move |state, store| {
+            trajwiki_core::limits::QUESTION_BYTES
+                .check(req.question.len())
+                .map_err(|e| Failure::from(ApiError::Limit(e)))?;
+            let loaded = state.index(store, &ns)?;
+            let query = api::Query {
+                question: &req.question,
+                mode,
+                budget: req.budget,
+                config: &state.retrieval,
+            };
+            let found = api::search_index(
+                &loaded,
+                false,
+                state.embedder.as_ref(),
+                &query,
+                state.backend.as_ref(),
+            )?;
+            let mut value = serde_json::to_value(&found)
+                .map_err(|e| Failure::internal(format!("serializing the search: {e}")))?;
+            value["mode"] = json!(mode.name());
+            value["namespace"] = json!(ns);
+            Ok(Json(value))
+        })
+        .await
+}
+
+async fn pages(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+) -> Result<Json<Value>, Failure> {
+    let ns = namespace(&ns)?;
+    state
+        .with_store(move |_, store| {
+            let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
+            if messages == 0 && runs == 0 {
+                return Err(ApiError::UnknownNamespace {
+                    namespace: ns,
+                    store: store.dir().to_path_buf(),
+                }
+                .into());
+            }
+            let pages: Vec<Value> = store
+                .pages(&ns)
+                .map_err(Failure::from_store)?
+                .iter()
+                .map(|p| {
+                    json!({
+                        "id": p.id, "kind": p.kind, "title": p.title, "revision": p.revision,
+                        "trajectories": p.trajectory_ids.len(),
+                    })
+                })
+                .collect();
+            Ok(Json(json!({"namespace": ns, "pages": pages})))
+        })
+        .await
+}
+
+async fn record(
+    State(state): State<Arc<AppState>>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Json<Value>, Failure> {
+    let ns = namespace(&ns)?;
+    state
+        .with_store(move |_, store| {
+            let found = api::get_in(store, &ns, &id)?;
+            Ok(Json(
+                json!({"kind": found.kind().name(), "record": found.to_json()}),
+            ))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryQuery {
+    as_of: Option<String>,
+}
+
+async fn history(
+    State(state): State<Arc<AppState>>,
+    Path((ns, id)): Path<(String, String)>,
+    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Query(q) = query.map_err(|e| Failure::bad_request(e.body_text()))?;
+    let ns = namespace(&ns)?;
+    let as_of = match &q.as_of {
+        Some(t) => Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
+            Failure::bad_request(format!(
+                "as_of {t:?}: expected a time like 2023-05-08T13:56:00 or a date"
+            ))
+        })?),
+        None => None,
+    };
+    state
+        .with_store(move |_, store| {
+            let h = api::history(store, &id, as_of)?;
+            if h.namespace != ns {
+                let kind = trajwiki_core::IdKind::of(&id).map_err(ApiError::Id)?;
+                return Err(ApiError::NotFound { kind, id }.into());
+            }
+            Ok(Json(
+                json!({"namespace": h.namespace, "id": id, "entries": h.entries}),
+            ))
+        })
+        .await
+}

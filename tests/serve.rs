@@ -1,0 +1,399 @@
+//! `trajwiki serve` over real HTTP on loopback: every route, the answers agreeing with the CLI,
+//! namespace isolation, errors as JSON with stable codes, the bearer token, the body limit, the
+//! index cache emptied by another process's writes, and concurrent clients.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+
+use common::{ok, s, trajwiki};
+use serde_json::{json, Value};
+
+/// A running server, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(store: &Path, extra: &[&str]) -> Server {
+    let mut child = common::bin()
+        .args([
+            "serve",
+            "--store",
+            s(store),
+            "--port",
+            "0",
+            "--model",
+            "hashing",
+        ])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("trajwiki serve starts");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server says where it listens")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_string();
+        }
+    };
+    // Keep draining stderr so that the server never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    Server { child, url }
+}
+
+/// (status, JSON body) of a request; `body` makes it a POST.
+fn call(url: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
+    let mut req = match body {
+        Some(_) => ureq::post(url).set("Content-Type", "application/json"),
+        None => ureq::get(url),
+    };
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => req.send_string(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{url}: {e}"),
+    };
+    let status = res.status();
+    let text = res.into_string().unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"));
+    (status, value)
+}
+
+/// Writes `request` as it is and returns what the server answers (until it closes, or 5 s).
+fn raw_request(server: &Server, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = server.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stream.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.windows(4).any(|w| w == b"\r\n\r\n") && out.ends_with(b"}}") {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn get(server: &Server, path: &str) -> (u16, Value) {
+    call(&format!("{}{path}", server.url), None, None)
+}
+
+fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    call(
+        &format!("{}{path}", server.url),
+        Some(&body.to_string()),
+        None,
+    )
+}
+
+/// Asserts an error answer: its status and stable code.
+fn failed((status, body): (u16, Value), want_status: u16, code: &str) {
+    assert_eq!(status, want_status, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+}
+
+fn build(store: &Path, ns: &str) {
+    ok(&[
+        "build",
+        "--store",
+        s(store),
+        "--namespace",
+        ns,
+        "--model",
+        "hashing",
+        "--flush",
+        "-q",
+    ]);
+}
+
+#[test]
+fn serves_the_memory_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    // A second user's memory in the same store.
+    let other = dir.path().join("other.jsonl");
+    let line = json!({"namespace": "other", "session": 1, "seq": 1, "speaker": "Ana",
+        "text": "My sister Lena moved to Vienna for her new job at the observatory.",
+        "timestamp": "2024-02-01T08:00:00", "ref": "O1:1"});
+    std::fs::write(&other, format!("{line}\n")).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&other)]);
+    build(&store, "other");
+    let server = serve(&store, &[]);
+
+    let (status, health) = get(&server, "/health");
+    assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
+    let (status, list) = get(&server, "/v1/namespaces");
+    assert_eq!(status, 200);
+    assert_eq!(
+        list["namespaces"],
+        json!([{"namespace": "demo", "messages": 12, "runs": 0},
+               {"namespace": "other", "messages": 1, "runs": 0}])
+    );
+
+    // A search answers what the CLI answers.
+    let question = "Which class did Maya sign up for?";
+    let (status, found) = post(
+        &server,
+        "/v1/namespaces/demo/search",
+        &json!({"question": question, "budget": 300}),
+    );
+    assert_eq!(status, 200, "{found}");
+    let cli: Value = serde_json::from_str(&ok(&[
+        "query",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "--budget",
+        "300",
+        "--json",
+        question,
+    ]))
+    .unwrap();
+    assert_eq!(found["context"]["text"], cli["context"], "{found}");
+    assert_eq!(found["mode"], "full");
+    let evidence = found["evidence"].as_array().unwrap();
+    assert!(!evidence.is_empty());
+    assert!(evidence.iter().all(|e| e["message"]["namespace"] == "demo"));
+
+    // Pages, any record by id, a trajectory's claim history.
+    let (status, pages) = get(&server, "/v1/namespaces/demo/pages");
+    assert_eq!(status, 200);
+    let pages = pages["pages"].as_array().unwrap();
+    assert!(!pages.is_empty());
+    let page_id = pages[0]["id"].as_str().unwrap();
+    let (status, page) = get(&server, &format!("/v1/namespaces/demo/records/{page_id}"));
+    assert_eq!(status, 200);
+    assert_eq!(page["record"]["id"], page_id);
+    let trajectory = evidence[0]["trajectory"].as_str().unwrap();
+    let (status, history) = get(
+        &server,
+        &format!("/v1/namespaces/demo/history/{trajectory}"),
+    );
+    assert_eq!(status, 200, "{history}");
+    assert!(!history["entries"].as_array().unwrap().is_empty());
+    let (status, early) = get(
+        &server,
+        &format!("/v1/namespaces/demo/history/{trajectory}?as_of=2000-01-01"),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(early["entries"], json!([]));
+
+    // One namespace never reaches another's records, whatever the id.
+    let (_, theirs) = get(&server, "/v1/namespaces/other/pages");
+    let their_page = theirs["pages"][0]["id"].as_str().unwrap().to_string();
+    failed(
+        get(
+            &server,
+            &format!("/v1/namespaces/demo/records/{their_page}"),
+        ),
+        404,
+        "not_found",
+    );
+    failed(
+        get(
+            &server,
+            &format!("/v1/namespaces/other/history/{trajectory}"),
+        ),
+        404,
+        "not_found",
+    );
+
+    // Errors: JSON, a status and a stable code.
+    let search = format!("{}/v1/namespaces/demo/search", server.url);
+    failed(call(&search, Some("{not json"), None), 400, "bad_request");
+    failed(
+        call(&search, Some(r#"{"question": "x", "colour": 1}"#), None),
+        422,
+        "bad_request",
+    );
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/demo/search",
+            &json!({"question": "x", "mode": "psychic"}),
+        ),
+        400,
+        "bad_request",
+    );
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/nobody/search",
+            &json!({"question": "x"}),
+        ),
+        404,
+        "unknown_namespace",
+    );
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/%20padded/search",
+            &json!({"question": "x"}),
+        ),
+        400,
+        "bad_id",
+    );
+    failed(
+        get(&server, "/v1/namespaces/demo/records/xyz_1"),
+        400,
+        "bad_id",
+    );
+    failed(
+        get(&server, "/v1/namespaces/demo/history/2000"),
+        400,
+        "bad_id",
+    );
+    failed(get(&server, "/v1/nowhere"), 404, "no_route");
+    // A body over the limit is refused from its declared length, before it is read (a client
+    // still writing it may see the connection close; this one reads the answer first).
+    let response = raw_request(
+        &server,
+        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n{\"question\": \"",
+    );
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("too_large"), "{response}");
+    // A question past its own limit, in a body within the limit.
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/demo/search",
+            &json!({"question": "x".repeat(100_000)}),
+        ),
+        413,
+        "too_large",
+    );
+
+    // Another process appends and builds: the cached index is not served stale.
+    let news = dir.path().join("news.jsonl");
+    let line = json!({"namespace": "demo", "session": 3, "seq": 1, "speaker": "Maya",
+        "text": "We adopted a quokka named Biscuit from the rescue centre.",
+        "timestamp": "2024-05-20T09:00:00", "ref": "S3:1"});
+    std::fs::write(&news, format!("{line}\n")).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&news)]);
+    build(&store, "demo");
+    let question = "What is the quokka called?";
+    let (status, fresh) = post(
+        &server,
+        "/v1/namespaces/demo/search",
+        &json!({"question": question, "budget": 200}),
+    );
+    assert_eq!(status, 200);
+    let snapshots = fresh["ranking"]["snapshots"].as_array().unwrap();
+    assert!(
+        snapshots
+            .iter()
+            .any(|s| s["label"].as_str().unwrap().contains("Biscuit")),
+        "{fresh}"
+    );
+    let cli: Value = serde_json::from_str(&ok(&[
+        "query",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "--budget",
+        "200",
+        "--json",
+        question,
+    ]))
+    .unwrap();
+    assert_eq!(fresh["context"]["text"], cli["context"]);
+
+    // Concurrent clients all get their answers.
+    let url = search.clone();
+    let answers: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let url = url.clone();
+                scope.spawn(move || {
+                    (0..4)
+                        .map(|j| {
+                            let body =
+                                json!({"question": format!("What did Tom train for? {i} {j}")});
+                            call(&url, Some(&body.to_string()), None).0
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(answers, vec![200; 32]);
+}
+
+#[test]
+fn a_token_guards_the_api_and_other_hosts_need_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &["--token", "s3cret"]);
+    let list = format!("{}/v1/namespaces", server.url);
+    failed(call(&list, None, None), 401, "unauthorized");
+    failed(call(&list, None, Some("wrong")), 401, "unauthorized");
+    assert_eq!(call(&list, None, Some("s3cret")).0, 200);
+    assert_eq!(call(&format!("{}/health", server.url), None, None).0, 200);
+
+    // Refused before anything listens: another host without a token, a bad host, no store.
+    for (args, needle) in [
+        (vec!["--host", "0.0.0.0"], "--token"),
+        (vec!["--host", "localhost:80"], "IP address"),
+        (vec!["--token", ""], "empty"),
+    ] {
+        let mut all = vec![
+            "serve",
+            "--store",
+            s(&store),
+            "--port",
+            "0",
+            "--model",
+            "hashing",
+        ];
+        all.extend(args);
+        let (code, _, err) = trajwiki(&all);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+    let missing = dir.path().join("missing");
+    let (code, _, err) = trajwiki(&["serve", "--store", s(&missing), "--port", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!missing.exists());
+}
