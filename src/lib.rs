@@ -33,6 +33,7 @@ pub mod extract_llm;
 pub mod judge_llm;
 pub mod markdown;
 pub mod match_llm;
+pub mod messages;
 pub mod metrics;
 pub mod pages_llm;
 pub mod pipeline;

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | `GET /health` | `{"status": "ok", "version"}` (no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
+//! | `POST /v1/namespaces/{ns}/messages` | `{"messages": [...], "build"?: true, "flush"?: false}`: append (the ingest fields; `seq` continues the session), then build incrementally |
 //! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
@@ -19,6 +20,7 @@
 //!
 //! With a token, `/v1/` routes need `Authorization: Bearer <token>`; request bodies are bounded.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,7 +41,8 @@ use trajwiki_store::{Store, StoreError};
 
 use crate::api::{self, ApiError, LoadedIndex};
 use crate::cache::LruCache;
-use crate::pipeline::PipelineError;
+use crate::messages::MessagesError;
+use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
 
 /// What a server is started with.
 pub struct ServerConfig {
@@ -69,6 +72,9 @@ struct AppState {
     /// A connection that only reads `data_version`: it changes when any other connection commits.
     watcher: Mutex<Store>,
     indexes: Mutex<LruCache<LoadedIndex>>,
+    /// One writer per namespace: its lock, holding the construction fold its last build left
+    /// (so that the next append folds on from it instead of reading the namespace again).
+    writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
 }
 
 /// At most this many idle connections are kept.
@@ -78,16 +84,16 @@ impl AppState {
     /// Runs `work` with a store connection, on a blocking thread.
     async fn with_store<T: Send + 'static>(
         self: &Arc<Self>,
-        work: impl FnOnce(&AppState, &Store) -> Result<T, Failure> + Send + 'static,
+        work: impl FnOnce(&AppState, &mut Store) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Failure> {
         let state = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let taken = lock(&state.pool).pop();
-            let store = match taken {
+            let mut store = match taken {
                 Some(s) => s,
                 None => Store::open_existing(&state.store_dir).map_err(Failure::from_store)?,
             };
-            let out = work(&state, &store);
+            let out = work(&state, &mut store);
             let mut pool = lock(&state.pool);
             if pool.len() < POOL_SIZE {
                 pool.push(store);
@@ -150,7 +156,15 @@ impl Failure {
     }
 
     fn from_store(e: StoreError) -> Self {
-        Failure::from(ApiError::Store(e))
+        match e {
+            StoreError::Conflict { .. } => {
+                Failure::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
+            StoreError::ReadOnly { .. } => {
+                Failure::new(StatusCode::FORBIDDEN, "read_only", e.to_string())
+            }
+            e => Failure::from(ApiError::Store(e)),
+        }
     }
 }
 
@@ -168,6 +182,7 @@ impl From<ApiError> for Failure {
                 (StatusCode::CONFLICT, "model_mismatch")
             }
             ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, "stale"),
+            ApiError::Store(StoreError::Conflict { .. }) => (StatusCode::CONFLICT, "conflict"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         Failure::new(status, code, message)
@@ -194,10 +209,12 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         pool: Mutex::new(vec![first]),
         watcher: Mutex::new(watcher),
         indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
+        writers: Mutex::new(HashMap::new()),
     });
     let v1 = Router::new()
         .route("/namespaces", get(namespaces))
         .route("/namespaces/{ns}/search", post(search))
+        .route("/namespaces/{ns}/messages", post(append))
         .route("/namespaces/{ns}/pages", get(pages))
         .route("/namespaces/{ns}/records/{id}", get(record))
         .route("/namespaces/{ns}/history/{id}", get(history))
@@ -335,14 +352,7 @@ async fn search(
     Path(ns): Path<String>,
     body: Result<Json<SearchRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(|e| {
-        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            "too_large"
-        } else {
-            "bad_request"
-        };
-        Failure::new(e.status(), code, e.body_text())
-    })?;
+    let Json(req) = body.map_err(rejected)?;
     let ns = namespace(&ns)?;
     let mode = match req.mode.as_deref() {
         None => Mode::Full,
@@ -463,4 +473,88 @@ async fn history(
             ))
         })
         .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppendRequest {
+    messages: Value,
+    #[serde(default = "yes")]
+    build: bool,
+    #[serde(default)]
+    flush: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Appends messages to a namespace and (unless `build` is false) folds them into its memory:
+/// the work of one message, not of the history, when the namespace's fold is kept from the last
+/// append. Appends to one namespace are serialised; other namespaces and readers go on.
+async fn append(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: Result<Json<AppendRequest>, JsonRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Json(req) = body.map_err(rejected)?;
+    let ns = namespace(&ns)?;
+    if !req.messages.is_array() {
+        return Err(Failure::bad_request(
+            "field `messages`: expected a list of message objects",
+        ));
+    }
+    state
+        .with_store(move |state, store| {
+            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
+            let mut kept = lock(&writer);
+            let parsed =
+                crate::messages::parse_messages(store, req.messages, Some(&ns), "messages")
+                    .map_err(|e| match e {
+                        MessagesError::Store(e) => Failure::from_store(e),
+                        e => Failure::bad_request(e.to_string()),
+                    })?;
+            let report = store
+                .ingest_messages("http", &parsed)
+                .map_err(Failure::from_store)?;
+            let mut value = json!({
+                "namespace": ns, "added": report.added, "unchanged": report.unchanged,
+            });
+            if req.build {
+                // The namespace's own settings when it was built before, else the defaults.
+                let config = match store.built_with(&ns).map_err(Failure::from_store)? {
+                    Some((_, config)) => serde_json::from_str(&config).map_err(|e| {
+                        Failure::internal(format!("the stored build settings of {ns}: {e}"))
+                    })?,
+                    None => trajwiki_memory::MemoryConfig::default(),
+                };
+                let options = BuildOptions {
+                    flush: req.flush,
+                    ..BuildOptions::default()
+                };
+                let built = build_namespace_kept(
+                    store,
+                    &ns,
+                    state.embedder.as_ref(),
+                    &config,
+                    options,
+                    &mut kept,
+                )
+                .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+                value["built"] = serde_json::to_value(&built)
+                    .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
+            }
+            Ok(Json(value))
+        })
+        .await
+}
+
+/// A body that could not be read as the route's JSON.
+fn rejected(e: JsonRejection) -> Failure {
+    let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        "too_large"
+    } else {
+        "bad_request"
+    };
+    Failure::new(e.status(), code, e.body_text())
 }

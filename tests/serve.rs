@@ -397,3 +397,108 @@ fn a_token_guards_the_api_and_other_hosts_need_one() {
     assert_eq!(code, 2, "{err}");
     assert!(!missing.exists());
 }
+
+#[test]
+fn appends_message_by_message_build_what_one_batch_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let lines: Vec<Value> = std::fs::read_to_string(common::demo())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut m: Value = serde_json::from_str(l).unwrap();
+            m.as_object_mut().unwrap().remove("namespace");
+            m
+        })
+        .collect();
+    let append = |body: Value| post(&server, "/v1/namespaces/live/messages", &body);
+    for (i, m) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let (status, report) = append(json!({"messages": [m], "flush": last}));
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(
+            (report["added"].as_u64(), report["unchanged"].as_u64()),
+            (Some(1), Some(0))
+        );
+        assert!(report["built"].is_object(), "{report}");
+    }
+    // The same memory as the same messages ingested and built at once, in a store of their own.
+    let batch = dir.path().join("batch");
+    let file = dir.path().join("live.jsonl");
+    let text: String = lines
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m["namespace"] = json!("live");
+            format!("{m}\n")
+        })
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    ok(&["ingest", "--store", s(&batch), s(&file)]);
+    build(&batch, "live");
+    let export = |store: &Path| {
+        ok(&[
+            "export",
+            "--store",
+            s(store),
+            "--namespace",
+            "live",
+            "--what",
+            "memory",
+        ])
+    };
+    let appended = export(&store);
+    assert!(appended.lines().count() > 20);
+    assert_eq!(appended, export(&batch));
+
+    // The appended messages are searched at once (the server's own write emptied its cache).
+    let (status, found) = post(
+        &server,
+        "/v1/namespaces/live/search",
+        &json!({"question": "Which class did Maya sign up for?", "budget": 300}),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        found["context"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("pottery"),
+        "{found}"
+    );
+
+    // Again: nothing new. Bad input: refused with its place named, nothing stored.
+    let (status, again) = append(json!({"messages": [lines[0]], "build": false}));
+    assert_eq!(
+        (status, again["added"].as_u64(), again["unchanged"].as_u64()),
+        (200, Some(0), Some(1))
+    );
+    let count = || ok(&["stats", "--store", s(&store), "--json"]);
+    let before = count();
+    let mut no_text = lines[0].clone();
+    no_text.as_object_mut().unwrap().remove("text");
+    no_text["ref"] = json!("S7:1");
+    let (status, err) = append(json!({"messages": [no_text]}));
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{err}"
+    );
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("text"),
+        "{err}"
+    );
+    let mut elsewhere = lines[0].clone();
+    elsewhere["namespace"] = json!("demo");
+    failed(append(json!({"messages": [elsewhere]})), 400, "bad_request");
+    let mut changed = lines[0].clone();
+    changed["text"] = json!("Something else entirely.");
+    failed(append(json!({"messages": [changed]})), 409, "conflict");
+    failed(
+        append(json!({"messages": {"text": "hi"}})),
+        400,
+        "bad_request",
+    );
+    failed(append(json!({"message": []})), 422, "bad_request");
+    assert_eq!(count(), before);
+}

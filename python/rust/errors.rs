@@ -10,6 +10,7 @@ use pyo3::exceptions::PyException;
 use pyo3::PyErr;
 use trajwiki::api::ApiError;
 use trajwiki::eval::EvalError;
+use trajwiki::messages::MessagesError;
 use trajwiki::pipeline::PipelineError;
 use trajwiki::trace::TraceError;
 use trajwiki_core::{EmbedError, IdError};
@@ -128,6 +129,16 @@ impl Classify for EmbedError {
 impl Classify for IngestError {
     fn kind(&self) -> Kind {
         Kind::Input
+    }
+}
+
+impl Classify for MessagesError {
+    fn kind(&self) -> Kind {
+        match self {
+            MessagesError::Shape(_) => Kind::Input,
+            MessagesError::Ingest(e) => e.kind(),
+            MessagesError::Store(e) => e.kind(),
+        }
     }
 }
 
