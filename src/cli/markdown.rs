@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use trajwiki::markdown::{MarkdownError, MarkdownFile};
 use trajwiki_core::Namespace;
-use trajwiki_store::DB_FILE;
 
 use super::{Global, StoreArg, UsageError};
 
@@ -64,25 +63,7 @@ impl Target {
         let refuse = |why: String| -> anyhow::Result<Target> {
             Err(UsageError(format!("refusing to write {}: {why}", dir.display())).into())
         };
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let parent = match parent.canonicalize() {
-            Ok(p) => p,
-            Err(e) => {
-                return refuse(format!(
-                    "its parent folder {} is not usable: {e}",
-                    parent.display()
-                ))
-            }
-        };
-        if let Some(store) = parent.ancestors().find(|d| d.join(DB_FILE).is_file()) {
-            return refuse(format!(
-                "it is inside the store {}; write outside the store",
-                store.display()
-            ));
-        }
+        let parent = super::output::outside_store(dir)?;
         match std::fs::symlink_metadata(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return refuse(e.to_string()),

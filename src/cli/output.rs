@@ -9,6 +9,35 @@ use trajwiki_store::DB_FILE;
 
 use super::UsageError;
 
+/// The folder `path` goes to, resolved, when it and every folder above it are outside any
+/// store (none holds a `trajwiki.db`); a [`UsageError`] naming `path` otherwise, or when the
+/// folder cannot be resolved.
+pub(crate) fn outside_store(path: &Path) -> anyhow::Result<PathBuf> {
+    let refuse = |why: String| -> anyhow::Result<PathBuf> {
+        Err(UsageError(format!("refusing to write {}: {why}", path.display())).into())
+    };
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let parent = match parent.canonicalize() {
+        Ok(p) => p,
+        Err(e) => {
+            return refuse(format!(
+                "its folder {} is not usable: {e}",
+                parent.display()
+            ))
+        }
+    };
+    if let Some(store) = parent.ancestors().find(|dir| dir.join(DB_FILE).is_file()) {
+        return refuse(format!(
+            "it is inside the store {}; write outside the store",
+            store.display()
+        ));
+    }
+    Ok(parent)
+}
+
 /// Where an output goes: a regular file replaced whole once written, or a pipe or a character
 /// device (a FIFO, `/dev/stdout`) written in place.
 pub(crate) enum Output {
@@ -25,26 +54,7 @@ impl Output {
         let refuse = |why: String| -> anyhow::Result<Output> {
             Err(UsageError(format!("refusing to write {}: {why}", path.display())).into())
         };
-        // The folder the file goes to, resolved, and every folder above it.
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let parent = match parent.canonicalize() {
-            Ok(p) => p,
-            Err(e) => {
-                return refuse(format!(
-                    "its folder {} is not usable: {e}",
-                    parent.display()
-                ))
-            }
-        };
-        if let Some(store) = parent.ancestors().find(|dir| dir.join(DB_FILE).is_file()) {
-            return refuse(format!(
-                "it is inside the store {}; write outside the store",
-                store.display()
-            ));
-        }
+        let parent = outside_store(path)?;
         match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return refuse(e.to_string()),
