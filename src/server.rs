@@ -17,6 +17,10 @@
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
 //! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
+//! | `POST /v1/namespaces/{ns}/runs/context` | `{"task", "similar"?, "budget"?}`: the first context for a new task from the compiled runs |
+//! | `GET /v1/namespaces/{ns}/insights/{id}` | an insight with its compilation, its run and the steps it cites |
+//! | `GET /v1/namespaces/{ns}/runs/{id}` | a run with every step, its compilation and insights |
+//! | `GET /v1/namespaces/{ns}/runs/grep?pattern=P&limit=N` | exact search of every run's task, actions and observations |
 //!
 //! With a token, `/v1/` routes need `Authorization: Bearer <token>`; request bodies are bounded.
 
@@ -43,6 +47,7 @@ use crate::api::{self, ApiError, LoadedIndex};
 use crate::cache::LruCache;
 use crate::messages::MessagesError;
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
+use crate::trace::TraceError;
 
 /// What a server is started with.
 pub struct ServerConfig {
@@ -189,6 +194,23 @@ impl From<ApiError> for Failure {
     }
 }
 
+impl From<TraceError> for Failure {
+    fn from(e: TraceError) -> Self {
+        let message = e.to_string();
+        match e {
+            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, "no_runs", message),
+            TraceError::NotCompiled(_) => {
+                Failure::new(StatusCode::CONFLICT, "not_compiled", message)
+            }
+            TraceError::NotInNamespace { .. } | TraceError::Unknown { .. } => {
+                Failure::new(StatusCode::NOT_FOUND, "not_found", message)
+            }
+            TraceError::Pipeline(e) => Failure::from(ApiError::Pipeline(e)),
+            _ => Failure::internal(message),
+        }
+    }
+}
+
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
@@ -218,6 +240,10 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/namespaces/{ns}/pages", get(pages))
         .route("/namespaces/{ns}/records/{id}", get(record))
         .route("/namespaces/{ns}/history/{id}", get(history))
+        .route("/namespaces/{ns}/runs/context", post(run_context))
+        .route("/namespaces/{ns}/runs/grep", get(run_grep))
+        .route("/namespaces/{ns}/runs/{id}", get(run))
+        .route("/namespaces/{ns}/insights/{id}", get(insight))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
             authorize,
@@ -557,4 +583,116 @@ fn rejected(e: JsonRejection) -> Failure {
         "bad_request"
     };
     Failure::new(e.status(), code, e.body_text())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextRequest {
+    task: String,
+    #[serde(default)]
+    similar: Option<usize>,
+    #[serde(default)]
+    budget: Option<usize>,
+}
+
+async fn run_context(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: Result<Json<ContextRequest>, JsonRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Json(req) = body.map_err(rejected)?;
+    let ns = namespace(&ns)?;
+    trajwiki_core::limits::QUESTION_BYTES
+        .check(req.task.len())
+        .map_err(|e| Failure::from(ApiError::Limit(e)))?;
+    state
+        .with_store(move |state, store| {
+            let defaults = trajwiki_trace::ContextOptions::default();
+            let options = trajwiki_trace::ContextOptions {
+                similar_runs: req.similar.unwrap_or(defaults.similar_runs),
+                budget: req.budget.or(defaults.budget),
+                exclude: None,
+            };
+            let found = crate::trace::first_context(
+                store,
+                &ns,
+                state.embedder.as_ref(),
+                &req.task,
+                &options,
+            )?;
+            let mut value = serde_json::to_value(&found)
+                .map_err(|e| Failure::internal(format!("serializing the context: {e}")))?;
+            value["namespace"] = json!(ns);
+            Ok(Json(value))
+        })
+        .await
+}
+
+async fn run(
+    State(state): State<Arc<AppState>>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Json<Value>, Failure> {
+    let ns = namespace(&ns)?;
+    let id = trajwiki_core::RunId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
+    state
+        .with_store(move |_, store| {
+            let memory = crate::trace::compiled_run_memory(store, &ns, None)?;
+            let entry = memory.open_run(&id).ok_or(TraceError::NotInNamespace {
+                run: id.clone(),
+                namespace: ns.clone(),
+            })?;
+            Ok(Json(crate::trace::run_entry_json(entry)))
+        })
+        .await
+}
+
+async fn insight(
+    State(state): State<Arc<AppState>>,
+    Path((ns, id)): Path<(String, String)>,
+) -> Result<Json<Value>, Failure> {
+    let ns = namespace(&ns)?;
+    let id = trajwiki_core::InsightId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
+    state
+        .with_store(move |_, store| {
+            let memory = crate::trace::compiled_run_memory(store, &ns, None)?;
+            let opened = memory.open_insight(&id).ok_or(TraceError::Unknown {
+                kind: "insight",
+                id: id.to_string(),
+            })?;
+            Ok(Json(crate::trace::opened_insight_json(&opened)))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepQuery {
+    pattern: String,
+    #[serde(default = "default_grep_limit")]
+    limit: usize,
+}
+
+fn default_grep_limit() -> usize {
+    20
+}
+
+async fn run_grep(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    query: Result<Query<GrepQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Query(q) = query.map_err(|e| Failure::bad_request(e.body_text()))?;
+    let ns = namespace(&ns)?;
+    if q.pattern.is_empty() {
+        return Err(Failure::bad_request("`pattern`: must not be empty"));
+    }
+    state
+        .with_store(move |_, store| {
+            let memory = crate::trace::compiled_run_memory(store, &ns, None)?;
+            let hits = memory.grep(&q.pattern, q.limit.min(1000));
+            Ok(Json(
+                json!({"namespace": ns, "pattern": q.pattern, "hits": hits}),
+            ))
+        })
+        .await
 }

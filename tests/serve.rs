@@ -502,3 +502,89 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     failed(append(json!({"message": []})), 422, "bad_request");
     assert_eq!(count(), before);
 }
+
+#[test]
+fn serves_the_run_memory_down_to_cited_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    ok(&["ingest", "--store", s(&store), "tests/fixtures/runs.jsonl"]);
+    let server = serve(&store, &[]);
+    let task = json!({"task": "heat some egg and put it in the bin."});
+    failed(
+        post(&server, "/v1/namespaces/kitchen/runs/context", &task),
+        409,
+        "not_compiled",
+    );
+    // Compiled by another process while the server runs.
+    ok(&["trace", "compile", "--store", s(&store), "-q"]);
+    let (status, ctx) = post(&server, "/v1/namespaces/kitchen/runs/context", &task);
+    assert_eq!(status, 200, "{ctx}");
+    assert!(ctx["text"].as_str().is_some_and(|t| !t.is_empty()), "{ctx}");
+
+    let (status, grep) = get(
+        &server,
+        "/v1/namespaces/kitchen/runs/grep?pattern=microwave&limit=5",
+    );
+    assert_eq!(status, 200, "{grep}");
+    let hits = grep["hits"].as_array().unwrap();
+    assert!(!hits.is_empty() && hits.len() <= 5, "{grep}");
+    let run_id = hits[0]["run"].as_str().unwrap();
+    let (status, run) = get(&server, &format!("/v1/namespaces/kitchen/runs/{run_id}"));
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["run"]["id"], run_id);
+    let insight_id = run["insights"][0]["id"].as_str().unwrap();
+    let (status, opened) = get(
+        &server,
+        &format!("/v1/namespaces/kitchen/insights/{insight_id}"),
+    );
+    assert_eq!(status, 200, "{opened}");
+    assert_eq!(opened["insight"]["id"], insight_id);
+    assert_eq!(opened["run"]["id"], run_id);
+    assert!(
+        !opened["cited_steps"].as_array().unwrap().is_empty(),
+        "{opened}"
+    );
+
+    // Another namespace never reaches these runs; bad ids and patterns are refused.
+    failed(
+        get(&server, &format!("/v1/namespaces/demo/runs/{run_id}")),
+        404,
+        "no_runs",
+    );
+    failed(
+        get(
+            &server,
+            &format!("/v1/namespaces/demo/insights/{insight_id}"),
+        ),
+        404,
+        "no_runs",
+    );
+    failed(
+        get(&server, "/v1/namespaces/kitchen/runs/run_0000000000000000"),
+        404,
+        "not_found",
+    );
+    failed(
+        get(
+            &server,
+            "/v1/namespaces/kitchen/insights/ins_0000000000000000",
+        ),
+        404,
+        "not_found",
+    );
+    failed(
+        get(&server, "/v1/namespaces/kitchen/runs/clm_0000000000000000"),
+        400,
+        "bad_id",
+    );
+    failed(
+        get(&server, "/v1/namespaces/kitchen/runs/grep?pattern="),
+        400,
+        "bad_request",
+    );
+    failed(
+        get(&server, "/v1/namespaces/kitchen/runs/grep"),
+        400,
+        "bad_request",
+    );
+}
