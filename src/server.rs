@@ -12,6 +12,8 @@
 //! |---|---|
 //! | `GET /health` | `{"status": "ok", "version"}` (no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
+//! | `DELETE /v1/namespaces/{ns}` | deletes a namespace for good (as `trajwiki delete`) |
+//! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
 //! | `POST /v1/namespaces/{ns}/messages` | `{"messages": [...], "build"?: true, "flush"?: false}`: append (the ingest fields; `seq` continues the session), then build incrementally |
 //! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
@@ -235,6 +237,8 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
     });
     let v1 = Router::new()
         .route("/namespaces", get(namespaces))
+        .route("/namespaces/{ns}", axum::routing::delete(delete_namespace))
+        .route("/embeddings", post(embeddings))
         .route("/namespaces/{ns}/search", post(search))
         .route("/namespaces/{ns}/messages", post(append))
         .route("/namespaces/{ns}/pages", get(pages))
@@ -695,4 +699,151 @@ async fn run_grep(
             ))
         })
         .await
+}
+
+async fn delete_namespace(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+) -> Result<Json<Value>, Failure> {
+    let ns = namespace(&ns)?;
+    state
+        .with_store(move |state, store| {
+            // Not while the namespace is being appended to; its kept fold goes with it.
+            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
+            let mut kept = lock(&writer);
+            let deleted = store.delete_namespace(&ns).map_err(Failure::from_store)?;
+            *kept = None;
+            if !deleted.existed {
+                return Err(ApiError::UnknownNamespace {
+                    namespace: ns,
+                    store: store.dir().to_path_buf(),
+                }
+                .into());
+            }
+            Ok(Json(json!({
+                "namespace": ns, "deleted": true, "messages": deleted.messages, "runs": deleted.runs,
+            })))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+struct EmbeddingsRequest {
+    input: Value,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    encoding_format: Option<String>,
+}
+
+/// At most this many texts in one embeddings request.
+const MAX_EMBED_INPUTS: usize = 2048;
+
+/// OpenAI's `POST /v1/embeddings`, so that existing embedding clients can use the engine: the
+/// server's model embeds the texts as documents (unit vectors, as float lists).
+async fn embeddings(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<EmbeddingsRequest>, JsonRejection>,
+) -> Result<Response, Failure> {
+    let Json(req) = body.map_err(rejected)?;
+    let served = state.embedder.model_id().to_string();
+    if let Some(m) = req.model.as_deref().filter(|m| *m != served) {
+        return Err(Failure::bad_request(format!(
+            "field `model`: this server embeds with {served:?}, not {m:?}"
+        )));
+    }
+    if let Some(f) = req.encoding_format.as_deref().filter(|f| *f != "float") {
+        return Err(Failure::bad_request(format!(
+            "field `encoding_format`: only \"float\" is served, not {f:?}"
+        )));
+    }
+    let texts: Vec<String> = match req.input {
+        Value::String(t) => vec![t],
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(t) => Ok(t),
+                other => Err(Failure::bad_request(format!(
+                    "field `input[{i}]`: expected a string, found {other}"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(Failure::bad_request(format!(
+                "field `input`: expected a string or a list of strings, found {other}"
+            )))
+        }
+    };
+    if texts.is_empty() || texts.len() > MAX_EMBED_INPUTS {
+        return Err(Failure::bad_request(format!(
+            "field `input`: 1 to {MAX_EMBED_INPUTS} texts, not {}",
+            texts.len()
+        )));
+    }
+    for (i, t) in texts.iter().enumerate() {
+        trajwiki_core::limits::MESSAGE_BYTES
+            .check(t.len())
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!("`input[{i}]`: {e}"),
+                )
+            })?;
+    }
+    let embedder = Arc::clone(&state.embedder);
+    let rows = tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let tokens: usize = refs.iter().map(|t| t.split_whitespace().count()).sum();
+        embedder
+            .embed(&refs, trajwiki_core::EmbedKind::Document)
+            .map(|e| (e, tokens))
+    })
+    .await
+    .map_err(|e| Failure::internal(format!("the embedding worker failed: {e}")))?;
+    let (rows, tokens) = rows.map_err(|e| Failure::internal(format!("embedding failed: {e}")))?;
+    let data: Vec<EmbeddingItem> = rows
+        .rows()
+        .enumerate()
+        .map(|(index, row)| EmbeddingItem {
+            object: "embedding",
+            index,
+            embedding: row.to_vec(),
+        })
+        .collect();
+    // Serialized from f32, so each value is written as the shortest text of its f32.
+    let body = serde_json::to_vec(&EmbeddingsResponse {
+        object: "list",
+        data,
+        model: served,
+        usage: Usage {
+            prompt_tokens: tokens,
+            total_tokens: tokens,
+        },
+    })
+    .map_err(|e| Failure::internal(format!("serializing the embeddings: {e}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+#[derive(serde::Serialize)]
+struct EmbeddingItem {
+    object: &'static str,
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+/// Token counts are whitespace words (the model's own tokenizer is not consulted).
+#[derive(serde::Serialize)]
+struct Usage {
+    prompt_tokens: usize,
+    total_tokens: usize,
+}
+
+#[derive(serde::Serialize)]
+struct EmbeddingsResponse {
+    object: &'static str,
+    data: Vec<EmbeddingItem>,
+    model: String,
+    usage: Usage,
 }

@@ -336,6 +336,53 @@ fn serves_the_memory_as_json() {
     .unwrap();
     assert_eq!(fresh["context"]["text"], cli["context"]);
 
+    // OpenAI-compatible embeddings: the vectors `trajwiki embed` gives.
+    let texts = ["Maya made a bowl.", "Tom runs in Porto."];
+    let (status, emb) = post(
+        &server,
+        "/v1/embeddings",
+        &json!({"input": texts, "model": "hashing-384"}),
+    );
+    assert_eq!(status, 200, "{emb}");
+    let mut child = common::bin()
+        .args(["embed", "--model", "hashing"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(texts.join("\n").as_bytes()).unwrap();
+    }
+    let cli = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+    for (i, line) in cli.lines().enumerate() {
+        let want: Vec<f32> = serde_json::from_str(line).unwrap();
+        let got: Vec<f32> = serde_json::from_value(emb["data"][i]["embedding"].clone()).unwrap();
+        assert_eq!(got, want, "text {i}");
+        assert_eq!(emb["data"][i]["index"], i);
+    }
+    assert_eq!(emb["model"], "hashing-384");
+    failed(
+        post(
+            &server,
+            "/v1/embeddings",
+            &json!({"input": "x", "model": "text-embedding-3-small"}),
+        ),
+        400,
+        "bad_request",
+    );
+    failed(
+        post(&server, "/v1/embeddings", &json!({"input": [1, 2]})),
+        400,
+        "bad_request",
+    );
+    failed(
+        post(&server, "/v1/embeddings", &json!({"input": []})),
+        400,
+        "bad_request",
+    );
+
     // Concurrent clients all get their answers.
     let url = search.clone();
     let answers: Vec<u16> = std::thread::scope(|scope| {
@@ -359,6 +406,34 @@ fn serves_the_memory_as_json() {
             .collect()
     });
     assert_eq!(answers, vec![200; 32]);
+
+    // Deleting a namespace: gone from the list and from search; the others stay.
+    let url = format!("{}/v1/namespaces/other", server.url);
+    let deleted = ureq::delete(&url).call().unwrap().into_string().unwrap();
+    let deleted: Value = serde_json::from_str(&deleted).unwrap();
+    assert_eq!(
+        (deleted["deleted"].as_bool(), deleted["messages"].as_u64()),
+        (Some(true), Some(1))
+    );
+    let (_, list) = get(&server, "/v1/namespaces");
+    assert_eq!(list["namespaces"].as_array().unwrap().len(), 1, "{list}");
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/other/search",
+            &json!({"question": "Vienna?"}),
+        ),
+        404,
+        "unknown_namespace",
+    );
+    match ureq::delete(&url).call() {
+        Err(ureq::Error::Status(404, r)) => {
+            let body: Value = serde_json::from_str(&r.into_string().unwrap()).unwrap();
+            assert_eq!(body["error"]["code"], "unknown_namespace");
+        }
+        other => panic!("deleting twice: {other:?}"),
+    }
+    assert_eq!(get(&server, "/v1/namespaces/demo/pages").0, 200);
 }
 
 #[test]
