@@ -2,9 +2,11 @@
 //! namespace (a record of another namespace is not found there, whatever its id), so one
 //! server can hold the memories of many users. Requests run the store and retrieval work on
 //! blocking threads beside the async runtime; each takes a store connection from a small pool.
-//! Loaded indexes are kept in a byte-bounded LRU cache ([`LruCache`]) that is emptied whenever
-//! another connection (another process, or this one's writers) has committed to the store, as
-//! SQLite's `data_version` on a connection kept for watching tells.
+//! Loaded indexes are kept in a byte-bounded LRU cache ([`LruCache`]), each with the state of
+//! its namespace it was loaded at ([`IndexState`]: the last message's ingest position and the
+//! build record); a request reads that state (two indexed lookups) and loads the index again when
+//! it changed, whoever wrote: another process or this server's appends. A write to one namespace
+//! leaves the other namespaces' indexes in place.
 //!
 //! Routes (JSON in and out; errors as `{"error": {"code", "message"}}` with a stable code):
 //!
@@ -43,7 +45,7 @@ use serde_json::{json, Value};
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{Embedder, Namespace};
 use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::{Store, StoreError};
+use trajwiki_store::{IndexState, Store, StoreError};
 
 use crate::api::{self, ApiError, LoadedIndex};
 use crate::cache::LruCache;
@@ -76,9 +78,7 @@ struct AppState {
     retrieval: RetrievalConfig,
     /// Idle store connections.
     pool: Mutex<Vec<Store>>,
-    /// A connection that only reads `data_version`: it changes when any other connection commits.
-    watcher: Mutex<Store>,
-    indexes: Mutex<LruCache<LoadedIndex>>,
+    indexes: Mutex<LruCache<Kept>>,
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next append folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
@@ -111,26 +111,34 @@ impl AppState {
         .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
     }
 
-    /// The index of `ns`, from the cache when nothing was committed since it was loaded.
-    fn index(&self, store: &Store, ns: &Namespace) -> Result<Arc<LoadedIndex>, Failure> {
-        let version = lock(&self.watcher)
-            .data_version()
-            .map_err(Failure::from_store)?;
-        {
-            let mut cache = lock(&self.indexes);
-            cache.observe(version);
-            if let Some(found) = cache.get(ns) {
-                return Ok(found);
+    /// The index of `ns`, from the cache while the namespace's [`IndexState`] is the one it was
+    /// loaded at: a write to one namespace leaves the others' indexes in place.
+    /// Also says whether it was loaded for this request.
+    fn index(&self, store: &Store, ns: &Namespace) -> Result<(Arc<Kept>, bool), Failure> {
+        // Read before the load: a commit in between makes the kept state older than the index,
+        // which costs one reload, never a stale answer.
+        let current = store.index_state(ns).map_err(Failure::from_store)?;
+        if let Some(found) = lock(&self.indexes).get(ns) {
+            if found.state == current {
+                return Ok((found, false));
             }
         }
         // Loaded without holding the cache: other namespaces are served meanwhile.
-        let loaded = Arc::new(api::open_index(store, ns, self.embedder.as_ref())?);
+        let loaded = api::open_index(store, ns, self.embedder.as_ref())?;
         let bytes = loaded.index.heap_bytes();
-        let mut cache = lock(&self.indexes);
-        cache.observe(version);
-        cache.insert(ns.clone(), Arc::clone(&loaded), bytes);
-        Ok(loaded)
+        let kept = Arc::new(Kept {
+            state: current,
+            loaded,
+        });
+        lock(&self.indexes).insert(ns.clone(), Arc::clone(&kept), bytes);
+        Ok((kept, true))
     }
+}
+
+/// A loaded index and the state of its namespace it was loaded at.
+struct Kept {
+    state: IndexState,
+    loaded: LoadedIndex,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -222,7 +230,6 @@ impl IntoResponse for Failure {
 
 /// The routes over `config`'s store. Fails when the store cannot be opened.
 pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
-    let watcher = Store::open_existing(&config.store)?;
     let first = Store::open_existing(&config.store)?;
     let state = Arc::new(AppState {
         store_dir: config.store,
@@ -231,7 +238,6 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         token: config.token,
         retrieval: RetrievalConfig::default(),
         pool: Mutex::new(vec![first]),
-        watcher: Mutex::new(watcher),
         indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
         writers: Mutex::new(HashMap::new()),
     });
@@ -401,16 +407,17 @@ async fn search(
             trajwiki_core::limits::QUESTION_BYTES
                 .check(req.question.len())
                 .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-            let loaded = state.index(store, &ns)?;
+            let (kept, loaded_now) = state.index(store, &ns)?;
             let query = api::Query {
                 question: &req.question,
                 mode,
                 budget: req.budget,
                 config: &state.retrieval,
             };
+            // The load's time and stages are in `timings` when it was loaded for this search.
             let found = api::search_index(
-                &loaded,
-                false,
+                &kept.loaded,
+                loaded_now,
                 state.embedder.as_ref(),
                 &query,
                 state.backend.as_ref(),

@@ -527,7 +527,32 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     assert!(appended.lines().count() > 20);
     assert_eq!(appended, export(&batch));
 
-    // The appended messages are searched at once (the server's own write emptied its cache).
+    // An index is kept between searches, and a write to one namespace leaves the others' in
+    // place: `timings.index_load` is non-zero only for a search that loaded its index.
+    let loads = |ns: &str| {
+        let (status, found) = post(
+            &server,
+            &format!("/v1/namespaces/{ns}/search"),
+            &json!({"question": "Where is the race?"}),
+        );
+        assert_eq!(status, 200, "{found}");
+        found["timings"]["index_load"].as_f64().unwrap() > 0.0
+    };
+    loads("demo");
+    loads("live");
+    assert!(
+        !loads("demo"),
+        "the index of demo was loaded again with nothing written"
+    );
+    assert!(!loads("live"));
+    let (status, _) = append(
+        json!({"messages": [{"session": 5, "speaker": "Ana", "text": "Hello there.", "timestamp": "2024-06-01T10:00:00"}]}),
+    );
+    assert_eq!(status, 200);
+    assert!(!loads("demo"), "a write to live made demo load again");
+    assert!(loads("live"), "live was not loaded again after its append");
+
+    // The appended messages are searched at once (the server's own write is seen).
     let (status, found) = post(
         &server,
         "/v1/namespaces/live/search",

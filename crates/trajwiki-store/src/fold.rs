@@ -44,7 +44,37 @@ pub struct FoldWrite {
 /// A message with its ingest position.
 pub type Arrived = (i64, SourceMessage);
 
+/// What a namespace's retrieval index is made from, as a value that changes whenever a message
+/// of the namespace arrives, a build of it commits, or it is deleted or cleared (see
+/// [`Store::index_state`]). Equal states: the same index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexState {
+    last_message: Option<i64>,
+    build: Option<String>,
+}
+
 impl Store {
+    /// The [`IndexState`] of `ns`: the ingest position of its last message and its build record
+    /// (fold cursor, open exchange, model, settings). One indexed lookup in each table, whatever
+    /// the history, so that a long-lived reader can tell per namespace whether a kept index is
+    /// still current, instead of dropping every namespace's on any commit.
+    pub fn index_state(&self, ns: &Namespace) -> Result<IndexState> {
+        self.conn
+            .query_row(
+                "SELECT (SELECT max(rowid) FROM messages WHERE namespace = ?1),
+                        (SELECT cursor || ' ' || pending || ' ' || model_id || ' ' || config
+                         FROM memory_builds WHERE namespace = ?1)",
+                [ns.as_str()],
+                |r| {
+                    Ok(IndexState {
+                        last_message: r.get(0)?,
+                        build: r.get(1)?,
+                    })
+                },
+            )
+            .ctx("reading a namespace's index state")
+    }
+
     /// The fold record of a namespace, if its memory was built by a fold.
     pub fn fold_record(&self, ns: &Namespace) -> Result<Option<FoldRecord>> {
         let row = self

@@ -46,7 +46,7 @@ use serde::{de::DeserializeOwned, Serialize};
 
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
-pub use fold::{Arrived, FoldRecord, FoldWrite};
+pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::IngestReport;
 
