@@ -13,6 +13,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `GET /health` | `{"status": "ok", "version"}` (no token needed) |
+//! | `GET /openapi.json` | this table as an OpenAPI 3.1 document (no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
 //! | `DELETE /v1/namespaces/{ns}` | deletes a namespace for good (as `trajwiki delete`) |
 //! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
@@ -260,6 +261,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         ));
     Ok(Router::new()
         .route("/health", get(health))
+        .route("/openapi.json", get(openapi))
         .nest("/v1", v1)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -853,4 +855,74 @@ struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
     model: String,
     usage: Usage,
+}
+
+/// The routes as an OpenAPI 3.1 document.
+async fn openapi() -> Json<Value> {
+    Json(openapi_document())
+}
+
+/// The OpenAPI document of [`router`]'s routes (a test checks that every path it lists is
+/// served).
+pub fn openapi_document() -> Value {
+    let ns = json!({"name": "ns", "in": "path", "required": true, "schema": {"type": "string"},
+        "description": "The namespace (one user's or agent's memory)."});
+    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"},
+        "description": "A record id: its prefix (pg_, trj_, snp_, clm_, op_, msg_, run_, cmp_, ins_) names its kind."});
+    let body = |props: Value, required: Value| {
+        json!({"required": true, "content": {"application/json": {"schema": {
+            "type": "object", "properties": props, "required": required,
+            "additionalProperties": false}}}})
+    };
+    let ok = |what: &str| json!({"200": {"description": what}, "default": {"$ref": "#/components/responses/Error"}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "trajwiki", "version": env!("CARGO_PKG_VERSION"),
+            "description": "Long-term memory for LLM agents that never loses the path back to its evidence."},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": {"Error": {"description": "An error with a stable code", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"error": {"type": "object", "properties": {
+                    "code": {"type": "string", "enum": ["bad_request", "bad_id", "not_found", "unknown_namespace",
+                        "not_built", "no_runs", "not_compiled", "model_mismatch", "stale", "too_large",
+                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal"]},
+                    "message": {"type": "string"}}}}}}}}}
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/health": {"get": {"summary": "Liveness", "security": [], "responses": ok("{status, version}")}},
+            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": ok("OpenAPI 3.1")}},
+            "/v1/namespaces": {"get": {"summary": "Every namespace with its message and run counts", "responses": ok("{namespaces}")}},
+            "/v1/namespaces/{ns}": {"delete": {"summary": "Delete a namespace for good", "parameters": [ns], "responses": ok("{deleted, messages, runs}")}},
+            "/v1/embeddings": {"post": {"summary": "OpenAI-compatible embeddings with the server's model",
+                "requestBody": body(json!({"input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+                    "model": {"type": "string"}, "encoding_format": {"const": "float"}}), json!(["input"])),
+                "responses": ok("{object, data: [{index, embedding}], model, usage}")}},
+            "/v1/namespaces/{ns}/messages": {"post": {"summary": "Append messages and fold them into the memory",
+                "parameters": [ns],
+                "requestBody": body(json!({"messages": {"type": "array", "items": {"type": "object"}},
+                    "build": {"type": "boolean", "default": true}, "flush": {"type": "boolean", "default": false}}), json!(["messages"])),
+                "responses": ok("{added, unchanged, built}")}},
+            "/v1/namespaces/{ns}/search": {"post": {"summary": "Evidence for a question: context under a budget, its sources, the retrieval path",
+                "parameters": [ns],
+                "requestBody": body(json!({"question": {"type": "string"}, "budget": {"type": "integer", "default": 2700, "minimum": 1},
+                    "mode": {"type": "string", "default": "full"}}), json!(["question"])),
+                "responses": ok("{context, evidence, ranking, timings}")}},
+            "/v1/namespaces/{ns}/pages": {"get": {"summary": "The current wiki pages", "parameters": [ns], "responses": ok("{pages}")}},
+            "/v1/namespaces/{ns}/records/{id}": {"get": {"summary": "Any record by id", "parameters": [ns, id], "responses": ok("{kind, record}")}},
+            "/v1/namespaces/{ns}/history/{id}": {"get": {"summary": "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources",
+                "parameters": [ns, id, {"name": "as_of", "in": "query", "schema": {"type": "string"}, "description": "Only ops up to this time"}],
+                "responses": ok("{entries}")}},
+            "/v1/namespaces/{ns}/runs/context": {"post": {"summary": "The first context for a new task from the compiled runs",
+                "parameters": [ns],
+                "requestBody": body(json!({"task": {"type": "string"}, "similar": {"type": "integer"}, "budget": {"type": "integer"}}), json!(["task"])),
+                "responses": ok("{insights, omitted, similar, text}")}},
+            "/v1/namespaces/{ns}/runs/grep": {"get": {"summary": "Exact search of every run's task, actions and observations",
+                "parameters": [ns, {"name": "pattern", "in": "query", "required": true, "schema": {"type": "string"}},
+                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 20}}],
+                "responses": ok("{hits}")}},
+            "/v1/namespaces/{ns}/runs/{id}": {"get": {"summary": "A run with every step, its compilation and insights", "parameters": [ns, id], "responses": ok("{run, outcome, compilation, insights}")}},
+            "/v1/namespaces/{ns}/insights/{id}": {"get": {"summary": "An insight, its compilation, its run and the steps it cites", "parameters": [ns, id], "responses": ok("{insight, compilation, run, cited_steps}")}}
+        }
+    })
 }

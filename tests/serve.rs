@@ -688,3 +688,41 @@ fn serves_the_run_memory_down_to_cited_steps() {
         "bad_request",
     );
 }
+
+#[test]
+fn openapi_lists_the_routes_it_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &["--token", "t"]);
+    // Outside the token, as /health.
+    let (status, doc) = get(&server, "/openapi.json");
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 14, "{paths:?}");
+    for (path, methods) in paths {
+        let concrete = path
+            .replace("{ns}", "nobody")
+            .replace("{id}", "trj_0000000000000000");
+        for method in methods.as_object().unwrap().keys() {
+            let url = format!("{}{concrete}", server.url);
+            let req = ureq::request(&method.to_uppercase(), &url).set("Authorization", "Bearer t");
+            let res = if method == "post" {
+                req.set("Content-Type", "application/json")
+                    .send_string("{}")
+            } else {
+                req.call()
+            };
+            let (code, body) = match res {
+                Ok(r) => (r.status(), r.into_string().unwrap()),
+                Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+                Err(e) => panic!("{method} {url}: {e}"),
+            };
+            let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            assert!(
+                parsed["error"]["code"] != "no_route" && code != 405,
+                "{method} {path}: {code} {body}"
+            );
+        }
+    }
+}
