@@ -41,5 +41,6 @@ pub mod plot;
 pub mod retrieval;
 pub mod server;
 pub mod trace;
+pub mod viewer;
 pub use trajwiki_retrieve as retrieve;
 pub use trajwiki_trace as wikitrace;

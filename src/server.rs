@@ -83,6 +83,14 @@ struct AppState {
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next append folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
+    /// The viewer's pages of each namespace: its markdown export, made once per index state.
+    views: Mutex<LruCache<ViewFolder>>,
+}
+
+/// A namespace's markdown export by path, and the state it was made at.
+struct ViewFolder {
+    state: IndexState,
+    files: HashMap<String, String>,
 }
 
 /// At most this many idle connections are kept.
@@ -241,6 +249,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         pool: Mutex::new(vec![first]),
         indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
         writers: Mutex::new(HashMap::new()),
+        views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
     });
     let v1 = Router::new()
         .route("/namespaces", get(namespaces))
@@ -259,9 +268,18 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
             Arc::clone(&state),
             authorize,
         ));
+    let view = Router::new()
+        .route("/view", get(view_namespaces))
+        .route("/view/{ns}/", get(view_index))
+        .route("/view/{ns}/{*path}", get(view_file))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            authorize,
+        ));
     Ok(Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
+        .merge(view)
         .nest("/v1", v1)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -925,4 +943,220 @@ pub fn openapi_document() -> Value {
             "/v1/namespaces/{ns}/insights/{id}": {"get": {"summary": "An insight, its compilation, its run and the steps it cites", "parameters": [ns, id], "responses": ok("{insight, compilation, run, cited_steps}")}}
         }
     })
+}
+
+/// An HTML answer.
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// A failure as an HTML page (the viewer's errors), with the same status.
+fn html_failure(f: Failure) -> Response {
+    let body = format!(
+        "<h1>{}</h1><p>{}</p>",
+        f.status,
+        crate::viewer::escape(&f.message)
+    );
+    html(
+        f.status,
+        crate::viewer::page("error", "<a href=\"/view\">namespaces</a>", &body),
+    )
+}
+
+async fn view_namespaces(State(state): State<Arc<AppState>>) -> Response {
+    let listed = state
+        .with_store(|_, store| {
+            let mut rows = String::new();
+            for ns in store.namespaces().map_err(Failure::from_store)? {
+                let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
+                rows.push_str(&format!(
+                    "<li><a href=\"/view/{}/\">{}</a> — {messages} messages, {runs} runs</li>",
+                    url_segment(ns.as_str()),
+                    crate::viewer::escape(ns.as_str())
+                ));
+            }
+            Ok(rows)
+        })
+        .await;
+    match listed {
+        Ok(rows) => html(
+            StatusCode::OK,
+            crate::viewer::page(
+                "namespaces",
+                "<b>trajwiki</b>",
+                &format!("<h1>Namespaces</h1><ul>{rows}</ul>"),
+            ),
+        ),
+        Err(f) => html_failure(f),
+    }
+}
+
+/// A namespace name as one URL path segment.
+fn url_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn view_nav(ns: &Namespace, question: &str, budget: usize) -> String {
+    format!(
+        "<a href=\"/view\">namespaces</a> · <a href=\"/view/{}/\">{}</a> {}",
+        url_segment(ns.as_str()),
+        crate::viewer::escape(ns.as_str()),
+        crate::viewer::search_form(
+            &format!("/view/{}/query", url_segment(ns.as_str())),
+            question,
+            budget
+        )
+    )
+}
+
+async fn view_index(state: State<Arc<AppState>>, Path(ns): Path<String>) -> Response {
+    view(state, ns, "index.md".into(), None).await
+}
+
+#[derive(Debug, Deserialize)]
+struct ViewQuery {
+    q: Option<String>,
+    budget: Option<usize>,
+}
+
+async fn view_file(
+    state: State<Arc<AppState>>,
+    Path((ns, path)): Path<(String, String)>,
+    Query(q): Query<ViewQuery>,
+) -> Response {
+    view(state, ns, path, Some(q)).await
+}
+
+async fn view(
+    State(state): State<Arc<AppState>>,
+    ns: String,
+    path: String,
+    query: Option<ViewQuery>,
+) -> Response {
+    let ns = match namespace(&ns) {
+        Ok(ns) => ns,
+        Err(f) => return html_failure(f),
+    };
+    if path == "query" {
+        let q = query.unwrap_or(ViewQuery {
+            q: None,
+            budget: None,
+        });
+        return view_query(state, ns, q.q.unwrap_or_default(), q.budget.unwrap_or(2700)).await;
+    }
+    let shown = state
+        .with_store(move |state, store| {
+            let folder = state.view_folder(store, &ns)?;
+            let md = folder.files.get(&path).ok_or_else(|| {
+                Failure::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no page {path} in {ns}"),
+                )
+            })?;
+            let title = crate::viewer::title_of(md);
+            Ok(crate::viewer::page(
+                &title,
+                &view_nav(&ns, "", 2700),
+                &crate::viewer::markdown(md),
+            ))
+        })
+        .await;
+    match shown {
+        Ok(body) => html(StatusCode::OK, body),
+        Err(f) => html_failure(f),
+    }
+}
+
+async fn view_query(
+    state: Arc<AppState>,
+    ns: Namespace,
+    question: String,
+    budget: usize,
+) -> Response {
+    if question.trim().is_empty() || budget == 0 {
+        return html_failure(Failure::bad_request(
+            "give a question (q) and a budget of at least 1",
+        ));
+    }
+    let shown = state
+        .with_store(move |state, store| {
+            trajwiki_core::limits::QUESTION_BYTES
+                .check(question.len())
+                .map_err(|e| Failure::from(ApiError::Limit(e)))?;
+            let (kept, loaded_now) = state.index(store, &ns)?;
+            let query = api::Query {
+                question: &question,
+                mode: Mode::Full,
+                budget,
+                config: &state.retrieval,
+            };
+            let found = api::search_index(
+                &kept.loaded,
+                loaded_now,
+                state.embedder.as_ref(),
+                &query,
+                state.backend.as_ref(),
+            )?;
+            Ok(crate::viewer::page(
+                &question,
+                &view_nav(&ns, &question, budget),
+                &crate::viewer::query(&found),
+            ))
+        })
+        .await;
+    match shown {
+        Ok(body) => html(StatusCode::OK, body),
+        Err(f) => html_failure(f),
+    }
+}
+
+impl AppState {
+    /// The viewer's pages of `ns`, made again when its index state changed.
+    fn view_folder(&self, store: &mut Store, ns: &Namespace) -> Result<Arc<ViewFolder>, Failure> {
+        let current = store.index_state(ns).map_err(Failure::from_store)?;
+        // A namespace of runs only is never kept (below), so never found here.
+        if let Some(found) = lock(&self.views).get(ns) {
+            if found.state == current {
+                return Ok(found);
+            }
+        }
+        let (messages, _) = store.namespace_counts(ns).map_err(Failure::from_store)?;
+        let made = if messages > 0 {
+            crate::markdown::wiki(store, ns)
+        } else {
+            crate::markdown::runs(store, ns)
+        };
+        let files = made.map_err(|e| match e {
+            crate::markdown::MarkdownError::Empty { .. } => {
+                Failure::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+            }
+            crate::markdown::MarkdownError::Store(e) => Failure::from_store(e),
+            e => Failure::internal(e.to_string()),
+        })?;
+        let bytes = files.iter().map(|f| f.path.len() + f.text.len()).sum();
+        let folder = Arc::new(ViewFolder {
+            state: current,
+            files: files.into_iter().map(|f| (f.path, f.text)).collect(),
+        });
+        // The index state follows messages and builds, not runs and their compilations: a run
+        // memory's pages are made for each request.
+        if messages > 0 {
+            lock(&self.views).insert(ns.clone(), Arc::clone(&folder), bytes);
+        }
+        Ok(folder)
+    }
 }

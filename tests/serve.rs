@@ -726,3 +726,166 @@ fn openapi_lists_the_routes_it_serves() {
         }
     }
 }
+
+/// (status, content type, body) of a GET.
+fn fetch(url: &str) -> (u16, String, String) {
+    let res = match ureq::get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{url}: {e}"),
+    };
+    let (status, kind) = (res.status(), res.content_type().to_string());
+    (status, kind, res.into_string().unwrap())
+}
+
+/// The href and id attribute values of an HTML page.
+fn attributes(html: &str, name: &str) -> Vec<String> {
+    let key = format!("{name}=\"");
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find(&key) {
+        rest = &rest[at + key.len()..];
+        let end = rest.find('"').unwrap();
+        out.push(rest[..end].replace("&amp;", "&"));
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Follows every link of the viewer below `start`'s folder, as a browser would: every page
+/// answers 200 with HTML, and every `#anchor` exists on its page. Returns the pages visited.
+fn crawl(base: &str, start: &str) -> std::collections::BTreeMap<String, String> {
+    let folder = &start[..start.rfind('/').unwrap() + 1];
+    let mut seen = std::collections::BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start.to_string()]);
+    let mut anchors: Vec<(String, String, String)> = Vec::new();
+    while let Some(page) = queue.pop_front() {
+        if seen.contains_key(&page) {
+            continue;
+        }
+        let (status, kind, body) = fetch(&format!("{base}{page}"));
+        assert_eq!(status, 200, "{page}: {body}");
+        assert!(kind.starts_with("text/html"), "{page}: {kind}");
+        for href in attributes(&body, "href") {
+            if href.starts_with('/') || href.contains(':') {
+                continue; // the navigation's absolute links
+            }
+            let (path, anchor) = href.split_once('#').unwrap_or((href.as_str(), ""));
+            let mut parts: Vec<&str> = page.split('/').collect();
+            parts.pop();
+            for part in path.split('/') {
+                match part {
+                    ".." => {
+                        parts.pop();
+                    }
+                    "" | "." => {}
+                    p => parts.push(p),
+                }
+            }
+            let target = if path.is_empty() {
+                page.clone()
+            } else {
+                parts.join("/")
+            };
+            assert!(target.starts_with(folder), "{page}: {href} leaves {folder}");
+            if !anchor.is_empty() {
+                anchors.push((page.clone(), target.clone(), anchor.to_string()));
+            }
+            queue.push_back(target);
+        }
+        seen.insert(page, body);
+    }
+    for (from, target, anchor) in anchors {
+        assert!(
+            attributes(&seen[&target], "id").contains(&anchor),
+            "{from}: no #{anchor} in {target}"
+        );
+    }
+    seen
+}
+
+#[test]
+fn the_viewer_shows_the_memory_down_to_its_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let hostile = dir.path().join("hostile.jsonl");
+    let line = json!({"namespace": "demo", "session": 4, "seq": 1, "speaker": "<b>Eve</b>",
+        "text": "<script>alert(1)</script> and <img src=x onerror=alert(1)> [x](javascript:alert(1))",
+        "timestamp": "2024-05-01T09:00:00", "ref": "S4:1"});
+    std::fs::write(&hostile, format!("{line}\n")).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&hostile)]);
+    build(&store, "demo");
+    ok(&["ingest", "--store", s(&store), "tests/fixtures/runs.jsonl"]);
+    ok(&["trace", "compile", "--store", s(&store), "-q"]);
+    let server = serve(&store, &[]);
+
+    let (status, _, list) = fetch(&format!("{}/view", server.url));
+    assert_eq!(status, 200);
+    assert!(
+        list.contains("href=\"/view/demo/\"") && list.contains("href=\"/view/kitchen/\""),
+        "{list}"
+    );
+
+    let pages = crawl(&server.url, "/view/demo/");
+    // The index, every page, trajectory and session.
+    assert!(
+        pages
+            .keys()
+            .filter(|p| p.contains("/trajectories/"))
+            .count()
+            >= 5,
+        "{:?}",
+        pages.keys()
+    );
+    assert!(pages.keys().any(|p| p.contains("/pages/")));
+    assert!(pages.keys().any(|p| p.ends_with("/sources/session-4.md")));
+    for (page, body) in &pages {
+        for bad in ["<script", "<img", "<b>Eve", "href=\"javascript"] {
+            assert!(!body.contains(bad), "{page} holds {bad}");
+        }
+    }
+    assert!(pages["/view/demo/sources/session-4.md"].contains("&lt;script&gt;"));
+
+    // The query page: the retrieval path with scores, its links into the same pages.
+    let q = "/view/demo/query?q=Which+class+did+Maya+sign+up+for%3F&budget=300";
+    let (status, _, body) = fetch(&format!("{}{q}", server.url));
+    assert_eq!(status, 200, "{body}");
+    for part in [
+        "1. Pages routed to",
+        "2. Trajectories selected",
+        "3. Snapshots ranked",
+        "4. Sources in the context",
+        "class=\"score\"",
+    ] {
+        assert!(body.contains(part), "{part} missing: {body}");
+    }
+    for href in attributes(&body, "href")
+        .iter()
+        .filter(|h| !h.starts_with('/'))
+    {
+        let (path, anchor) = href.split_once('#').unwrap_or((href.as_str(), ""));
+        let target = format!("/view/demo/{path}");
+        let page = pages
+            .get(&target)
+            .unwrap_or_else(|| panic!("{href}: {target} was not reached from the index"));
+        assert!(
+            anchor.is_empty() || attributes(page, "id").contains(&anchor.to_string()),
+            "{href}"
+        );
+    }
+    let (status, _, _) = fetch(&format!("{}/view/demo/query?q=&budget=300", server.url));
+    assert_eq!(status, 400);
+
+    // The run memory: insights down to the cited steps.
+    let runs = crawl(&server.url, "/view/kitchen/");
+    assert!(
+        runs.keys().any(|p| p.contains("/insights/")) && runs.keys().any(|p| p.contains("/runs/"))
+    );
+    let (status, _, _) = fetch(&format!(
+        "{}/view/demo/pages/pg_0000000000000000.md",
+        server.url
+    ));
+    assert_eq!(status, 404);
+    let (status, _, _) = fetch(&format!("{}/view/nobody/", server.url));
+    assert_eq!(status, 404);
+}
