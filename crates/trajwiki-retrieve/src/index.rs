@@ -461,16 +461,6 @@ impl MessageSide {
 }
 
 impl Index {
-    /// The texts of the derived levels of `records`.
-    pub fn level_texts(records: &NamespaceRecords) -> LevelTexts {
-        let (snapshots, trajectories) = Index::part_texts(records);
-        LevelTexts {
-            snapshots,
-            trajectories,
-            pages: Index::page_texts(records),
-        }
-    }
-
     /// The routing texts of the non-index pages of `records` ([`LevelTexts::pages`]): they are
     /// embedded while [`Index::part_texts`] makes the others.
     pub fn page_texts(records: &NamespaceRecords) -> Vec<String> {
@@ -513,7 +503,7 @@ impl Index {
     }
 
     /// Builds the index from `records`, the [`MessageSide`] of `records.messages` and the
-    /// [`Index::level_texts`] of `records`.
+    /// level texts of `records` ([`Index::part_texts`] and [`Index::page_texts`]).
     pub fn new(
         records: NamespaceRecords,
         side: MessageSide,
