@@ -83,14 +83,9 @@ struct AppState {
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next append folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
-    /// The viewer's pages of each namespace: its markdown export, made once per index state.
-    views: Mutex<LruCache<ViewFolder>>,
-}
-
-/// A namespace's markdown export by path, and the state it was made at.
-struct ViewFolder {
-    state: IndexState,
-    files: HashMap<String, String>,
+    /// The viewer's pages of each namespace: its markdown export by path, made once per index
+    /// state.
+    views: Mutex<LruCache<AtState<HashMap<String, String>>>>,
 }
 
 /// At most this many idle connections are kept.
@@ -127,27 +122,74 @@ impl AppState {
         // Read before the load: a commit in between makes the kept state older than the index,
         // which costs one reload, never a stale answer.
         let current = store.index_state(ns).map_err(Failure::from_store)?;
-        if let Some(found) = lock(&self.indexes).get(ns) {
-            if found.state == current {
-                return Ok((found, false));
-            }
-        }
-        // Loaded without holding the cache: other namespaces are served meanwhile.
-        let loaded = api::open_index(store, ns, self.embedder.as_ref())?;
-        let bytes = loaded.index.heap_bytes();
-        let kept = Arc::new(Kept {
-            state: current,
-            loaded,
-        });
-        lock(&self.indexes).insert(ns.clone(), Arc::clone(&kept), bytes);
-        Ok((kept, true))
+        current_or_made(&self.indexes, ns, current, || {
+            let loaded = api::open_index(store, ns, self.embedder.as_ref())?;
+            let bytes = loaded.index.heap_bytes();
+            Ok((loaded, bytes))
+        })
+    }
+
+    /// One search of `ns` with its kept index (the load's time and stages are in `timings`
+    /// when it was loaded for this search).
+    fn search(
+        &self,
+        store: &Store,
+        ns: &Namespace,
+        question: &str,
+        mode: Mode,
+        budget: usize,
+    ) -> Result<api::Search, Failure> {
+        // Checked before an index is loaded for it (the search checks it again).
+        trajwiki_core::limits::QUESTION_BYTES
+            .check(question.len())
+            .map_err(|e| Failure::from(ApiError::Limit(e)))?;
+        let (kept, loaded_now) = self.index(store, ns)?;
+        let query = api::Query {
+            question,
+            mode,
+            budget,
+            config: &self.retrieval,
+        };
+        Ok(api::search_index(
+            &kept.value,
+            loaded_now,
+            self.embedder.as_ref(),
+            &query,
+            self.backend.as_ref(),
+        )?)
     }
 }
 
-/// A loaded index and the state of its namespace it was loaded at.
-struct Kept {
+/// A value made from a namespace at one of its index states.
+struct AtState<T> {
     state: IndexState,
-    loaded: LoadedIndex,
+    value: T,
+}
+
+/// A loaded index and the state of its namespace it was loaded at.
+type Kept = AtState<LoadedIndex>;
+
+/// The value `cache` holds for `ns` when it was made at state `current`; else the one `make`
+/// makes now (with its size in bytes), kept in its place. Says whether it was made now. The
+/// cache is not held while `make` runs: other namespaces are served meanwhile.
+fn current_or_made<T>(
+    cache: &Mutex<LruCache<AtState<T>>>,
+    ns: &Namespace,
+    current: IndexState,
+    make: impl FnOnce() -> Result<(T, usize), Failure>,
+) -> Result<(Arc<AtState<T>>, bool), Failure> {
+    if let Some(found) = lock(cache).get(ns) {
+        if found.state == current {
+            return Ok((found, false));
+        }
+    }
+    let (value, bytes) = make()?;
+    let made = Arc::new(AtState {
+        state: current,
+        value,
+    });
+    lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
+    Ok((made, true))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -271,6 +313,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
     let view = Router::new()
         .route("/view", get(view_namespaces))
         .route("/view/{ns}/", get(view_index))
+        .route("/view/{ns}/query", get(view_query))
         .route("/view/{ns}/{*path}", get(view_file))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state),
@@ -376,14 +419,25 @@ fn namespace(name: &str) -> Result<Namespace, Failure> {
     Namespace::new(name).map_err(|e| Failure::from(ApiError::Id(e)))
 }
 
+/// Every namespace of `store` with its message and run counts.
+fn listed(store: &Store) -> Result<Vec<(Namespace, u64, u64)>, Failure> {
+    let mut out = Vec::new();
+    for ns in store.namespaces().map_err(Failure::from_store)? {
+        let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
+        out.push((ns, messages, runs));
+    }
+    Ok(out)
+}
+
 async fn namespaces(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Failure> {
     state
         .with_store(|_, store| {
-            let mut out = Vec::new();
-            for ns in store.namespaces().map_err(Failure::from_store)? {
-                let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
-                out.push(json!({"namespace": ns, "messages": messages, "runs": runs}));
-            }
+            let out: Vec<Value> = listed(store)?
+                .into_iter()
+                .map(|(ns, messages, runs)| {
+                    json!({"namespace": ns, "messages": messages, "runs": runs})
+                })
+                .collect();
             Ok(Json(json!({"namespaces": out})))
         })
         .await
@@ -424,24 +478,7 @@ async fn search(
     }
     state
         .with_store(move |state, store| {
-            trajwiki_core::limits::QUESTION_BYTES
-                .check(req.question.len())
-                .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-            let (kept, loaded_now) = state.index(store, &ns)?;
-            let query = api::Query {
-                question: &req.question,
-                mode,
-                budget: req.budget,
-                config: &state.retrieval,
-            };
-            // The load's time and stages are in `timings` when it was loaded for this search.
-            let found = api::search_index(
-                &kept.loaded,
-                loaded_now,
-                state.embedder.as_ref(),
-                &query,
-                state.backend.as_ref(),
-            )?;
+            let found = state.search(store, &ns, &req.question, mode, req.budget)?;
             let mut value = serde_json::to_value(&found)
                 .map_err(|e| Failure::internal(format!("serializing the search: {e}")))?;
             value["mode"] = json!(mode.name());
@@ -458,17 +495,18 @@ async fn pages(
     let ns = namespace(&ns)?;
     state
         .with_store(move |_, store| {
-            let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
-            if messages == 0 && runs == 0 {
+            let pages = store.pages(&ns).map_err(Failure::from_store)?;
+            // Only a namespace without pages is counted (a count reads the whole namespace).
+            if pages.is_empty()
+                && store.namespace_counts(&ns).map_err(Failure::from_store)? == (0, 0)
+            {
                 return Err(ApiError::UnknownNamespace {
                     namespace: ns,
                     store: store.dir().to_path_buf(),
                 }
                 .into());
             }
-            let pages: Vec<Value> = store
-                .pages(&ns)
-                .map_err(Failure::from_store)?
+            let pages: Vec<Value> = pages
                 .iter()
                 .map(|p| {
                     json!({
@@ -972,8 +1010,7 @@ async fn view_namespaces(State(state): State<Arc<AppState>>) -> Response {
     let listed = state
         .with_store(|_, store| {
             let mut rows = String::new();
-            for ns in store.namespaces().map_err(Failure::from_store)? {
-                let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
+            for (ns, messages, runs) in listed(store)? {
                 rows.push_str(&format!(
                     "<li><a href=\"/view/{}/\">{}</a> — {messages} messages, {runs} runs</li>",
                     url_segment(ns.as_str()),
@@ -1023,44 +1060,21 @@ fn view_nav(ns: &Namespace, question: &str, budget: usize) -> String {
 }
 
 async fn view_index(state: State<Arc<AppState>>, Path(ns): Path<String>) -> Response {
-    view(state, ns, "index.md".into(), None).await
-}
-
-#[derive(Debug, Deserialize)]
-struct ViewQuery {
-    q: Option<String>,
-    budget: Option<usize>,
+    view_file(state, Path((ns, "index.md".into()))).await
 }
 
 async fn view_file(
-    state: State<Arc<AppState>>,
-    Path((ns, path)): Path<(String, String)>,
-    Query(q): Query<ViewQuery>,
-) -> Response {
-    view(state, ns, path, Some(q)).await
-}
-
-async fn view(
     State(state): State<Arc<AppState>>,
-    ns: String,
-    path: String,
-    query: Option<ViewQuery>,
+    Path((ns, path)): Path<(String, String)>,
 ) -> Response {
     let ns = match namespace(&ns) {
         Ok(ns) => ns,
         Err(f) => return html_failure(f),
     };
-    if path == "query" {
-        let q = query.unwrap_or(ViewQuery {
-            q: None,
-            budget: None,
-        });
-        return view_query(state, ns, q.q.unwrap_or_default(), q.budget.unwrap_or(2700)).await;
-    }
     let shown = state
         .with_store(move |state, store| {
             let folder = state.view_folder(store, &ns)?;
-            let md = folder.files.get(&path).ok_or_else(|| {
+            let md = folder.value.get(&path).ok_or_else(|| {
                 Failure::new(
                     StatusCode::NOT_FOUND,
                     "not_found",
@@ -1081,12 +1095,22 @@ async fn view(
     }
 }
 
+#[derive(Debug, Deserialize)]
+struct ViewQuery {
+    q: Option<String>,
+    budget: Option<usize>,
+}
+
 async fn view_query(
-    state: Arc<AppState>,
-    ns: Namespace,
-    question: String,
-    budget: usize,
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    Query(q): Query<ViewQuery>,
 ) -> Response {
+    let ns = match namespace(&ns) {
+        Ok(ns) => ns,
+        Err(f) => return html_failure(f),
+    };
+    let (question, budget) = (q.q.unwrap_or_default(), q.budget.unwrap_or(2700));
     if question.trim().is_empty() || budget == 0 {
         return html_failure(Failure::bad_request(
             "give a question (q) and a budget of at least 1",
@@ -1094,23 +1118,7 @@ async fn view_query(
     }
     let shown = state
         .with_store(move |state, store| {
-            trajwiki_core::limits::QUESTION_BYTES
-                .check(question.len())
-                .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-            let (kept, loaded_now) = state.index(store, &ns)?;
-            let query = api::Query {
-                question: &question,
-                mode: Mode::Full,
-                budget,
-                config: &state.retrieval,
-            };
-            let found = api::search_index(
-                &kept.loaded,
-                loaded_now,
-                state.embedder.as_ref(),
-                &query,
-                state.backend.as_ref(),
-            )?;
+            let found = state.search(store, &ns, &question, Mode::Full, budget)?;
             Ok(crate::viewer::page(
                 &question,
                 &view_nav(&ns, &question, budget),
@@ -1125,38 +1133,37 @@ async fn view_query(
 }
 
 impl AppState {
-    /// The viewer's pages of `ns`, made again when its index state changed.
-    fn view_folder(&self, store: &mut Store, ns: &Namespace) -> Result<Arc<ViewFolder>, Failure> {
+    /// The viewer's pages of `ns` (its markdown export by path), made again when its index
+    /// state changed.
+    fn view_folder(
+        &self,
+        store: &mut Store,
+        ns: &Namespace,
+    ) -> Result<Arc<AtState<HashMap<String, String>>>, Failure> {
         let current = store.index_state(ns).map_err(Failure::from_store)?;
-        // A namespace of runs only is never kept (below), so never found here.
-        if let Some(found) = lock(&self.views).get(ns) {
-            if found.state == current {
-                return Ok(found);
-            }
-        }
-        let (messages, _) = store.namespace_counts(ns).map_err(Failure::from_store)?;
-        let made = if messages > 0 {
-            crate::markdown::wiki(store, ns)
-        } else {
-            crate::markdown::runs(store, ns)
+        let made = |files: Result<Vec<crate::markdown::MarkdownFile>, _>| {
+            let files = files.map_err(|e| match e {
+                crate::markdown::MarkdownError::Empty { .. } => {
+                    Failure::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                }
+                crate::markdown::MarkdownError::Store(e) => Failure::from_store(e),
+                e => Failure::internal(e.to_string()),
+            })?;
+            let bytes = files.iter().map(|f| f.path.len() + f.text.len()).sum();
+            Ok((files.into_iter().map(|f| (f.path, f.text)).collect(), bytes))
         };
-        let files = made.map_err(|e| match e {
-            crate::markdown::MarkdownError::Empty { .. } => {
-                Failure::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
-            }
-            crate::markdown::MarkdownError::Store(e) => Failure::from_store(e),
-            e => Failure::internal(e.to_string()),
-        })?;
-        let bytes = files.iter().map(|f| f.path.len() + f.text.len()).sum();
-        let folder = Arc::new(ViewFolder {
-            state: current,
-            files: files.into_iter().map(|f| (f.path, f.text)).collect(),
-        });
-        // The index state follows messages and builds, not runs and their compilations: a run
-        // memory's pages are made for each request.
-        if messages > 0 {
-            lock(&self.views).insert(ns.clone(), Arc::clone(&folder), bytes);
+        if !current.has_messages() {
+            // The index state follows messages and builds, not runs and their compilations: a
+            // run memory's pages are made for each request, not kept.
+            let (files, _) = made(crate::markdown::runs(store, ns))?;
+            return Ok(Arc::new(AtState {
+                state: current,
+                value: files,
+            }));
         }
-        Ok(folder)
+        current_or_made(&self.views, ns, current, || {
+            made(crate::markdown::wiki(store, ns))
+        })
+        .map(|(folder, _)| folder)
     }
 }

@@ -53,6 +53,13 @@ pub struct IndexState {
     build: Option<String>,
 }
 
+impl IndexState {
+    /// Whether the namespace holds messages.
+    pub fn has_messages(&self) -> bool {
+        self.last_message.is_some()
+    }
+}
+
 impl Store {
     /// The [`IndexState`] of `ns`: the ingest position of its last message and its build record
     /// (fold cursor, open exchange, model, settings). One indexed lookup in each table, whatever
