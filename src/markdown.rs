@@ -741,11 +741,10 @@ fn list_line(out: &mut String, label: &str, values: &[String]) {
     let _ = writeln!(out, "**{label}:** {}\n", values.join(", "));
 }
 
-/// A character that does not belong in a text file shown to people: the C0 and C1 controls but
-/// newline and tab, DEL, and the bidirectional embeddings, overrides and isolates.
+/// A character that does not belong in a text file shown to people: what a terminal acts on
+/// ([`crate::safe::hazardous`]) but newline and tab.
 fn hazardous(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    c != '\n' && c != '\t' && crate::safe::hazardous(c)
 }
 
 /// Outside text inside a line of markdown: on one line, every character that markdown reads as

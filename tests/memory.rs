@@ -313,7 +313,7 @@ fn plan_then_fact_is_a_revise_and_history_shows_both() {
     ]);
     assert!(
         out.contains("REVISE")
-            && out.contains("was [deprecated]")
+            && out.contains(&format!("was {} [deprecated]", old.id))
             && out.contains("D1:1")
             && out.contains("D2:1"),
         "{out}"

@@ -13,8 +13,8 @@ use trajwiki_retrieve::RetrievalConfig;
 use super::device::scoring;
 use super::memory::load_embedder_on;
 use super::query::RetrievalArgs;
-use super::safe::line;
 use super::{Global, StoreArg, UsageError};
+use trajwiki::safe::line;
 
 /// Where the language model is: flags, else the environment.
 #[derive(Debug, Clone, clap::Args)]

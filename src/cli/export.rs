@@ -99,7 +99,7 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
             let text = String::from_utf8(buf).expect("JSON is UTF-8");
             std::io::stdout()
                 .lock()
-                .write_all(super::safe::json(&text).as_bytes())?
+                .write_all(trajwiki::safe::json(&text).as_bytes())?
         }
     }
     Ok(())

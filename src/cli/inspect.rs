@@ -1,11 +1,10 @@
 //! `trajwiki stats`, `show` and `check`.
 
 use trajwiki::api::{get, get_in, Record};
-use trajwiki_core::{IdKind, Namespace, SourceMessage, TIMESTAMP_FORMAT};
-use trajwiki_store::Store;
+use trajwiki_core::{IdKind, Namespace, SourceMessage};
 
-use super::safe::line;
 use super::{Global, StoreArg, UsageError};
+use trajwiki::safe::line;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatsArgs {
@@ -96,7 +95,7 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
             let msg = store
                 .message_by_ref(&ns, id)?
                 .ok_or_else(|| UsageError(format!("no message with ref {id} in namespace {ns}")))?;
-            return print_message(&store, &msg, args.json);
+            return print_message(&msg, args.json);
         }
         (Err(e), None) => return Err(e.into()),
     }
@@ -111,195 +110,23 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
     };
     if args.json {
         if let Record::Message(m) = &record {
-            return print_message(&store, m, true);
+            return print_message(m, true);
         }
         return json(record.to_json());
     }
-    match record {
-        Record::Message(msg) => print_message(&store, &msg, false),
-        Record::Run(run) => {
-            outln!("run {} [{}] in {}", run.id, run.external_ref, run.namespace)?;
-            outln!("task: {}", line(&run.task))?;
-            let outcome = match (run.outcome.success, run.outcome.reward) {
-                (Some(s), Some(r)) => {
-                    format!("{} (reward {r})", if s { "success" } else { "failure" })
-                }
-                (Some(s), None) => (if s { "success" } else { "failure" }).to_string(),
-                (None, Some(r)) => format!("reward {r}"),
-                (None, None) => "unknown".to_string(),
-            };
-            outln!("outcome: {outcome}")?;
-            for (k, v) in &run.metadata {
-                let v = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                outln!("{}: {}", line(k), first_line(&v, 100))?;
-            }
-            outln!("steps ({}):", run.steps.len())?;
-            for (i, s) in run.steps.iter().enumerate() {
-                outln!("  {:>3}. > {}", i + 1, first_line(&s.action, 160))?;
-                outln!("       < {}", first_line(&s.observation, 160))?;
-            }
-            Ok(())
-        }
-        Record::Snapshot(s) => {
-            outln!(
-                "snapshot {} (v{} of {}) at {}",
-                s.id,
-                s.version,
-                s.trajectory,
-                s.timestamp.format(TIMESTAMP_FORMAT)
-            )?;
-            outln!(
-                "summary: {}\ncontext: {}\nkeywords: {}",
-                line(&s.summary),
-                line(&s.context),
-                line(&s.keywords.join(", "))
-            )?;
-            for c in &s.claim_ids {
-                if let Some(claim) = store.claim(c)? {
-                    let status = store.claim_status(c)?.unwrap_or(claim.status);
-                    outln!("  claim {} [{}] {}", c, status.as_str(), line(&claim.text))?;
-                }
-            }
-            for m in &s.source_message_ids {
-                if let Some(msg) = store.message(m)? {
-                    outln!("  source {}", message_line(&msg))?;
-                }
-            }
-            Ok(())
-        }
-        Record::Claim { claim: c, status } => {
-            outln!(
-                "claim {} [{}] in snapshot {}",
-                c.id,
-                status.as_str(),
-                c.snapshot
-            )?;
-            outln!("text: {}\nquote: {:?}", line(&c.text), c.quote)?;
-            if let Some(prev) = &c.revised_from {
-                outln!("revises: {prev}")?;
-            }
-            for m in &c.source_message_ids {
-                if let Some(msg) = store.message(m)? {
-                    outln!("  source {}", message_line(&msg))?;
-                }
-            }
-            Ok(())
-        }
-        Record::Op(op) => json(serde_json::to_value(&op)?),
-        Record::Trajectory(t) => {
-            outln!(
-                "trajectory {} in {} ({} snapshots)",
-                t.id,
-                t.namespace,
-                t.snapshot_ids.len()
-            )?;
-            if let Some(prev) = &t.continues {
-                outln!("continues: {prev}")?;
-            }
-            outln!("{}", line(&t.summary))?;
-            for s in &t.snapshot_ids {
-                if let Some(s) = store.snapshot(s)? {
-                    outln!(
-                        "  v{} {} {}",
-                        s.version,
-                        s.timestamp.format(TIMESTAMP_FORMAT),
-                        line(&s.summary)
-                    )?;
-                }
-            }
-            Ok(())
-        }
-        Record::Page(p) => {
-            outln!(
-                "# {} ({} page {}, revision {})\n",
-                line(&p.title),
-                p.kind.as_str(),
-                p.id,
-                p.revision
-            )?;
-            outln!("{}", p.body)?;
-            Ok(())
-        }
-        Record::Compilation {
-            compilation: c,
-            insights,
-        } => {
-            outln!(
-                "compilation {} of run {} ({})\n{}",
-                c.id,
-                c.run,
-                c.compiler,
-                c.diagnosis
-            )?;
-            for i in insights {
-                outln!(
-                    "  insight {}: {} (when {})",
-                    i.id,
-                    line(&i.guideline),
-                    line(&i.applies_when)
-                )?;
-            }
-            Ok(())
-        }
-        Record::Insight(i) => {
-            outln!(
-                "insight {}\n{}\napplies when: {}\ncompilation: {}\nrun: {}",
-                i.id,
-                line(&i.guideline),
-                line(&i.applies_when),
-                i.compilation,
-                i.run
-            )?;
-            Ok(())
-        }
+    if let Record::Op(op) = &record {
+        // Ops are shown as their JSON, exactly.
+        return json(serde_json::to_value(op)?);
     }
+    outln!("{}", trajwiki::render::record(&store, &record)?.trim_end())?;
+    Ok(())
 }
 
-fn first_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &flat[..i]),
-        None => flat,
-    }
-}
-
-fn message_line(m: &SourceMessage) -> String {
-    format!(
-        "{} | {} | {}: {}",
-        line(m.external_ref.as_deref().unwrap_or(m.id.as_str())),
-        m.timestamp.format("%-d %B %Y %H:%M"),
-        line(&m.speaker),
-        line(&m.text)
-    )
-}
-
-fn print_message(store: &Store, m: &SourceMessage, json: bool) -> anyhow::Result<()> {
-    let _ = store;
+fn print_message(m: &SourceMessage, json: bool) -> anyhow::Result<()> {
     if json {
         outjson!(serde_json::to_string_pretty(m)?)?;
-        return Ok(());
-    }
-    outln!(
-        "message {} in {} (session {}, #{})",
-        m.id,
-        m.namespace,
-        m.session,
-        m.seq
-    )?;
-    outln!("{}", message_line(m))?;
-    for a in &m.attachments {
-        outln!(
-            "  [{}] {}{}",
-            line(&a.kind),
-            line(a.caption.as_deref().unwrap_or("")),
-            a.url
-                .as_deref()
-                .map(|u| format!(" <{}>", line(u)))
-                .unwrap_or_default()
-        )?;
+    } else {
+        outln!("{}", trajwiki::render::message(m).trim_end())?;
     }
     Ok(())
 }

@@ -3,12 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use trajwiki_core::{ClaimStatus, Embedder, Namespace, PageId, Timestamp, TIMESTAMP_FORMAT};
+use trajwiki_core::{Embedder, Namespace, PageId, Timestamp};
 use trajwiki_memory::MemoryConfig;
 use trajwiki_store::VectorDtype;
 
 use super::device::load_model;
-use super::safe::line;
 use super::{Global, StoreArg, UsageError};
 use trajwiki::api::{LoadedModel, StoreResponses};
 use trajwiki::extract_llm::LlmExtractor;
@@ -19,6 +18,7 @@ use trajwiki::pages_llm::LlmPageWriter;
 use trajwiki::pipeline::{
     build_namespace, build_namespace_driven, prefill_messages, BuildOptions, Drivers,
 };
+use trajwiki::safe::line;
 
 /// Texts per chunk of the GPU prefill: several device batches, so that the next chunk is
 /// tokenised while this one runs.
@@ -424,37 +424,8 @@ pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "history of {} in {} ({} ops{})",
-        args.id,
-        history.namespace,
-        history.entries.len(),
-        as_of
-            .map(|t| format!(", as of {}", t.format(TIMESTAMP_FORMAT)))
-            .unwrap_or_default()
+        "{}",
+        trajwiki::render::history(&args.id, &history, as_of).trim_end()
     )?;
-    let status = |s: Option<ClaimStatus>| s.map_or("", ClaimStatus::as_str);
-    for e in &history.entries {
-        outln!(
-            "#{} {} {} [{}] {}",
-            e.seq,
-            e.at.as_deref().unwrap_or(""),
-            e.op,
-            status(e.status),
-            line(e.text.as_deref().unwrap_or(""))
-        )?;
-        if let Some(t) = &e.target_text {
-            outln!("     was [{}] {}", status(e.target_status), line(t))?;
-        }
-        outln!("     why: {}", line(&e.rationale))?;
-        for src in &e.sources {
-            outln!(
-                "     source {} | {} | {}: {}",
-                line(&src.source_ref),
-                src.timestamp,
-                line(&src.speaker),
-                line(&src.text)
-            )?;
-        }
-    }
     Ok(())
 }

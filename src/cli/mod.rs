@@ -7,7 +7,7 @@ macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        writeln!(std::io::stdout().lock(), "{}", $crate::cli::safe::block(&text))
+        writeln!(std::io::stdout().lock(), "{}", trajwiki::safe::block(&text))
     }};
 }
 
@@ -17,16 +17,12 @@ macro_rules! outjson {
     ($text:expr) => {{
         use std::io::Write as _;
         let text: String = $text;
-        writeln!(
-            std::io::stdout().lock(),
-            "{}",
-            $crate::cli::safe::json(&text)
-        )
+        writeln!(std::io::stdout().lock(), "{}", trajwiki::safe::json(&text))
     }};
 }
 
 mod output;
-mod safe;
+use trajwiki::safe;
 
 mod ask;
 mod delete;
@@ -104,6 +100,8 @@ enum Command {
     Eval(query::EvalCommand),
     /// Serve the store's memory over HTTP as JSON (search, pages, records, claim history).
     Serve(serve::ServeArgs),
+    /// Serve the store's memory as MCP tools on stdin/stdout, for agents (`serve` has them at /mcp).
+    Mcp(serve::McpArgs),
     /// WikiTrace: compile agent runs into insights, the first context for a new task, and
     /// descent to an insight's compilation and raw run.
     #[command(subcommand)]
@@ -214,6 +212,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ask(args) => ask::ask(&args, global),
         Command::Eval(cmd) => query::eval(&cmd, global),
         Command::Serve(args) => serve::run(&args, global),
+        Command::Mcp(args) => serve::mcp(&args, global),
         Command::Trace(cmd) => trace::run(&cmd, global),
     }
 }

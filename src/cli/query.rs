@@ -10,8 +10,8 @@ use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::device::scoring;
 use super::memory::{load_config, load_embedder, load_embedder_on};
-use super::safe::line;
 use super::{Global, StoreArg, UsageError};
+use trajwiki::safe::line;
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| {

@@ -1,10 +1,12 @@
-//! `trajwiki serve`: the memory of a store over HTTP ([`trajwiki::server`]).
+//! `trajwiki serve`: the memory of a store over HTTP, and `trajwiki mcp`: its MCP tools on
+//! stdio ([`trajwiki::server`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use trajwiki::server::ServerConfig;
+use trajwiki::server::{McpOptions, ServerConfig};
+use trajwiki_core::Namespace;
 use trajwiki_store::Store;
 
 use super::device::scoring;
@@ -34,6 +36,54 @@ pub(crate) struct ServeArgs {
     /// The bytes of loaded namespace indexes kept between requests (least recently used out).
     #[arg(long, default_value_t = 1 << 30)]
     index_cache_bytes: usize,
+    /// Offer the MCP tool `add_messages` at /mcp (the JSON API appends regardless).
+    #[arg(long)]
+    mcp_allow_write: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct McpArgs {
+    /// Store directory.
+    #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
+    store: PathBuf,
+    /// The namespace a tool call without one works in (else the store's only namespace).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Offer the tool `add_messages`, which appends to the memory and builds.
+    #[arg(long)]
+    allow_write: bool,
+    /// Embedding model (the one the namespaces were built with).
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    model: String,
+    /// The bytes of loaded namespace indexes kept between calls (least recently used out).
+    #[arg(long, default_value_t = 1 << 30)]
+    index_cache_bytes: usize,
+}
+
+/// Serves the MCP tools on stdin and stdout until the client closes them.
+pub(crate) fn mcp(args: &McpArgs, global: Global) -> anyhow::Result<()> {
+    let namespace = args
+        .namespace
+        .as_deref()
+        .map(Namespace::new)
+        .transpose()
+        .map_err(|e| UsageError(format!("--namespace: {e}")))?;
+    drop(Store::open_existing(&args.store)?);
+    let backend = scoring(global.device)?;
+    let model = load_embedder_on(&args.model, global)?;
+    trajwiki::server::serve_mcp_stdio(ServerConfig {
+        store: args.store.clone(),
+        embedder: Arc::from(model.embedder),
+        backend,
+        token: None,
+        max_body_bytes: 1 << 20,
+        index_cache_bytes: args.index_cache_bytes,
+        mcp: McpOptions {
+            namespace,
+            allow_write: args.allow_write,
+        },
+    })?;
+    Ok(())
 }
 
 pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
@@ -64,6 +114,10 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
         token,
         max_body_bytes: args.max_body_bytes,
         index_cache_bytes: args.index_cache_bytes,
+        mcp: McpOptions {
+            namespace: None,
+            allow_write: args.mcp_allow_write,
+        },
     })?;
     let addr = SocketAddr::new(ip, args.port);
     let listener = std::net::TcpListener::bind(addr)

@@ -13,11 +13,12 @@ use trajwiki::api::StoreResponses;
 use trajwiki::compile_llm::LlmCompiler;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki_core::{InsightId, Namespace, RunId};
-use trajwiki_trace::{ContextOptions, DeterministicCompiler, RunEntry};
+use trajwiki_trace::{ContextOptions, DeterministicCompiler};
 
 use super::memory::load_embedder;
-use super::safe::line;
 use super::{Global, StoreArg, UsageError};
+use trajwiki::render;
+use trajwiki::safe::line;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum TraceCommand {
@@ -249,34 +250,6 @@ fn context(args: &ContextArgs, global: Global) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The line naming a run, its outcome and length, then its task.
-fn print_run_header(entry: &RunEntry) -> anyhow::Result<()> {
-    let run = &entry.run;
-    outln!(
-        "run {} [{}] in {}: {} — {} steps",
-        run.id,
-        line(&run.external_ref),
-        run.namespace,
-        entry.outcome(),
-        run.steps.len()
-    )?;
-    outln!("task: {}", line(&run.task))?;
-    Ok(())
-}
-
-fn print_steps(entry: &RunEntry, only: Option<&[usize]>) -> anyhow::Result<()> {
-    for (i, s) in entry.run.steps.iter().enumerate() {
-        if only.is_some_and(|o| !o.contains(&(i + 1))) {
-            continue;
-        }
-        outln!("[step {}] > {}", i + 1, line(&s.action))?;
-        for l in s.observation.lines().filter(|l| !l.trim().is_empty()) {
-            outln!("           {}", line(l.trim_end()))?;
-        }
-    }
-    Ok(())
-}
-
 fn insight(args: &OpenArgs) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
     let id = InsightId::parse(&args.id).map_err(|e| UsageError(e.to_string()))?;
@@ -284,22 +257,12 @@ fn insight(args: &OpenArgs) -> anyhow::Result<()> {
     let opened = memory
         .open_insight(&id)
         .ok_or_else(|| UsageError(format!("insight {id} has no compilation in this store")))?;
-    let e = opened.entry;
     if args.json {
         outjson!(serde_json::to_string_pretty(&opened_insight_json(&opened))?)?;
         return Ok(());
     }
-    outln!("insight {} (compilation {})", id, opened.compilation.id)?;
-    outln!("guideline: {}", line(&opened.insight.guideline))?;
-    outln!("applies when: {}", line(&opened.insight.applies_when))?;
-    print_run_header(e)?;
-    outln!(
-        "diagnosis ({}): {}",
-        opened.compilation.compiler,
-        line(&opened.compilation.diagnosis)
-    )?;
-    outln!("cited steps:")?;
-    print_steps(e, Some(&opened.cited_steps))
+    outln!("{}", render::opened_insight(&opened).trim_end())?;
+    Ok(())
 }
 
 fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
@@ -313,14 +276,8 @@ fn open_run(args: &OpenArgs) -> anyhow::Result<()> {
         outjson!(serde_json::to_string_pretty(&run_entry_json(e))?)?;
         return Ok(());
     }
-    print_run_header(e)?;
-    if let Some(c) = &e.compilation {
-        outln!("diagnosis ({}): {}", c.compiler, line(&c.diagnosis))?;
-    }
-    for (i, ins) in e.insights.iter().enumerate() {
-        outln!("insight {} {}: {}", i + 1, ins.id, line(&ins.guideline))?;
-    }
-    print_steps(e, None)
+    outln!("{}", render::run(e).trim_end())?;
+    Ok(())
 }
 
 fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
@@ -357,12 +314,8 @@ fn grep(args: &GrepArgs, global: Global) -> anyhow::Result<()> {
     if args.json {
         outjson!(serde_json::to_string_pretty(&hits)?)?;
     } else {
-        for h in &hits {
-            let at = match h.step {
-                0 => "task".to_string(),
-                s => format!("[step {s}] {}", h.field),
-            };
-            outln!("{} {at}: {}", h.run, line(&h.excerpt))?;
+        if !hits.is_empty() {
+            outln!("{}", render::grep_hits(&hits).trim_end())?;
         }
         if hits.is_empty() {
             global.say(format!("no run in {ns} contains {:?}", args.pattern));

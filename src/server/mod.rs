@@ -48,11 +48,18 @@ use trajwiki_core::{Embedder, Namespace};
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::{IndexState, Store, StoreError};
 
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
 use crate::api::{self, ApiError, LoadedIndex};
 use crate::cache::LruCache;
 use crate::messages::MessagesError;
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
 use crate::trace::TraceError;
+pub use mcp::McpOptions;
+use mcp::MemoryTools;
+
+mod mcp;
 
 /// What a server is started with.
 pub struct ServerConfig {
@@ -68,6 +75,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// The bytes of loaded indexes kept between requests.
     pub index_cache_bytes: usize,
+    /// How the MCP tools are offered (at `/mcp` by [`router`], on stdio by [`serve_mcp_stdio`]).
+    pub mcp: McpOptions,
 }
 
 /// The state the handlers share.
@@ -157,6 +166,61 @@ impl AppState {
             &query,
             self.backend.as_ref(),
         )?)
+    }
+}
+
+impl AppState {
+    /// Appends `messages` (a JSON list of message objects) to `ns` and, when `build`, folds them
+    /// into its memory from the construction fold its last append kept. One writer per
+    /// namespace: appends to it wait for each other; other namespaces and readers go on. `via`
+    /// names the way in (`http`, `mcp`) in the ingest log.
+    fn append(
+        &self,
+        via: &str,
+        store: &mut Store,
+        ns: &Namespace,
+        messages: Value,
+        build: bool,
+        flush: bool,
+    ) -> Result<Value, Failure> {
+        let writer = Arc::clone(lock(&self.writers).entry(ns.clone()).or_default());
+        let mut kept = lock(&writer);
+        let parsed = crate::messages::parse_messages(store, messages, Some(ns), "messages")
+            .map_err(|e| match e {
+                MessagesError::Store(e) => Failure::from_store(e),
+                e => Failure::bad_request(e.to_string()),
+            })?;
+        let report = store
+            .ingest_messages(via, &parsed)
+            .map_err(Failure::from_store)?;
+        let mut value = json!({
+            "namespace": ns, "added": report.added, "unchanged": report.unchanged,
+        });
+        if build {
+            // The namespace's own settings when it was built before, else the defaults.
+            let config = match store.built_with(ns).map_err(Failure::from_store)? {
+                Some((_, config)) => serde_json::from_str(&config).map_err(|e| {
+                    Failure::internal(format!("the stored build settings of {ns}: {e}"))
+                })?,
+                None => trajwiki_memory::MemoryConfig::default(),
+            };
+            let options = BuildOptions {
+                flush,
+                ..BuildOptions::default()
+            };
+            let built = build_namespace_kept(
+                store,
+                ns,
+                self.embedder.as_ref(),
+                &config,
+                options,
+                &mut kept,
+            )
+            .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+            value["built"] = serde_json::to_value(&built)
+                .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
+        }
+        Ok(value)
     }
 }
 
@@ -281,18 +345,34 @@ impl IntoResponse for Failure {
 
 /// The routes over `config`'s store. Fails when the store cannot be opened.
 pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
-    let first = Store::open_existing(&config.store)?;
-    let state = Arc::new(AppState {
-        store_dir: config.store,
-        embedder: config.embedder,
-        backend: config.backend,
-        token: config.token,
-        retrieval: RetrievalConfig::default(),
-        pool: Mutex::new(vec![first]),
-        indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
-        writers: Mutex::new(HashMap::new()),
-        views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
-    });
+    let max_body_bytes = config.max_body_bytes;
+    let (state, mcp_options) = app_state(config)?;
+    let mcp = {
+        let state = Arc::clone(&state);
+        let mut config = StreamableHttpServerConfig::default()
+            // One JSON answer per request, no sessions: every call stands alone.
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(max_body_bytes);
+        if state.token.is_some() {
+            // The bearer token guards the route; the Host check (against DNS rebinding to a
+            // loopback server) would refuse the names it is reached by.
+            config = config.disable_allowed_hosts();
+        }
+        StreamableHttpService::new(
+            move || Ok(MemoryTools::new(Arc::clone(&state), mcp_options.clone())),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    };
+    let mcp =
+        Router::new()
+            .nest_service("/mcp", mcp)
+            .route_layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&state),
+                authorize,
+            ));
     let v1 = Router::new()
         .route("/namespaces", get(namespaces))
         .route("/namespaces/{ns}", axum::routing::delete(delete_namespace))
@@ -323,14 +403,51 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .merge(view)
+        .merge(mcp)
         .nest("/v1", v1)
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
-            config.max_body_bytes,
+            max_body_bytes,
             refuse_declared_oversize,
         ))
         .with_state(state))
+}
+
+/// The handlers' state over `config`'s store, and the MCP options.
+fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreError> {
+    let first = Store::open_existing(&config.store)?;
+    let state = Arc::new(AppState {
+        store_dir: config.store,
+        embedder: config.embedder,
+        backend: config.backend,
+        token: config.token,
+        retrieval: RetrievalConfig::default(),
+        pool: Mutex::new(vec![first]),
+        indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
+        writers: Mutex::new(HashMap::new()),
+        views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
+    });
+    Ok((state, config.mcp))
+}
+
+/// Serves the MCP tools over `config`'s store on standard input and output until the client
+/// closes them. Fails when the store cannot be opened.
+pub fn serve_mcp_stdio(config: ServerConfig) -> std::io::Result<()> {
+    use rmcp::ServiceExt as _;
+    let (state, options) = app_state(config).map_err(std::io::Error::other)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("trajwiki-mcp")
+        .build()?;
+    runtime.block_on(async move {
+        let service = MemoryTools::new(state, options)
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(std::io::Error::other)?;
+        service.waiting().await.map_err(std::io::Error::other)?;
+        Ok(())
+    })
 }
 
 /// Serves `router` on `listener` until the process is interrupted (Ctrl-C).
@@ -601,45 +718,9 @@ async fn append(
     }
     state
         .with_store(move |state, store| {
-            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
-            let mut kept = lock(&writer);
-            let parsed =
-                crate::messages::parse_messages(store, req.messages, Some(&ns), "messages")
-                    .map_err(|e| match e {
-                        MessagesError::Store(e) => Failure::from_store(e),
-                        e => Failure::bad_request(e.to_string()),
-                    })?;
-            let report = store
-                .ingest_messages("http", &parsed)
-                .map_err(Failure::from_store)?;
-            let mut value = json!({
-                "namespace": ns, "added": report.added, "unchanged": report.unchanged,
-            });
-            if req.build {
-                // The namespace's own settings when it was built before, else the defaults.
-                let config = match store.built_with(&ns).map_err(Failure::from_store)? {
-                    Some((_, config)) => serde_json::from_str(&config).map_err(|e| {
-                        Failure::internal(format!("the stored build settings of {ns}: {e}"))
-                    })?,
-                    None => trajwiki_memory::MemoryConfig::default(),
-                };
-                let options = BuildOptions {
-                    flush: req.flush,
-                    ..BuildOptions::default()
-                };
-                let built = build_namespace_kept(
-                    store,
-                    &ns,
-                    state.embedder.as_ref(),
-                    &config,
-                    options,
-                    &mut kept,
-                )
-                .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
-                value["built"] = serde_json::to_value(&built)
-                    .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
-            }
-            Ok(Json(value))
+            state
+                .append("http", store, &ns, req.messages, req.build, req.flush)
+                .map(Json)
         })
         .await
 }

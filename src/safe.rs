@@ -1,7 +1,7 @@
 //! Stored text made safe to print. A message, a speaker or a run step is somebody else's text:
 //! printed raw, an escape sequence in it could clear the screen, retitle the window, move the
-//! cursor over earlier lines or forge a line of output. Everything the commands print as text
-//! passes through [`block`] (in `outln!`, `say` and the error report); one-line fields that hold
+//! cursor over earlier lines or forge a line of output. Everything the CLI prints as text, and
+//! every text the MCP server answers with, passes through [`block`]; one-line fields that hold
 //! stored text are escaped with [`line`] first, so that a newline in them cannot start a line of
 //! its own. JSON output is made safe by [`json`], which keeps it exact: it parses to the same
 //! values.
@@ -12,24 +12,24 @@ use std::fmt::Write as _;
 /// Whether a terminal acts on `c` instead of showing it: the C0 controls, DEL, the C1 controls
 /// (some terminals take U+009B as the start of an escape sequence) and the bidirectional
 /// embeddings, overrides and isolates, which reorder what is shown.
-fn hazardous(c: char) -> bool {
+pub fn hazardous(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A one-line field: every hazardous character escaped, newlines and tabs included.
-pub(crate) fn line(s: &str) -> Cow<'_, str> {
+pub fn line(s: &str) -> Cow<'_, str> {
     escape(s, hazardous)
 }
 
 /// Text of several lines: newlines and tabs kept, every other hazardous character escaped.
-pub(crate) fn block(s: &str) -> Cow<'_, str> {
+pub fn block(s: &str) -> Cow<'_, str> {
     escape(s, |c| c != '\n' && c != '\t' && hazardous(c))
 }
 
 /// JSON text with every hazardous character that serde_json leaves raw (DEL, the C1 controls,
 /// the bidirectional controls) written as a `\uXXXX` escape. Those characters can only occur
 /// inside strings, so the text parses to the same values.
-pub(crate) fn json(s: &str) -> Cow<'_, str> {
+pub fn json(s: &str) -> Cow<'_, str> {
     if !s.chars().any(hazardous_in_json) {
         return Cow::Borrowed(s);
     }
