@@ -100,11 +100,23 @@ pub fn compile_namespace(
     ns: &Namespace,
     compiler: &dyn RunCompiler,
 ) -> Result<CompileReport, TraceError> {
-    let started = Instant::now();
     let runs = store.runs(ns)?;
     if runs.is_empty() {
         return Err(TraceError::NoRuns(ns.clone()));
     }
+    compile_runs(store, ns, &runs, compiler)
+}
+
+/// Compiles `runs` (of namespace `ns`, already in the store) and commits each compilation with
+/// its insights: the work of these runs, whatever else the namespace holds. A run compiled
+/// before by the same compiler gets the same records again, which the store keeps as they are.
+pub fn compile_runs(
+    store: &mut Store,
+    ns: &Namespace,
+    runs: &[trajwiki_core::Run],
+    compiler: &dyn RunCompiler,
+) -> Result<CompileReport, TraceError> {
+    let started = Instant::now();
     let mut report = CompileReport {
         namespace: ns.clone(),
         runs: runs.len(),
@@ -117,7 +129,7 @@ pub fn compile_namespace(
         fallbacks: Vec::new(),
         ms: 0,
     };
-    for run in &runs {
+    for run in runs {
         let compiled = compiler.compile(run)?;
         trajwiki_trace::validate(run, &compiled)?;
         store.commit_compilation(&compiled.compilation, &compiled.insights)?;

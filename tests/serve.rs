@@ -889,3 +889,137 @@ fn the_viewer_shows_the_memory_down_to_its_sources() {
     let (status, _, _) = fetch(&format!("{}/view/nobody/", server.url));
     assert_eq!(status, 404);
 }
+
+#[test]
+fn runs_appended_over_http_are_the_runs_the_cli_ingests_and_compiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let runs: Vec<Value> = std::fs::read_to_string("tests/fixtures/runs.jsonl")
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One by one, as an agent finishes them.
+    for (i, run) in runs.iter().enumerate() {
+        let (status, added) = post(
+            &server,
+            "/v1/namespaces/kitchen/runs",
+            &json!({"runs": [run]}),
+        );
+        assert_eq!(status, 200, "{added}");
+        assert_eq!(added["added"], 1, "{added}");
+        assert_eq!(added["compiled"]["runs"], 1, "run {i}: {added}");
+    }
+    // Again: nothing new, the same compilations kept.
+    let (status, again) = post(
+        &server,
+        "/v1/namespaces/kitchen/runs",
+        &json!({"runs": runs}),
+    );
+    assert_eq!(
+        (status, &again["added"], &again["unchanged"]),
+        (200, &json!(0), &json!(3)),
+        "{again}"
+    );
+
+    // The same records as the CLI's ingest and compile of the file.
+    let cli = dir.path().join("cli");
+    ok(&["ingest", "--store", s(&cli), "tests/fixtures/runs.jsonl"]);
+    ok(&["trace", "compile", "--store", s(&cli), "-q"]);
+    let export = |store: &Path| {
+        let out = dir.path().join(format!(
+            "export-{}",
+            store.file_name().unwrap().to_str().unwrap()
+        ));
+        ok(&[
+            "trace",
+            "export",
+            "--store",
+            s(store),
+            "--namespace",
+            "kitchen",
+            s(&out),
+        ]);
+        let mut files = Vec::new();
+        for entry in walk(&out) {
+            files.push((
+                entry.strip_prefix(&out).unwrap().to_path_buf(),
+                std::fs::read(&entry).unwrap(),
+            ));
+        }
+        files.sort();
+        files
+    };
+    drop(server);
+    assert_eq!(export(&store), export(&cli));
+
+    // Refused with the store unchanged: not a list, not objects, another namespace, bad fields.
+    let server = serve(&store, &[]);
+    let before = std::fs::read_to_string("tests/fixtures/runs.jsonl")
+        .unwrap()
+        .lines()
+        .count();
+    failed(
+        post(&server, "/v1/namespaces/kitchen/runs", &json!({"runs": {}})),
+        422,
+        "bad_request",
+    );
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/kitchen/runs",
+            &json!({"runs": [1]}),
+        ),
+        400,
+        "bad_request",
+    );
+    let mut foreign = runs[0].clone();
+    foreign["namespace"] = json!("other");
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/kitchen/runs",
+            &json!({"runs": [foreign]}),
+        ),
+        400,
+        "bad_request",
+    );
+    let (status, bad) = post(
+        &server,
+        "/v1/namespaces/kitchen/runs",
+        &json!({"runs": [{"id": "x", "steps": []}]}),
+    );
+    assert_eq!(
+        (status, bad["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{bad}"
+    );
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("task"),
+        "{bad}"
+    );
+    let (_, list) = get(&server, "/v1/namespaces");
+    let kitchen = list["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["namespace"] == "kitchen")
+        .unwrap()
+        .clone();
+    assert_eq!(kitchen["runs"], before as u64, "{list}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

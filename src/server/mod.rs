@@ -22,6 +22,7 @@
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
 //! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
+//! | `POST /v1/namespaces/{ns}/runs` | `{"runs": [...], "compile"?: true}`: append agent runs (the runs JSONL fields) and compile them (deterministic compiler) |
 //! | `POST /v1/namespaces/{ns}/runs/context` | `{"task", "similar"?, "budget"?}`: the first context for a new task from the compiled runs |
 //! | `GET /v1/namespaces/{ns}/insights/{id}` | an insight with its compilation, its run and the steps it cites |
 //! | `GET /v1/namespaces/{ns}/runs/{id}` | a run with every step, its compilation and insights |
@@ -382,6 +383,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/namespaces/{ns}/pages", get(pages))
         .route("/namespaces/{ns}/records/{id}", get(record))
         .route("/namespaces/{ns}/history/{id}", get(history))
+        .route("/namespaces/{ns}/runs", post(append_runs))
         .route("/namespaces/{ns}/runs/context", post(run_context))
         .route("/namespaces/{ns}/runs/grep", get(run_grep))
         .route("/namespaces/{ns}/runs/{id}", get(run))
@@ -725,6 +727,73 @@ async fn append(
         .await
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppendRunsRequest {
+    runs: Vec<Value>,
+    #[serde(default = "yes")]
+    compile: bool,
+}
+
+/// Appends agent runs to a namespace and (unless `compile` is false) compiles them with the
+/// deterministic compiler: the work of these runs, not of the namespace's others. Serialised
+/// with the namespace's other writes.
+async fn append_runs(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: Result<Json<AppendRunsRequest>, JsonRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Json(req) = body.map_err(rejected)?;
+    let ns = namespace(&ns)?;
+    let mut text = String::new();
+    for (i, run) in req.runs.iter().enumerate() {
+        let Some(fields) = run.as_object() else {
+            return Err(Failure::bad_request(format!(
+                "field `runs`, item {}: expected a run object",
+                i + 1
+            )));
+        };
+        if let Some(theirs) = fields.get("namespace") {
+            if theirs.as_str() != Some(ns.as_str()) {
+                return Err(Failure::bad_request(format!(
+                    "field `runs`, item {}: namespace {theirs} is not {ns}, the namespace of this route",
+                    i + 1
+                )));
+            }
+        }
+        text.push_str(&run.to_string());
+        text.push('\n');
+    }
+    state
+        .with_store(move |state, store| {
+            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
+            let _writing = lock(&writer);
+            // Errors name the item as a line of `runs`: line N is item N.
+            let runs =
+                trajwiki_ingest::jsonl::parse_runs(std::path::Path::new("runs"), &text, Some(&ns))
+                    .map_err(|e| Failure::bad_request(e.to_string()))?;
+            let report = store
+                .ingest_runs("http", &runs)
+                .map_err(Failure::from_store)?;
+            let mut value = json!({
+                "namespace": ns, "added": report.added, "unchanged": report.unchanged,
+            });
+            if req.compile && !runs.is_empty() {
+                let compiled = crate::trace::compile_runs(
+                    store,
+                    &ns,
+                    &runs,
+                    &trajwiki_trace::DeterministicCompiler,
+                )?;
+                value["compiled"] = serde_json::to_value(&compiled).map_err(|e| {
+                    Failure::internal(format!("serializing the compile report: {e}"))
+                })?;
+            }
+            Ok(Json(value))
+        })
+        .await
+}
+
 /// A body that could not be read as the route's JSON.
 fn rejected(e: JsonRejection) -> Failure {
     let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -1050,6 +1119,11 @@ pub fn openapi_document() -> Value {
             "/v1/namespaces/{ns}/history/{id}": {"get": {"summary": "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources",
                 "parameters": [ns, id, {"name": "as_of", "in": "query", "schema": {"type": "string"}, "description": "Only ops up to this time"}],
                 "responses": ok("{entries}")}},
+            "/v1/namespaces/{ns}/runs": {"post": {"summary": "Append agent runs and compile them (deterministic compiler)",
+                "parameters": [ns],
+                "requestBody": body(json!({"runs": {"type": "array", "items": {"type": "object"}},
+                    "compile": {"type": "boolean", "default": true}}), json!(["runs"])),
+                "responses": ok("{added, unchanged, compiled}")}},
             "/v1/namespaces/{ns}/runs/context": {"post": {"summary": "The first context for a new task from the compiled runs",
                 "parameters": [ns],
                 "requestBody": body(json!({"task": {"type": "string"}, "similar": {"type": "integer"}, "budget": {"type": "integer"}}), json!(["task"])),
