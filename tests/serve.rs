@@ -1023,3 +1023,89 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_build_runs_as_a_job_with_progress_and_gives_the_cli_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&common::demo())]);
+    let server = serve(&store, &[]);
+    let wait = |id: &str| -> Value {
+        for _ in 0..600 {
+            let (status, job) = get(&server, &format!("/v1/jobs/{id}"));
+            assert_eq!(status, 200, "{job}");
+            if job["status"] != "running" {
+                return job;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("job {id} still running after 30 s");
+    };
+    let (status, started) = post(
+        &server,
+        "/v1/namespaces/demo/build",
+        &json!({"flush": true}),
+    );
+    assert_eq!(status, 202, "{started}");
+    assert_eq!(started["namespace"], "demo");
+    let id = started["job"].as_str().unwrap().to_string();
+    let done = wait(&id);
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["stage"], "done", "{done}");
+    assert_eq!(done["embedded"], done["to_embed"], "{done}");
+    assert_eq!(done["to_embed"], 12, "every message embedded once: {done}");
+    assert!(done["report"]["snapshots"].as_u64().unwrap() > 0, "{done}");
+
+    // The memory is the CLI's build of the same messages.
+    let cli = common::demo_store(&dir.path().join("cli"));
+    let question = "Which class did Maya sign up for?";
+    let (status, found) = post(
+        &server,
+        "/v1/namespaces/demo/search",
+        &json!({"question": question, "budget": 300}),
+    );
+    assert_eq!(status, 200, "{found}");
+    let theirs: Value = serde_json::from_str(&ok(&[
+        "query",
+        "--store",
+        s(&cli),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+        "--budget",
+        "300",
+        "--json",
+        question,
+    ]))
+    .unwrap();
+    assert_eq!(found["context"]["text"], theirs["context"]);
+
+    // Nothing new: a second job embeds nothing. A namespace without messages fails as a job.
+    let (_, again) = post(&server, "/v1/namespaces/demo/build", &json!({}));
+    let again = wait(again["job"].as_str().unwrap());
+    assert_eq!(
+        (&again["status"], &again["to_embed"]),
+        (&json!("done"), &json!(0)),
+        "{again}"
+    );
+    let (status, nobody) = call(
+        &format!("{}/v1/namespaces/nobody/build", server.url),
+        Some(""),
+        None,
+    );
+    assert_eq!(status, 202, "{nobody}");
+    let nobody = wait(nobody["job"].as_str().unwrap());
+    assert_eq!(nobody["status"], "failed", "{nobody}");
+    assert_eq!(nobody["error"]["code"], "unknown_namespace", "{nobody}");
+    failed(get(&server, "/v1/jobs/job_999"), 404, "not_found");
+    failed(
+        post(
+            &server,
+            "/v1/namespaces/demo/build",
+            &json!({"rebuld": true}),
+        ),
+        400,
+        "bad_request",
+    );
+}

@@ -22,6 +22,8 @@
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
 //! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
+//! | `POST /v1/namespaces/{ns}/build` | `{"rebuild"?, "flush"?}`: a build as a job (202 with its id; 409 while one runs) |
+//! | `GET /v1/jobs/{id}` | a job: its stage, texts embedded of those to embed, elapsed time, then its build report or error |
 //! | `POST /v1/namespaces/{ns}/runs` | `{"runs": [...], "compile"?: true}`: append agent runs (the runs JSONL fields) and compile them (deterministic compiler) |
 //! | `POST /v1/namespaces/{ns}/runs/context` | `{"task", "similar"?, "budget"?}`: the first context for a new task from the compiled runs |
 //! | `GET /v1/namespaces/{ns}/insights/{id}` | an insight with its compilation, its run and the steps it cites |
@@ -60,6 +62,7 @@ use crate::trace::TraceError;
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
 
+mod jobs;
 mod mcp;
 
 /// What a server is started with.
@@ -96,6 +99,8 @@ struct AppState {
     /// The viewer's pages of each namespace: its markdown export by path, made once per index
     /// state.
     views: Mutex<LruCache<AtState<HashMap<String, String>>>>,
+    /// Build jobs, by id: the running ones and the last finished ones.
+    jobs: Mutex<jobs::Jobs>,
 }
 
 /// At most this many idle connections are kept.
@@ -198,13 +203,7 @@ impl AppState {
             "namespace": ns, "added": report.added, "unchanged": report.unchanged,
         });
         if build {
-            // The namespace's own settings when it was built before, else the defaults.
-            let config = match store.built_with(ns).map_err(Failure::from_store)? {
-                Some((_, config)) => serde_json::from_str(&config).map_err(|e| {
-                    Failure::internal(format!("the stored build settings of {ns}: {e}"))
-                })?,
-                None => trajwiki_memory::MemoryConfig::default(),
-            };
+            let config = build_config(store, ns)?;
             let options = BuildOptions {
                 flush,
                 ..BuildOptions::default()
@@ -222,6 +221,15 @@ impl AppState {
                 .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
         }
         Ok(value)
+    }
+}
+
+/// The build settings of `ns`: its own when it was built before, else the defaults.
+fn build_config(store: &Store, ns: &Namespace) -> Result<trajwiki_memory::MemoryConfig, Failure> {
+    match store.built_with(ns).map_err(Failure::from_store)? {
+        Some((_, config)) => serde_json::from_str(&config)
+            .map_err(|e| Failure::internal(format!("the stored build settings of {ns}: {e}"))),
+        None => Ok(trajwiki_memory::MemoryConfig::default()),
     }
 }
 
@@ -384,6 +392,8 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/namespaces/{ns}/records/{id}", get(record))
         .route("/namespaces/{ns}/history/{id}", get(history))
         .route("/namespaces/{ns}/runs", post(append_runs))
+        .route("/namespaces/{ns}/build", post(jobs::start_build))
+        .route("/jobs/{id}", get(jobs::job))
         .route("/namespaces/{ns}/runs/context", post(run_context))
         .route("/namespaces/{ns}/runs/grep", get(run_grep))
         .route("/namespaces/{ns}/runs/{id}", get(run))
@@ -429,6 +439,7 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
         writers: Mutex::new(HashMap::new()),
         views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
+        jobs: Mutex::new(jobs::Jobs::default()),
     });
     Ok((state, config.mcp))
 }
@@ -1119,6 +1130,13 @@ pub fn openapi_document() -> Value {
             "/v1/namespaces/{ns}/history/{id}": {"get": {"summary": "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources",
                 "parameters": [ns, id, {"name": "as_of", "in": "query", "schema": {"type": "string"}, "description": "Only ops up to this time"}],
                 "responses": ok("{entries}")}},
+            "/v1/namespaces/{ns}/build": {"post": {"summary": "Build the namespace as a job; 202 with the job's id, 409 while one runs",
+                "parameters": [ns],
+                "requestBody": body(json!({"rebuild": {"type": "boolean", "default": false}, "flush": {"type": "boolean", "default": false}}), json!([])),
+                "responses": {"202": {"description": "{job, namespace, status}"}}}},
+            "/v1/jobs/{id}": {"get": {"summary": "A build job: stage, progress, then its report or error",
+                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": ok("{job, namespace, status, stage, embedded, to_embed, elapsed_ms, report?, error?}")}},
             "/v1/namespaces/{ns}/runs": {"post": {"summary": "Append agent runs and compile them (deterministic compiler)",
                 "parameters": [ns],
                 "requestBody": body(json!({"runs": {"type": "array", "items": {"type": "object"}},

@@ -1,0 +1,232 @@
+//! Long builds as jobs: `POST /v1/namespaces/{ns}/build` starts one on a thread of its own and
+//! answers at once (202) with its id; `GET /v1/jobs/{id}` tells its stage, the texts embedded of
+//! those to embed, the time taken, and at the end its build report or its error. A job holds
+//! its namespace's writer lock, so appends to that namespace wait for it, and a second build of
+//! the namespace is refused (409, naming the running job) while it runs. Finished jobs are kept
+//! for reading, the last [`KEPT_JOBS`] of them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use trajwiki_core::Namespace;
+use trajwiki_store::Store;
+
+use super::{build_config, lock, namespace, AppState, Failure};
+use crate::api::ApiError;
+use crate::pipeline::{build_namespace_kept, prefill_messages, BuildOptions};
+
+/// Finished jobs kept for reading.
+pub(super) const KEPT_JOBS: usize = 100;
+
+/// Texts embedded per batch while a job prefills the cache.
+const CHUNK: usize = 256;
+
+/// The jobs a server knows.
+#[derive(Default)]
+pub(super) struct Jobs {
+    by_id: HashMap<String, Arc<Job>>,
+    /// Finished jobs, oldest first.
+    finished: VecDeque<String>,
+    next: u64,
+}
+
+/// One build job.
+pub(super) struct Job {
+    id: String,
+    namespace: Namespace,
+    started: Instant,
+    embedded: AtomicUsize,
+    to_embed: AtomicUsize,
+    state: Mutex<JobState>,
+}
+
+enum JobState {
+    Waiting,
+    Embedding,
+    Folding,
+    Done { report: Value, ms: u128 },
+    Failed { error: Failure, ms: u128 },
+}
+
+impl Job {
+    fn json(&self) -> Value {
+        let (status, stage) = match &*lock(&self.state) {
+            JobState::Waiting => ("running", "waiting"),
+            JobState::Embedding => ("running", "embedding"),
+            JobState::Folding => ("running", "folding"),
+            JobState::Done { .. } => ("done", "done"),
+            JobState::Failed { .. } => ("failed", "failed"),
+        };
+        let mut value = json!({
+            "job": self.id, "namespace": self.namespace, "status": status, "stage": stage,
+            "embedded": self.embedded.load(Ordering::Relaxed),
+            "to_embed": self.to_embed.load(Ordering::Relaxed),
+            "elapsed_ms": self.started.elapsed().as_millis() as u64,
+        });
+        match &*lock(&self.state) {
+            JobState::Done { report, ms } => {
+                value["report"] = report.clone();
+                value["elapsed_ms"] = json!(*ms as u64);
+            }
+            JobState::Failed { error, ms } => {
+                value["error"] = json!({"code": error.code, "message": error.message});
+                value["elapsed_ms"] = json!(*ms as u64);
+            }
+            _ => {}
+        }
+        value
+    }
+
+    fn running(&self) -> bool {
+        !matches!(
+            &*lock(&self.state),
+            JobState::Done { .. } | JobState::Failed { .. }
+        )
+    }
+
+    fn set(&self, state: JobState) {
+        *lock(&self.state) = state;
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BuildRequest {
+    #[serde(default)]
+    rebuild: bool,
+    #[serde(default)]
+    flush: bool,
+}
+
+/// `POST /v1/namespaces/{ns}/build`.
+pub(super) async fn start_build(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), Failure> {
+    // The body is optional: none builds with the defaults.
+    let req: BuildRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        BuildRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| Failure::bad_request(format!("the request body: {e}")))?
+    };
+    let ns = namespace(&ns)?;
+    let job = {
+        let mut jobs = lock(&state.jobs);
+        if let Some(running) = jobs
+            .by_id
+            .values()
+            .find(|j| j.namespace == ns && j.running())
+        {
+            return Err(Failure::new(
+                StatusCode::CONFLICT,
+                "busy",
+                format!("a build of {ns} is running: job {}", running.id),
+            ));
+        }
+        jobs.next += 1;
+        let job = Arc::new(Job {
+            id: format!("job_{}", jobs.next),
+            namespace: ns.clone(),
+            started: Instant::now(),
+            embedded: AtomicUsize::new(0),
+            to_embed: AtomicUsize::new(0),
+            state: Mutex::new(JobState::Waiting),
+        });
+        jobs.by_id.insert(job.id.clone(), Arc::clone(&job));
+        job
+    };
+    let answer = job.json();
+    let worker = Arc::clone(&state);
+    std::thread::Builder::new()
+        .name(format!("trajwiki-{}", job.id))
+        .spawn(move || {
+            let outcome = run(&worker, &job, &req);
+            let ms = job.started.elapsed().as_millis();
+            job.set(match outcome {
+                Ok(report) => JobState::Done { report, ms },
+                Err(error) => JobState::Failed { error, ms },
+            });
+            let mut jobs = lock(&worker.jobs);
+            jobs.finished.push_back(job.id.clone());
+            while jobs.finished.len() > KEPT_JOBS {
+                if let Some(old) = jobs.finished.pop_front() {
+                    jobs.by_id.remove(&old);
+                }
+            }
+        })
+        .map_err(|e| Failure::internal(format!("starting the build job: {e}")))?;
+    Ok((StatusCode::ACCEPTED, Json(answer)))
+}
+
+/// The job's work: the namespace's messages embedded into the cache (progress counted), then
+/// the fold, from the namespace's kept construction state.
+fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure> {
+    let ns = &job.namespace;
+    let mut store = Store::open_existing(&state.store_dir).map_err(Failure::from_store)?;
+    if store.namespace_counts(ns).map_err(Failure::from_store)?.0 == 0 {
+        return Err(ApiError::UnknownNamespace {
+            namespace: ns.clone(),
+            store: store.dir().to_path_buf(),
+        }
+        .into());
+    }
+    let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
+    let mut kept = lock(&writer);
+    job.set(JobState::Embedding);
+    let progress = |done: usize, total: usize| {
+        job.embedded.store(done, Ordering::Relaxed);
+        job.to_embed.store(total, Ordering::Relaxed);
+    };
+    prefill_messages(
+        &mut store,
+        std::slice::from_ref(ns),
+        state.embedder.as_ref(),
+        CHUNK,
+        false,
+        &progress,
+    )
+    .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+    job.set(JobState::Folding);
+    let config = build_config(&store, ns)?;
+    let options = BuildOptions {
+        rebuild: req.rebuild,
+        flush: req.flush,
+        ..BuildOptions::default()
+    };
+    let report = build_namespace_kept(
+        &mut store,
+        ns,
+        state.embedder.as_ref(),
+        &config,
+        options,
+        &mut kept,
+    )
+    .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+    serde_json::to_value(&report)
+        .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))
+}
+
+/// `GET /v1/jobs/{id}`.
+pub(super) async fn job(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, Failure> {
+    let job = lock(&state.jobs).by_id.get(&id).cloned();
+    match job {
+        Some(job) => Ok(Json(job.json())),
+        None => Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no job {id:?} (finished jobs are kept, the last {KEPT_JOBS})"),
+        )),
+    }
+}
