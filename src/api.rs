@@ -821,6 +821,30 @@ pub struct Asked {
     pub answer: crate::answer::Answer,
 }
 
+impl Asked {
+    /// As `trajwiki ask --json` prints it and `POST …/ask` answers: the question, the answer and
+    /// its status, the context, its evidence and route, and the model's identity and usage.
+    pub fn to_json(&self, client: Option<&trajwiki_llm::Client>) -> serde_json::Value {
+        let (answer, search) = (&self.answer, &self.search);
+        serde_json::json!({
+            "question": search.question,
+            "status": answer.status,
+            "answer": answer,
+            "context": search.context.text,
+            "source_refs": search.context.source_refs,
+            "context_tokens": search.context.tokens,
+            "evidence": search.evidence,
+            "pages": search.ranking.pages,
+            "trajectories": search.ranking.trajectories,
+            "llm": client.map(|c| serde_json::json!({
+                "model": c.config().model,
+                "base_url": c.config().base_url,
+                "usage": c.usage(),
+            })),
+        })
+    }
+}
+
 /// Answers a question from a loaded index: the search of [`search_index`] (its selected
 /// trajectories reordered by the model first when `rerank`, one more call), then an answer from
 /// its context by `client`'s model, checked (see [`crate::answer`]). Without a client the answer

@@ -1161,3 +1161,102 @@ fn a_rerank_reorders_the_pages_and_trajectories_and_falls_back_to_the_fused_orde
     assert_eq!(path(&kept, "trajectories"), path(&plain, "trajectories"));
     assert_eq!(path(&kept, "pages"), path(&plain, "pages"));
 }
+
+/// `trajwiki serve` on the demo store with `args`; its base URL, and the child to stop.
+fn serve_demo(dir: &Path, args: &[&str]) -> (String, std::process::Child) {
+    use std::process::Stdio;
+    let store = dir.join("store");
+    let mut child = bin()
+        .args([
+            "serve",
+            "--store",
+            s(&store),
+            "--port",
+            "0",
+            "--model",
+            "hashing",
+        ])
+        .args(args)
+        .env_remove(trajwiki::llm::ENV_BASE_URL)
+        .env_remove(trajwiki::llm::ENV_MODEL)
+        .env_remove(trajwiki::llm::ENV_API_KEY)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server says where it listens")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (url, child)
+}
+
+fn post_ask(url: &str, body: &Value) -> (u16, Value) {
+    let res = match ureq::post(&format!("{url}/v1/namespaces/demo/ask"))
+        .set("Content-Type", "application/json")
+        .send_string(&body.to_string())
+    {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{e}"),
+    };
+    (
+        res.status(),
+        serde_json::from_str(&res.into_string().unwrap()).unwrap(),
+    )
+}
+
+#[test]
+fn the_server_asks_as_the_cli_asks() {
+    let dir = built_demo();
+    let model = Server::start(vec![Reply::answer(good_answer(&["S1:3", "S9:99"]))]);
+    let (url, mut child) = serve_demo(
+        dir.path(),
+        &[
+            "--llm-base-url",
+            &model.url,
+            "--llm-model",
+            "scripted",
+            "--llm-retries",
+            "2",
+        ],
+    );
+    let (status, served) = post_ask(&url, &json!({"question": QUESTION}));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{served}");
+    assert_eq!(served["status"], "answered", "{served}");
+    assert_eq!(served["answer"]["supporting_source_refs"], json!(["S1:3"]));
+    assert_eq!(served["answer"]["removed_refs"], json!(["S9:99"]));
+    assert_eq!(model.seen().len(), 1);
+    let (code, cli, err) = ask(dir.path(), Some(&model.url), &[]);
+    assert_eq!(code, 0, "{err}");
+    for field in ["status", "answer", "context", "source_refs", "evidence"] {
+        assert_eq!(served[field], cli[field], "{field}");
+    }
+
+    // Without a model: the evidence, and a status that says so.
+    let (url, mut child) = serve_demo(dir.path(), &[]);
+    let (status, bare) = post_ask(&url, &json!({"question": QUESTION, "budget": 200}));
+    let (bad, refused) = post_ask(&url, &json!({"question": QUESTION, "mode": "psychic"}));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{bare}");
+    assert_eq!(bare["status"], "no_answer_model", "{bare}");
+    assert!(
+        bare["context"].as_str().is_some_and(|c| c.contains("S1:")),
+        "{bare}"
+    );
+    assert_eq!(bare["llm"], Value::Null);
+    assert_eq!(
+        (bad, refused["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+}

@@ -144,22 +144,7 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
         AnswerStatus::Answered | AnswerStatus::Abstained => {}
     }
     if args.json {
-        let value = serde_json::json!({
-            "question": search.question,
-            "status": answer.status,
-            "answer": answer,
-            "context": search.context.text,
-            "source_refs": search.context.source_refs,
-            "context_tokens": search.context.tokens,
-            "evidence": search.evidence,
-            "pages": search.ranking.pages,
-            "trajectories": search.ranking.trajectories,
-            "llm": client.as_ref().map(|c| serde_json::json!({
-                "model": c.config().model,
-                "base_url": c.config().base_url,
-                "usage": c.usage(),
-            })),
-        });
+        let value = asked.to_json(client.as_ref());
         outjson!(serde_json::to_string_pretty(&value)?)?;
         return Ok(());
     }

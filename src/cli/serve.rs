@@ -9,6 +9,7 @@ use trajwiki::server::{McpOptions, ServerConfig};
 use trajwiki_core::Namespace;
 use trajwiki_store::Store;
 
+use super::ask::LlmArgs;
 use super::device::scoring;
 use super::memory::load_embedder_on;
 use super::{Global, UsageError};
@@ -39,6 +40,9 @@ pub(crate) struct ServeArgs {
     /// Offer the MCP tool `add_messages` at /mcp (the JSON API appends regardless).
     #[arg(long)]
     mcp_allow_write: bool,
+    /// The language model `POST …/ask` answers with (an OpenAI-compatible server).
+    #[command(flatten)]
+    llm: LlmArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -82,6 +86,7 @@ pub(crate) fn mcp(args: &McpArgs, global: Global) -> anyhow::Result<()> {
             namespace,
             allow_write: args.allow_write,
         },
+        llm: None,
     })?;
     Ok(())
 }
@@ -103,6 +108,7 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
         ))
         .into());
     }
+    let llm = args.llm.config()?;
     // The store is checked (and brought to the current schema) before the model is loaded.
     drop(Store::open_existing(&args.store)?);
     let backend = scoring(global.device)?;
@@ -118,6 +124,7 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
             namespace: None,
             allow_write: args.mcp_allow_write,
         },
+        llm,
     })?;
     let addr = SocketAddr::new(ip, args.port);
     let listener = std::net::TcpListener::bind(addr)

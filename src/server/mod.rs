@@ -19,6 +19,7 @@
 //! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
 //! | `POST /v1/namespaces/{ns}/messages` | `{"messages": [...], "build"?: true, "flush"?: false}`: append (the ingest fields; `seq` continues the session), then build incrementally |
 //! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
+//! | `POST /v1/namespaces/{ns}/ask` | `{"question", "budget"?, "mode"?, "rerank"?}` → the answer (or abstention) with its cited sources, checked, and the evidence (as `trajwiki ask --json`) |
 //! | `GET /v1/namespaces/{ns}/pages` | the current wiki pages (id, kind, title, trajectories) |
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
 //! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
@@ -81,6 +82,9 @@ pub struct ServerConfig {
     pub index_cache_bytes: usize,
     /// How the MCP tools are offered (at `/mcp` by [`router`], on stdio by [`serve_mcp_stdio`]).
     pub mcp: McpOptions,
+    /// The language model `POST …/ask` answers with; without one it answers with the evidence
+    /// alone (status `no_answer_model`).
+    pub llm: Option<trajwiki_llm::LlmConfig>,
 }
 
 /// The state the handlers share.
@@ -101,6 +105,7 @@ struct AppState {
     views: Mutex<LruCache<AtState<HashMap<String, String>>>>,
     /// Build jobs, by id: the running ones and the last finished ones.
     jobs: Mutex<jobs::Jobs>,
+    llm: Option<trajwiki_llm::LlmConfig>,
 }
 
 /// At most this many idle connections are kept.
@@ -387,6 +392,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/namespaces/{ns}", axum::routing::delete(delete_namespace))
         .route("/embeddings", post(embeddings))
         .route("/namespaces/{ns}/search", post(search))
+        .route("/namespaces/{ns}/ask", post(ask))
         .route("/namespaces/{ns}/messages", post(append))
         .route("/namespaces/{ns}/pages", get(pages))
         .route("/namespaces/{ns}/records/{id}", get(record))
@@ -440,6 +446,7 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         writers: Mutex::new(HashMap::new()),
         views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
         jobs: Mutex::new(jobs::Jobs::default()),
+        llm: config.llm,
     });
     Ok((state, config.mcp))
 }
@@ -594,15 +601,7 @@ async fn search(
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
     let ns = namespace(&ns)?;
-    let mode = match req.mode.as_deref() {
-        None => Mode::Full,
-        Some(m) => Mode::parse(m).ok_or_else(|| {
-            Failure::bad_request(format!(
-                "field `mode`: unknown mode {m:?}; one of {}",
-                Mode::ALL.map(Mode::name).join(", ")
-            ))
-        })?,
-    };
+    let mode = parse_mode(req.mode.as_deref())?;
     if req.budget == 0 {
         return Err(Failure::bad_request("field `budget`: must be at least 1"));
     }
@@ -616,6 +615,84 @@ async fn search(
             Ok(Json(value))
         })
         .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskRequest {
+    question: String,
+    #[serde(default = "default_budget")]
+    budget: usize,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    rerank: bool,
+}
+
+/// A question answered by the server's language model from the namespace's kept index (the
+/// CLI's `ask`: the answer checked against its sources, abstaining when they do not hold it);
+/// without a model, the evidence alone.
+async fn ask(
+    State(state): State<Arc<AppState>>,
+    Path(ns): Path<String>,
+    body: Result<Json<AskRequest>, JsonRejection>,
+) -> Result<Json<Value>, Failure> {
+    let Json(req) = body.map_err(rejected)?;
+    let ns = namespace(&ns)?;
+    let mode = parse_mode(req.mode.as_deref())?;
+    if req.budget == 0 {
+        return Err(Failure::bad_request("field `budget`: must be at least 1"));
+    }
+    state
+        .with_store(move |state, store| {
+            trajwiki_core::limits::QUESTION_BYTES
+                .check(req.question.len())
+                .map_err(|e| Failure::from(ApiError::Limit(e)))?;
+            let (kept, loaded_now) = state.index(store, &ns)?;
+            let client = match &state.llm {
+                Some(config) => {
+                    let cache = api::StoreResponses::open(store.dir(), &ns, store.is_read_only())?;
+                    Some(trajwiki_llm::Client::new(
+                        config.clone(),
+                        Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),
+                    ))
+                }
+                None => None,
+            };
+            let query = api::Query {
+                question: &req.question,
+                mode,
+                budget: req.budget,
+                config: &state.retrieval,
+            };
+            let asked = api::ask_index(
+                &kept.value,
+                loaded_now,
+                state.embedder.as_ref(),
+                &query,
+                state.backend.as_ref(),
+                client.as_ref(),
+                req.rerank,
+            )?;
+            let mut value = asked.to_json(client.as_ref());
+            value["namespace"] = json!(ns);
+            value["mode"] = json!(mode.name());
+            Ok(Json(value))
+        })
+        .await
+}
+
+/// A retrieval mode by name (`full` when none).
+fn parse_mode(name: Option<&str>) -> Result<Mode, Failure> {
+    match name {
+        None => Ok(Mode::Full),
+        Some(m) => Mode::parse(m).ok_or_else(|| {
+            Failure::bad_request(format!(
+                "field `mode`: unknown mode {m:?}; one of {}",
+                Mode::ALL.map(Mode::name).join(", ")
+            ))
+        }),
+    }
 }
 
 async fn pages(
@@ -1125,6 +1202,11 @@ pub fn openapi_document() -> Value {
                 "requestBody": body(json!({"question": {"type": "string"}, "budget": {"type": "integer", "default": 2700, "minimum": 1},
                     "mode": {"type": "string", "default": "full"}}), json!(["question"])),
                 "responses": ok("{context, evidence, ranking, timings}")}},
+            "/v1/namespaces/{ns}/ask": {"post": {"summary": "An answer from the server's language model with its cited sources, or an abstention; the evidence",
+                "parameters": [ns],
+                "requestBody": body(json!({"question": {"type": "string"}, "budget": {"type": "integer", "default": 2700, "minimum": 1},
+                    "mode": {"type": "string", "default": "full"}, "rerank": {"type": "boolean", "default": false}}), json!(["question"])),
+                "responses": ok("{question, status, answer, context, source_refs, evidence, pages, trajectories, llm}")}},
             "/v1/namespaces/{ns}/pages": {"get": {"summary": "The current wiki pages", "parameters": [ns], "responses": ok("{pages}")}},
             "/v1/namespaces/{ns}/records/{id}": {"get": {"summary": "Any record by id", "parameters": [ns, id], "responses": ok("{kind, record}")}},
             "/v1/namespaces/{ns}/history/{id}": {"get": {"summary": "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources",
