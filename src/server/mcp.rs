@@ -218,7 +218,7 @@ impl MemoryTools {
             })
             .await
             .map(|text| crate::safe::block(text.trim_end()).into_owned())
-            .map_err(|f| format!("error {}: {}", f.code, f.message))
+            .map_err(|f| format!("error {}: {}", f.code, crate::safe::block(&f.message)))
     }
 
     #[tool(
