@@ -30,7 +30,7 @@ use trajwiki_core::{
     TrajectoryId, WikiPage, TIMESTAMP_FORMAT,
 };
 use trajwiki_cuda::{CudaBertEmbedder, CudaQwen3Embedder, Device};
-use trajwiki_embed::{Architecture, EmbedOptions};
+use trajwiki_embed::{Architecture, EmbedOptions, Precision};
 use trajwiki_retrieve::{Context, Index, IndexError, Mode, Ranking, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
 
@@ -185,7 +185,24 @@ fn load_model_unchecked(
     if device == Device::Cpu {
         return Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None));
     }
-    let dir = trajwiki_embed::resolve_model(spec)?;
+    // The CUDA encoders run their own formats; bf16 and int8 name the CPU kernels.
+    let (name, precision) = trajwiki_embed::split_precision(spec)?;
+    match precision.unwrap_or(opts.precision) {
+        Precision::F32 => {}
+        _ if device == Device::Auto => {
+            return Ok(cpu(trajwiki_embed::load_embedder(spec, opts)?, None));
+        }
+        p => {
+            return Err(EmbedError::DeviceUnavailable {
+                reason: format!(
+                "precision {} runs on the CPU (model {spec}); name the model without @{} on CUDA",
+                p.name(),
+                p.name()
+            ),
+            })
+        }
+    }
+    let dir = trajwiki_embed::resolve_model(name)?;
     let on_gpu = match trajwiki_embed::architecture_of(&dir)? {
         Architecture::Qwen3 => {
             CudaQwen3Embedder::load(&dir, opts, 0).map(|m| Box::new(m) as Box<dyn Embedder>)

@@ -131,6 +131,7 @@ pub(crate) fn run(args: &EmbedArgs, global: Global) -> anyhow::Result<()> {
             serde_json::json!({
                 "model_id": embedder.model_id(),
                 "backend": backend,
+                "kernel": embedder.kernel(),
                 "texts": texts.len(),
                 "dim": vectors.dim(),
                 "load_s": load_s,

@@ -188,6 +188,12 @@ pub trait Embedder: Send + Sync {
 
     /// Embeds `texts`; the result has `texts.len()` rows of [`dim`](Embedder::dim) values.
     fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError>;
+
+    /// What computes the vectors, for reports: the CPU kernels and precision (`avx512-bf16`),
+    /// a device, or nothing to say.
+    fn kernel(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A lexical embedder: signed feature hashing of lower-cased words and word bigrams, L2

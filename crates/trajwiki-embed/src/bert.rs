@@ -7,7 +7,8 @@ use std::path::Path;
 use trajwiki_core::embed::{EmbedError, EmbedKind, Embedder, Embeddings};
 
 use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
-use crate::ops::{self, AttnShape, Linear};
+use crate::linear::{Linear, Then};
+use crate::ops::{self, AttnShape, Dense};
 use crate::resolve::{fingerprint, read_json};
 use crate::tokenize::Tok;
 use crate::weights::Weights;
@@ -402,10 +403,10 @@ struct Layer {
     out_norm: BertNorm,
 }
 
-impl From<BertLinear> for Linear {
-    fn from(l: BertLinear) -> Linear {
+impl From<BertLinear> for Dense {
+    fn from(l: BertLinear) -> Dense {
         let (out_dim, in_dim) = (l.bias.len(), l.weight.len() / l.bias.len().max(1));
-        Linear {
+        Dense {
             weight: l.weight,
             bias: Some(l.bias),
             in_dim,
@@ -436,16 +437,18 @@ impl std::fmt::Debug for BertEmbedder {
 impl BertEmbedder {
     /// Loads a BERT-family model folder (see [`open_bert`]) to run on the CPU.
     pub fn load(dir: &Path, opts: &EmbedOptions) -> Result<BertEmbedder, EmbedError> {
-        let (spec, w) = open_bert(dir, opts)?;
+        let (mut spec, w) = open_bert(dir, opts)?;
+        spec.model_id.push_str(&opts.precision.id_suffix());
+        let rt = Runtime::new(opts)?;
         let layers = w
             .layers
             .into_iter()
             .map(|l| Layer {
-                qkv: l.qkv.into(),
-                attn_out: l.attn_out.into(),
+                qkv: rt.linear_sensitive(l.qkv.into()),
+                attn_out: rt.linear(l.attn_out.into()),
                 attn_norm: l.attn_norm,
-                inter: l.inter.into(),
-                out: l.out.into(),
+                inter: rt.linear(l.inter.into()),
+                out: rt.linear_sensitive(l.out.into()),
                 out_norm: l.out_norm,
             })
             .collect();
@@ -456,7 +459,7 @@ impl BertEmbedder {
             token_type: w.token_type,
             embed_norm: w.embed_norm,
             layers,
-            rt: Runtime::new(opts)?,
+            rt,
         })
     }
 
@@ -480,7 +483,6 @@ impl BertEmbedder {
         let shape = self.spec.shape;
         let h = shape.hidden;
         let eps = shape.layer_norm_eps;
-        let threads = self.rt.threads;
         let seqs = offsets(batch);
         let rows: usize = seqs.iter().map(|s| s.1).sum();
 
@@ -514,9 +516,9 @@ impl BertEmbedder {
             causal: false,
         };
         for layer in &self.layers {
-            let qkv = layer.qkv.forward(&x, rows, threads);
+            let qkv = layer.qkv.forward(&x, rows, Then::Store);
             let ctx = ops::attention(&qkv, &seqs, attn_shape);
-            let attn = layer.attn_out.forward(&ctx, rows, threads);
+            let attn = layer.attn_out.forward(&ctx, rows, Then::Store);
             ops::add_layer_norm(
                 &mut x,
                 &attn,
@@ -525,9 +527,8 @@ impl BertEmbedder {
                 &layer.attn_norm.bias,
                 eps,
             );
-            let mut inter = layer.inter.forward(&x, rows, threads);
-            ops::gelu_erf(&mut inter);
-            let out = layer.out.forward(&inter, rows, threads);
+            let inter = layer.inter.forward(&x, rows, Then::Gelu);
+            let out = layer.out.forward(&inter, rows, Then::Store);
             ops::add_layer_norm(
                 &mut x,
                 &out,
@@ -558,6 +559,10 @@ impl BertEmbedder {
 }
 
 impl Embedder for BertEmbedder {
+    fn kernel(&self) -> Option<String> {
+        Some(self.rt.kernel.describe(self.rt.precision))
+    }
+
     fn model_id(&self) -> &str {
         self.spec.model_id()
     }

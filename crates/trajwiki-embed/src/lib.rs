@@ -37,9 +37,12 @@
 //! # }
 //! ```
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod bert;
 mod engine;
 pub mod fetch;
+mod linear;
 mod ops;
 pub mod output;
 pub mod qwen3;
@@ -53,7 +56,7 @@ pub use bert::{
     open_bert, BertEmbedder, BertLayerWeights, BertLinear, BertNorm, BertShape, BertSpec,
     BertWeights, Pooling,
 };
-pub use engine::EmbedOptions;
+pub use engine::{CpuKernel, EmbedOptions, Precision};
 pub use fetch::{fetch_model, FetchError, FetchOptions, Fetched};
 pub use qwen3::{open_checkpoint, Qwen3Embedder, Qwen3Shape, Qwen3Spec, Qwen3Tensors};
 pub use resolve::{resolve_model, trajwiki_home, DEFAULT_MODEL};
@@ -102,9 +105,34 @@ pub fn load_dir(dir: &Path, opts: &EmbedOptions) -> Result<Box<dyn Embedder>, Em
 }
 
 /// Resolves `spec` (a folder, or a model name in the cache, see [`resolve_model`]) and loads it.
-/// This is what `--model` means on the command line.
+/// This is what `--model` means on the command line. A spec may end in `@f32`, `@bf16` or
+/// `@int8` to choose the precision (see [`split_precision`]).
 pub fn load_embedder(spec: &str, opts: &EmbedOptions) -> Result<Box<dyn Embedder>, EmbedError> {
-    load_dir(&resolve_model(spec)?, opts)
+    let (name, precision) = split_precision(spec)?;
+    let mut opts = opts.clone();
+    if let Some(p) = precision {
+        opts.precision = p;
+    }
+    load_dir(&resolve_model(name)?, &opts)
+}
+
+/// Splits a model spec into the model and the precision it names: `minilm@int8` is `minilm` in
+/// int8; a spec without `@` names none, and so does a folder whose own name holds one. An unknown
+/// precision is an error naming the spec.
+pub fn split_precision(spec: &str) -> Result<(&str, Option<Precision>), EmbedError> {
+    let Some((name, p)) = spec.rsplit_once('@') else {
+        return Ok((spec, None));
+    };
+    if p.contains('/') || p.contains(std::path::MAIN_SEPARATOR) || Path::new(spec).is_dir() {
+        return Ok((spec, None));
+    }
+    match Precision::from_name(p) {
+        Some(p) => Ok((name, Some(p))),
+        None => Err(EmbedError::ModelNotFound {
+            path: std::path::PathBuf::from(spec),
+            hint: format!("unknown precision {p:?} after @; use f32, bf16 or int8"),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +182,30 @@ mod tests {
         assert!(
             matches!(err, EmbedError::InvalidModel { ref path, .. } if path.ends_with("tokenizer.json")),
             "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_spec_names_its_precision() {
+        assert_eq!(split_precision("minilm").unwrap(), ("minilm", None));
+        assert_eq!(
+            split_precision("minilm@bf16").unwrap(),
+            ("minilm", Some(Precision::Bf16))
+        );
+        assert_eq!(
+            split_precision("/m/a@b/x@int8").unwrap(),
+            ("/m/a@b/x", Some(Precision::Int8))
+        );
+        assert_eq!(split_precision("/m/a@b/x").unwrap(), ("/m/a@b/x", None));
+        let d = tempfile::tempdir().unwrap();
+        let odd = d.path().join("model@v2");
+        std::fs::create_dir(&odd).unwrap();
+        let odd = odd.to_str().unwrap();
+        assert_eq!(split_precision(odd).unwrap(), (odd, None));
+        let err = split_precision("minilm@fp8").unwrap_err().to_string();
+        assert!(
+            err.contains("minilm@fp8") && err.contains("\"fp8\""),
+            "{err}"
         );
     }
 

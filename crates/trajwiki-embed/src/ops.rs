@@ -15,15 +15,27 @@ use rayon::prelude::*;
 
 /// Whether the CPU has AVX2 and FMA (checked once).
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
-/// Defines a kernel twice, for baseline x86-64 (SSE2) and with AVX2 enabled, and picks the
-/// AVX2 one at run time when the CPU has it. The body is the same code: the compiler vectorises
-/// it eight lanes wide instead of four. Operations are not reordered or fused, so both versions
-/// give the same results.
+/// Whether the CPU has AVX-512F/BW/VL besides AVX2 and FMA (checked once).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        has_avx2()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+    })
+}
+
+/// Defines a kernel three times, for baseline x86-64 (SSE2), with AVX2 and with AVX-512 enabled,
+/// and picks the widest the CPU has at run time. The body is the same code: the compiler
+/// vectorises it 4, 8 or 16 lanes wide (and uses masked remainders on AVX-512). Operations are
+/// not reordered or fused, so every version gives the same results.
 macro_rules! multiversion {
     ($(#[$m:meta])* $vis:vis fn $name:ident($($a:ident: $t:ty),* $(,)?) $(-> $r:ty)? $body:block) => {
         $(#[$m])*
@@ -41,7 +53,20 @@ macro_rules! multiversion {
             }
 
             #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
+            #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+            #[allow(unsafe_code, clippy::too_many_arguments)]
+            unsafe fn avx512($($a: $t),*) $(-> $r)? {
+                generic($($a),*)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            if $crate::ops::has_avx512() {
+                // SAFETY: `avx512` only needs AVX-512F/BW/VL, AVX2 and FMA, which the CPU has.
+                #[allow(unsafe_code)]
+                return unsafe { avx512($($a),*) };
+            }
+            #[cfg(target_arch = "x86_64")]
+            if $crate::ops::has_avx2() {
                 // SAFETY: `avx2` only needs the AVX2 and FMA instructions, which the CPU has.
                 #[allow(unsafe_code)]
                 return unsafe { avx2($($a),*) };
@@ -50,13 +75,15 @@ macro_rules! multiversion {
         }
     };
 }
+pub(crate) use multiversion;
 
 /// Rows handed to one rayon task by the row-wise kernels (keeps task overhead small).
 const ROWS_PER_TASK: usize = 8;
 
-/// A dense weight matrix in PyTorch `Linear` layout (`[out, in]`, row-major) with an optional bias.
+/// A dense layer's weights as the checkpoint stores them: PyTorch `Linear` layout (`[out, in]`,
+/// row-major) with an optional bias. [`crate::linear::Linear`] prepares it for a kernel.
 #[derive(Debug, Clone)]
-pub(crate) struct Linear {
+pub(crate) struct Dense {
     /// `[out, in]` row-major.
     pub(crate) weight: Vec<f32>,
     pub(crate) bias: Option<Vec<f32>>,
@@ -64,10 +91,10 @@ pub(crate) struct Linear {
     pub(crate) out_dim: usize,
 }
 
-impl Linear {
-    /// Stacks several linear layers with the same input size into one (`[sum out, in]`), so that
-    /// e.g. the query, key and value projections run as one matrix product.
-    pub(crate) fn concat(parts: Vec<Linear>) -> Linear {
+impl Dense {
+    /// Stacks several layers with the same input size into one (`[sum out, in]`), so that e.g.
+    /// the query, key and value projections run as one matrix product.
+    pub(crate) fn concat(parts: Vec<Dense>) -> Dense {
         let in_dim = parts[0].in_dim;
         let out_dim = parts.iter().map(|p| p.out_dim).sum();
         let has_bias = parts.iter().any(|p| p.bias.is_some());
@@ -83,33 +110,12 @@ impl Linear {
                 }
             }
         }
-        Linear {
+        Dense {
             weight,
             bias: has_bias.then_some(bias),
             in_dim,
             out_dim,
         }
-    }
-
-    /// `x · Wᵀ + b` for `x` of `rows × in_dim`; returns `rows × out_dim`.
-    pub(crate) fn forward(&self, x: &[f32], rows: usize, threads: usize) -> Vec<f32> {
-        let mut out = vec![0.0f32; rows * self.out_dim];
-        if let Some(b) = &self.bias {
-            for row in out.chunks_exact_mut(self.out_dim) {
-                row.copy_from_slice(b);
-            }
-        }
-        matmul_wt(
-            x,
-            &self.weight,
-            &mut out,
-            rows,
-            self.in_dim,
-            self.out_dim,
-            self.bias.is_some(),
-            threads,
-        );
-        out
     }
 }
 
@@ -490,13 +496,9 @@ multiversion! {
     }
 }
 
-/// Exact (erf) GELU in place, as BERT uses it.
-pub(crate) fn gelu_erf(x: &mut [f32]) {
-    x.par_chunks_mut(4096).for_each(gelu_erf_chunk);
-}
-
 multiversion! {
-    fn gelu_erf_chunk(xs: &mut [f32]) {
+    /// Exact (erf) GELU in place, as BERT uses it.
+    pub(crate) fn gelu_erf_slice(xs: &mut [f32]) {
         for v in xs {
             *v = 0.5 * *v * (1.0 + erf_f32(*v * std::f32::consts::FRAC_1_SQRT_2));
         }
@@ -510,9 +512,12 @@ multiversion! {
 pub(crate) fn exp_f32(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
     // Round to nearest by adding and removing 1.5·2²³ (no `floor`, which is a library call on
-    // baseline x86-64 and stops vectorisation); |r| ≤ ln2/2 either way.
-    const MAGIC: f32 = 12_582_912.0;
-    let fx = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    // baseline x86-64 and stops vectorisation); |r| ≤ ln2/2 either way. The integer `n = fx` is
+    // read from the bits of the sum, where it sits in the low mantissa bits: an `as i32`
+    // conversion would be saturating, lane by lane.
+    let t = x * std::f32::consts::LOG2_E + MAGIC;
+    let fx = t - MAGIC;
+    let n = magic_int(t);
     let r = x - fx * 0.693_359_4 + fx * 2.121_944_4e-4;
     let z = r * r;
     let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
@@ -520,8 +525,18 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
         * r
         + 0.5;
     let y = p * z + r + 1.0;
-    // fx is in -126..=127 after the clamp, so the exponent field stays in range.
-    y * f32::from_bits((((fx as i32) + 127) as u32) << 23)
+    // n is in -126..=127 after the clamp, so the exponent field stays in range.
+    y * f32::from_bits(((n + 127) as u32) << 23)
+}
+
+/// 1.5·2²³: added to an f32 of magnitude below 2²², it rounds it to an integer (ties to even),
+/// which [`magic_int`] reads back.
+pub(crate) const MAGIC: f32 = 12_582_912.0;
+
+/// The integer held by `t = v + MAGIC` (`v` rounded to nearest even), from its bits.
+#[inline(always)]
+pub(crate) fn magic_int(t: f32) -> i32 {
+    (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32)
 }
 
 /// The error function in f32 (Numerical Recipes' Chebyshev fit of `erfc`, absolute error below
@@ -564,6 +579,11 @@ multiversion! {
             *o = g / (1.0 + exp_f32(-g)) * u;
         }
     }
+}
+
+/// [`dot`] compiled for baseline x86-64, whatever the CPU: the portable kernel's dot product.
+pub(crate) fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    dot(a, b)
 }
 
 /// Dot product written so that the compiler vectorises it (eight independent accumulators).
@@ -697,20 +717,10 @@ pub(crate) fn l2_normalize(v: &mut [f32]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn naive_matmul_wt(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
-        let mut out = vec![0.0; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                out[i * n + j] = (0..k).map(|t| a[i * k + t] * b[j * k + t]).sum();
-            }
-        }
-        out
-    }
-
-    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+    pub(crate) fn pseudo(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2_654_435_761).max(1);
         (0..n)
             .map(|_| {
@@ -720,38 +730,6 @@ mod tests {
                 (s % 2000) as f32 / 1000.0 - 1.0
             })
             .collect()
-    }
-
-    #[test]
-    fn linear_matches_naive() {
-        for &(m, k, n) in &[
-            (1, 3, 2),
-            (7, 33, 19),
-            (5, 384, 67),
-            (32, 41, 3),
-            (33, 40, 5),
-            (65, 128, 70),
-        ] {
-            let a = pseudo(m * k, 1);
-            let w = pseudo(n * k, 2);
-            let bias = pseudo(n, 3);
-            let lin = Linear {
-                weight: w.clone(),
-                bias: Some(bias.clone()),
-                in_dim: k,
-                out_dim: n,
-            };
-            for threads in [1, 2] {
-                let got = lin.forward(&a, m, threads);
-                let want = naive_matmul_wt(&a, &w, m, k, n);
-                for i in 0..m {
-                    for j in 0..n {
-                        let e = want[i * n + j] + bias[j];
-                        assert!((got[i * n + j] - e).abs() < 1e-4, "{m}x{k}x{n}");
-                    }
-                }
-            }
-        }
     }
 
     #[test]

@@ -14,7 +14,8 @@ use rayon::prelude::*;
 use trajwiki_core::embed::{EmbedError, EmbedKind, Embedder, Embeddings};
 
 use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
-use crate::ops::{self, AttnShape, Linear};
+use crate::linear::{Linear, Then};
+use crate::ops::{self, AttnShape, Dense};
 use crate::resolve::{fingerprint, read_json};
 use crate::tokenize::Tok;
 use crate::weights::Weights;
@@ -314,31 +315,14 @@ impl std::fmt::Debug for Qwen3Embedder {
     }
 }
 
-/// `x += input · Wᵀ (+ b)`.
-fn linear_add(x: &mut [f32], lin: &Linear, input: &[f32], rows: usize, threads: usize) {
-    ops::matmul_wt(
-        input,
-        &lin.weight,
-        x,
-        rows,
-        lin.in_dim,
-        lin.out_dim,
-        true,
-        threads,
-    );
-    if let Some(b) = &lin.bias {
-        for row in x.chunks_exact_mut(lin.out_dim) {
-            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-        }
-    }
-}
-
 impl Qwen3Embedder {
     /// Loads a Qwen3 model folder: `config.json`, `tokenizer.json` (which must know
     /// `<|endoftext|>`) and safetensors weights, one file or sharded, with or without the `model.`
     /// name prefix.
     pub fn load(dir: &Path, opts: &EmbedOptions) -> Result<Qwen3Embedder, EmbedError> {
-        let (spec, tensors) = open_checkpoint(dir, opts)?;
+        let (mut spec, tensors) = open_checkpoint(dir, opts)?;
+        spec.model_id.push_str(&opts.precision.id_suffix());
+        let rt = Runtime::new(opts)?;
         let w = &tensors.w;
         let s = spec.shape;
         let (h, nh, nkv, d, inter) = (s.hidden, s.heads, s.kv_heads, s.head_dim, s.intermediate);
@@ -348,20 +332,20 @@ impl Qwen3Embedder {
             let p = format!("layers.{i}");
             layers.push(Layer {
                 input_norm: w.get(&format!("{p}.input_layernorm.weight"), &[h])?,
-                qkv: Linear::concat(vec![
+                qkv: rt.linear_sensitive(Dense::concat(vec![
                     w.linear(&format!("{p}.self_attn.q_proj"), h, nh * d)?,
                     w.linear(&format!("{p}.self_attn.k_proj"), h, nkv * d)?,
                     w.linear(&format!("{p}.self_attn.v_proj"), h, nkv * d)?,
-                ]),
+                ])),
                 q_norm: w.get(&format!("{p}.self_attn.q_norm.weight"), &[d])?,
                 k_norm: w.get(&format!("{p}.self_attn.k_norm.weight"), &[d])?,
-                o: w.linear(&format!("{p}.self_attn.o_proj"), nh * d, h)?,
+                o: rt.linear(w.linear(&format!("{p}.self_attn.o_proj"), nh * d, h)?),
                 post_norm: w.get(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
-                gate_up: Linear::concat(vec![
+                gate_up: rt.linear(Dense::concat(vec![
                     w.linear(&format!("{p}.mlp.gate_proj"), h, inter)?,
                     w.linear(&format!("{p}.mlp.up_proj"), h, inter)?,
-                ]),
-                down: w.linear(&format!("{p}.mlp.down_proj"), inter, h)?,
+                ])),
+                down: rt.linear_sensitive(w.linear(&format!("{p}.mlp.down_proj"), inter, h)?),
             });
         }
         let final_norm = w.get("norm.weight", &[h])?;
@@ -369,7 +353,7 @@ impl Qwen3Embedder {
             embed,
             layers,
             final_norm,
-            rt: Runtime::new(opts)?,
+            rt,
             spec,
         })
     }
@@ -385,7 +369,6 @@ impl Qwen3Embedder {
         let (h, d) = (cfg.hidden, cfg.head_dim);
         let (nh, nkv) = (cfg.heads, cfg.kv_heads);
         let eps = cfg.rms_norm_eps;
-        let threads = self.rt.threads;
         let seqs = offsets(batch);
         let rows: usize = seqs.iter().map(|s| s.1).sum();
         let positions: Vec<usize> = seqs.iter().flat_map(|&(_, len)| 0..len).collect();
@@ -422,7 +405,7 @@ impl Qwen3Embedder {
         };
         for layer in &self.layers {
             let hn = ops::rms_norm(&x, h, &layer.input_norm, eps);
-            let mut qkv = layer.qkv.forward(&hn, rows, threads);
+            let mut qkv = layer.qkv.forward(&hn, rows, Then::Store);
             qkv.par_chunks_mut(stride)
                 .zip(positions.par_iter())
                 .for_each(|(row, &p)| {
@@ -446,11 +429,11 @@ impl Qwen3Embedder {
                     }
                 });
             let ctx = ops::attention(&qkv, &seqs, shape);
-            linear_add(&mut x, &layer.o, &ctx, rows, threads);
+            layer.o.forward_add(&ctx, rows, &mut x);
             let hn = ops::rms_norm(&x, h, &layer.post_norm, eps);
-            let gu = layer.gate_up.forward(&hn, rows, threads);
+            let gu = layer.gate_up.forward(&hn, rows, Then::Store);
             let act = ops::swiglu(&gu, cfg.intermediate);
-            linear_add(&mut x, &layer.down, &act, rows, threads);
+            layer.down.forward_add(&act, rows, &mut x);
         }
 
         let mut pooled = vec![0.0f32; batch.len() * h];
@@ -463,6 +446,10 @@ impl Qwen3Embedder {
 }
 
 impl Embedder for Qwen3Embedder {
+    fn kernel(&self) -> Option<String> {
+        Some(self.rt.kernel.describe(self.rt.precision))
+    }
+
     fn model_id(&self) -> &str {
         self.spec.model_id()
     }

@@ -8,7 +8,7 @@ use candle_core::safetensors::BufferedSafetensors;
 use candle_core::{DType, Device};
 use trajwiki_core::embed::EmbedError;
 
-use crate::ops::Linear;
+use crate::ops::Dense;
 use crate::resolve::{read_file, read_json};
 
 /// All tensors of a checkpoint, keyed by name with an optional common prefix (`model.`, `bert.`)
@@ -121,7 +121,7 @@ impl Weights {
         prefix: &str,
         in_dim: usize,
         out_dim: usize,
-    ) -> Result<Linear, EmbedError> {
+    ) -> Result<Dense, EmbedError> {
         let weight = self.get(&format!("{prefix}.weight"), &[out_dim, in_dim])?;
         let bias_name = format!("{prefix}.bias");
         let bias = if self.contains(&bias_name) {
@@ -129,7 +129,7 @@ impl Weights {
         } else {
             None
         };
-        Ok(Linear {
+        Ok(Dense {
             weight,
             bias,
             in_dim,

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use trajwiki_embed::{EmbedKind, EmbedOptions, Embedder, Embeddings, Qwen3Embedder};
+use trajwiki_embed::{
+    CpuKernel, EmbedKind, EmbedOptions, Embedder, Embeddings, Precision, Qwen3Embedder,
+};
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -149,4 +151,65 @@ fn qwen3_rejects_a_bad_dimension() {
     let err = Qwen3Embedder::load(&fixture(), &opts).unwrap_err();
     assert!(err.to_string().contains("65"), "{err}");
     let _ = r;
+}
+
+/// The kernels this CPU runs; the others are said skipped.
+fn kernels() -> Vec<CpuKernel> {
+    let all = [CpuKernel::Avx512, CpuKernel::Avx2, CpuKernel::Scalar];
+    let (run, skip): (Vec<_>, Vec<_>) = all.into_iter().partition(|k| k.available());
+    for k in skip {
+        eprintln!("SKIPPED: this CPU cannot run the {} kernels", k.name());
+    }
+    run
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+#[test]
+fn qwen3_every_kernel_and_precision_against_transformers() {
+    let r = reference();
+    for kernel in kernels() {
+        for precision in Precision::ALL {
+            let opts = EmbedOptions {
+                threads: Some(2),
+                task: Some(r.task.clone()),
+                precision,
+                kernel: Some(kernel),
+                ..Default::default()
+            };
+            let m = Qwen3Embedder::load(&fixture(), &opts).unwrap();
+            let label = format!("{} {}", kernel.name(), precision.name());
+            assert_eq!(
+                m.model_id().ends_with("-bf16") || m.model_id().ends_with("-int8"),
+                precision != Precision::F32,
+                "{label}: {}",
+                m.model_id()
+            );
+            let docs = m.embed(&strs(&r.documents), EmbedKind::Document).unwrap();
+            let queries = m.embed(&strs(&r.queries), EmbedKind::Query).unwrap();
+            let worst = docs
+                .rows()
+                .zip(&r.documents_embeddings)
+                .chain(queries.rows().zip(&r.queries_embeddings))
+                .map(|(g, w)| cosine(g, w))
+                .fold(1.0f64, f64::min);
+            let (d_doc, d_query) = (
+                max_abs_diff(&docs, &r.documents_embeddings),
+                max_abs_diff(&queries, &r.queries_embeddings),
+            );
+            eprintln!(
+                "qwen3 {label}: min cosine {worst:.7}, max abs diff {d_doc:.1e} / {d_query:.1e}"
+            );
+            match precision {
+                Precision::F32 => assert!(d_doc <= 1e-4 && d_query <= 1e-4, "{label}"),
+                Precision::Bf16 => assert!(worst >= 0.999, "{label}: cosine {worst}"),
+                Precision::Int8 => assert!(worst >= 0.995, "{label}: cosine {worst}"),
+            }
+        }
+    }
 }
