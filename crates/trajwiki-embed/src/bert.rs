@@ -10,6 +10,7 @@ use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
 use crate::linear::{Linear, Then};
 use crate::ops::{self, AttnShape, Dense};
 use crate::resolve::{fingerprint, read_json};
+use crate::scratch;
 use crate::tokenize::Tok;
 use crate::weights::Weights;
 
@@ -486,7 +487,8 @@ impl BertEmbedder {
         let seqs = offsets(batch);
         let rows: usize = seqs.iter().map(|s| s.1).sum();
 
-        let mut x = vec![0.0f32; rows * h];
+        // Every value of `x` is written below.
+        let mut x = scratch::F32.take(rows * h);
         let mut r = 0;
         for ids in batch {
             for (pos, &id) in ids.iter().enumerate() {
@@ -518,7 +520,9 @@ impl BertEmbedder {
         for layer in &self.layers {
             let qkv = layer.qkv.forward(&x, rows, Then::Store);
             let ctx = ops::attention(&qkv, &seqs, attn_shape);
+            scratch::F32.give(qkv);
             let attn = layer.attn_out.forward(&ctx, rows, Then::Store);
+            scratch::F32.give(ctx);
             ops::add_layer_norm(
                 &mut x,
                 &attn,
@@ -527,8 +531,10 @@ impl BertEmbedder {
                 &layer.attn_norm.bias,
                 eps,
             );
+            scratch::F32.give(attn);
             let inter = layer.inter.forward(&x, rows, Then::Gelu);
             let out = layer.out.forward(&inter, rows, Then::Store);
+            scratch::F32.give(inter);
             ops::add_layer_norm(
                 &mut x,
                 &out,
@@ -537,6 +543,7 @@ impl BertEmbedder {
                 &layer.out_norm.bias,
                 eps,
             );
+            scratch::F32.give(out);
         }
 
         let mut pooled = vec![0.0f32; batch.len() * h];
@@ -554,6 +561,7 @@ impl BertEmbedder {
                 }
             }
         }
+        scratch::F32.give(x);
         pooled
     }
 }

@@ -47,6 +47,7 @@ mod ops;
 pub mod output;
 pub mod qwen3;
 pub mod resolve;
+mod scratch;
 mod tokenize;
 mod weights;
 

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use crate::avx512::{self, Epilogue, Panels, NR};
 use crate::engine::{CpuKernel, Precision};
 use crate::ops::{self, Dense};
+use crate::scratch;
 
 /// Rounds an f32 to the nearest bfloat16 (ties to even), as its upper 16 bits.
 #[inline(always)]
@@ -143,9 +144,10 @@ impl Linear {
         }
     }
 
-    /// `x · Wᵀ + b` for `rows` rows of `in_dim` values, then `then`; returns `rows × out_dim`.
+    /// `x · Wᵀ + b` for `rows` rows of `in_dim` values, then `then`; returns `rows × out_dim`
+    /// in a buffer from [`scratch::F32`] (to be given back there).
     pub(crate) fn forward(&self, x: &[f32], rows: usize, then: Then) -> Vec<f32> {
-        let mut out = vec![0.0f32; rows * self.out_dim];
+        let mut out = scratch::F32.take(rows * self.out_dim);
         self.run(x, rows, &mut out, false, then);
         out
     }
@@ -168,13 +170,8 @@ impl Linear {
         let bf16 = self.precision == Precision::Bf16;
         match &self.weights {
             Weights::Rows { w, portable } => {
-                let rounded;
-                let x = if bf16 {
-                    rounded = round_rows(&x[..rows * k]);
-                    &rounded[..]
-                } else {
-                    &x[..rows * k]
-                };
+                let rounded = bf16.then(|| round_rows(&x[..rows * k]));
+                let x = rounded.as_deref().unwrap_or(&x[..rows * k]);
                 if *portable {
                     portable_f32(x, w, rows, k, n, self.bias.as_deref(), accumulate, out);
                 } else {
@@ -203,21 +200,22 @@ impl Linear {
                 if let Some(post) = post {
                     out[..rows * n].par_chunks_mut(n * 8).for_each(post);
                 }
+                if let Some(r) = rounded {
+                    scratch::F32.give(r);
+                }
             }
             #[cfg(target_arch = "x86_64")]
             Weights::F32(p) => {
-                let rounded;
-                let x = if bf16 {
-                    rounded = round_rows(&x[..rows * k]);
-                    &rounded[..]
-                } else {
-                    &x[..rows * k]
-                };
+                let rounded = bf16.then(|| round_rows(&x[..rows * k]));
+                let x = rounded.as_deref().unwrap_or(&x[..rows * k]);
                 let ep = Epilogue {
                     bias: self.bias.as_deref(),
                     accumulate,
                 };
                 avx512::matmul_f32(x, k, rows, p, out, ep, post);
+                if let Some(r) = rounded {
+                    scratch::F32.give(r);
+                }
             }
             #[cfg(target_arch = "x86_64")]
             Weights::Bf16(p) => {
@@ -227,6 +225,7 @@ impl Linear {
                     accumulate,
                 };
                 avx512::matmul_bf16(&a, p.kp, rows, p, out, ep, post);
+                scratch::BF16.give(a);
             }
             Weights::Int8 { q, vnni } => {
                 let (a, scale) = quantize_rows(x, rows, k, q.kp);
@@ -238,10 +237,14 @@ impl Linear {
                     };
                     let cols = (&q.scale[..], &q.offset[..]);
                     avx512::matmul_int8(&a, q.kp, &scale, rows, &q.panels, cols, out, ep, post);
+                    scratch::U8.give(a);
+                    scratch::F32.give(scale);
                     return;
                 }
                 let _ = vnni;
                 q.portable(&a, &scale, rows, n, self.bias.as_deref(), accumulate, out);
+                scratch::U8.give(a);
+                scratch::F32.give(scale);
                 if let Some(post) = post {
                     out[..rows * n].par_chunks_mut(n * 8).for_each(post);
                 }
@@ -261,9 +264,10 @@ fn native_int8() -> bool {
 /// Rows per rayon task of the conversions below.
 const ROWS_PER_TASK: usize = 16;
 
-/// `x` with every value rounded to bf16.
+/// `x` with every value rounded to bf16 (in a buffer of [`scratch::F32`]).
 fn round_rows(x: &[f32]) -> Vec<f32> {
-    let mut out = x.to_vec();
+    let mut out = scratch::F32.take(x.len());
+    out.copy_from_slice(x);
     out.par_chunks_mut(4096).for_each(round_chunk);
     out
 }
@@ -279,7 +283,7 @@ ops::multiversion! {
 /// `rows × k` values as bf16 bits in rows of `kp` (zero-padded).
 #[cfg(target_arch = "x86_64")]
 fn to_bf16_rows(x: &[f32], rows: usize, k: usize, kp: usize) -> Vec<u16> {
-    let mut out = vec![0u16; rows * kp];
+    let mut out = scratch::BF16.take(rows * kp);
     out.par_chunks_mut(kp * ROWS_PER_TASK)
         .zip(x[..rows * k].par_chunks(k * ROWS_PER_TASK))
         .for_each(|(o, x)| bf16_chunk(o, x, k, kp));
@@ -292,6 +296,7 @@ ops::multiversion! {
             for (o, x) in o.iter_mut().zip(x) {
                 *o = bf16_bits(*x);
             }
+            o[k..].fill(0);
         }
     }
 }
@@ -300,8 +305,8 @@ ops::multiversion! {
 /// (rounding ties to even), stored offset by 128 as bytes in rows of `kp` (padded with 128,
 /// that is 0); returns the bytes and the scale of each row.
 fn quantize_rows(x: &[f32], rows: usize, k: usize, kp: usize) -> (Vec<u8>, Vec<f32>) {
-    let mut out = vec![128u8; rows * kp];
-    let mut scale = vec![0.0f32; rows];
+    let mut out = scratch::U8.take(rows * kp);
+    let mut scale = scratch::F32.take(rows);
     out.par_chunks_mut(kp * ROWS_PER_TASK)
         .zip(scale.par_chunks_mut(ROWS_PER_TASK))
         .zip(x[..rows * k].par_chunks(k * ROWS_PER_TASK))
@@ -319,6 +324,7 @@ ops::multiversion! {
                 let q = ops::magic_int(v * inv + ops::MAGIC).clamp(-127, 127);
                 *o = (q + 128) as u8;
             }
+            o[k..].fill(128);
         }
     }
 }

@@ -478,9 +478,9 @@ pub(crate) fn rms_norm_row(row: &[f32], weight: &[f32], eps: f32, out: &mut [f32
     }
 }
 
-/// RMSNorm of every `dim`-row of `x`, written to a new buffer.
+/// RMSNorm of every `dim`-row of `x`, written to a buffer of [`crate::scratch::F32`].
 pub(crate) fn rms_norm(x: &[f32], dim: usize, weight: &[f32], eps: f32) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
+    let mut out = crate::scratch::F32.take(x.len());
     out.par_chunks_mut(dim * ROWS_PER_TASK)
         .zip(x.par_chunks(dim * ROWS_PER_TASK))
         .for_each(|(os, xs)| rms_norm_rows(xs, dim, weight, eps, os));
@@ -562,10 +562,11 @@ pub(crate) fn erf_f32(x: f32) -> f32 {
     }
 }
 
-/// `silu(gate) * up` for rows laid out as `[gate (inter) | up (inter)]`; returns `rows × inter`.
+/// `silu(gate) * up` for rows laid out as `[gate (inter) | up (inter)]`; returns `rows × inter`
+/// in a buffer of [`crate::scratch::F32`].
 pub(crate) fn swiglu(gate_up: &[f32], inter: usize) -> Vec<f32> {
     let rows = gate_up.len() / (2 * inter);
-    let mut out = vec![0.0f32; rows * inter];
+    let mut out = crate::scratch::F32.take(rows * inter);
     out.par_chunks_mut(inter)
         .zip(gate_up.par_chunks(2 * inter))
         .for_each(|(o, gu)| swiglu_row(o, gu, inter));
@@ -628,12 +629,13 @@ pub(crate) struct AttnShape {
 
 /// Attention over a packed batch. `qkv` holds, per token row, the query heads, then the key heads,
 /// then the value heads (`(heads + 2·kv_heads) · head_dim` values); `seqs` are the `(offset, len)`
-/// row ranges of the sequences. Returns the context, `rows × heads·head_dim`.
+/// row ranges of the sequences. Returns the context, `rows × heads·head_dim`, in a buffer of
+/// [`crate::scratch::F32`].
 pub(crate) fn attention(qkv: &[f32], seqs: &[(usize, usize)], shape: AttnShape) -> Vec<f32> {
     let stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
     let hidden = shape.heads * shape.head_dim;
     let rows: usize = seqs.iter().map(|s| s.1).sum();
-    let mut ctx = vec![0.0f32; rows * hidden];
+    let mut ctx = crate::scratch::F32.take_filled(rows * hidden, 0.0);
 
     // One mutable block of context rows per sequence, computed in parallel.
     let mut blocks: Vec<(&mut [f32], usize, usize)> = Vec::with_capacity(seqs.len());

@@ -17,6 +17,7 @@ use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
 use crate::linear::{Linear, Then};
 use crate::ops::{self, AttnShape, Dense};
 use crate::resolve::{fingerprint, read_json};
+use crate::scratch;
 use crate::tokenize::Tok;
 use crate::weights::Weights;
 
@@ -387,7 +388,8 @@ impl Qwen3Embedder {
             }
         }
 
-        let mut x = vec![0.0f32; rows * h];
+        // Every row of `x` is written below.
+        let mut x = scratch::F32.take(rows * h);
         for (dst, &id) in x
             .chunks_exact_mut(h)
             .zip(batch.iter().flat_map(|s| s.iter()))
@@ -406,6 +408,7 @@ impl Qwen3Embedder {
         for layer in &self.layers {
             let hn = ops::rms_norm(&x, h, &layer.input_norm, eps);
             let mut qkv = layer.qkv.forward(&hn, rows, Then::Store);
+            scratch::F32.give(hn);
             qkv.par_chunks_mut(stride)
                 .zip(positions.par_iter())
                 .for_each(|(row, &p)| {
@@ -429,11 +432,16 @@ impl Qwen3Embedder {
                     }
                 });
             let ctx = ops::attention(&qkv, &seqs, shape);
+            scratch::F32.give(qkv);
             layer.o.forward_add(&ctx, rows, &mut x);
+            scratch::F32.give(ctx);
             let hn = ops::rms_norm(&x, h, &layer.post_norm, eps);
             let gu = layer.gate_up.forward(&hn, rows, Then::Store);
+            scratch::F32.give(hn);
             let act = ops::swiglu(&gu, cfg.intermediate);
+            scratch::F32.give(gu);
             layer.down.forward_add(&act, rows, &mut x);
+            scratch::F32.give(act);
         }
 
         let mut pooled = vec![0.0f32; batch.len() * h];
@@ -441,6 +449,7 @@ impl Qwen3Embedder {
             let last = off + len - 1;
             ops::rms_norm_row(&x[last * h..(last + 1) * h], &self.final_norm, eps, dst);
         }
+        scratch::F32.give(x);
         pooled
     }
 }
