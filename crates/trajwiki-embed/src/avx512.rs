@@ -551,3 +551,106 @@ unsafe fn tile_int8<const R: usize>(
         }
     }
 }
+
+/// `out = a · Wᵀ` on one thread, for the small products inside attention: `a` is `rows × lda`,
+/// `panels` the packed `W` (`n` columns, `k` steps; [`Panels`] layout), `out` `rows × ldc`.
+#[allow(clippy::too_many_arguments)]
+fn gemm_seq(
+    a: &[f32],
+    lda: usize,
+    rows: usize,
+    panels: &[f32],
+    k: usize,
+    n: usize,
+    out: &mut [f32],
+    ldc: usize,
+) {
+    if rows == 0 || n == 0 {
+        return;
+    }
+    assert!(has_f32());
+    assert!(
+        lda >= k && a.len() >= (rows - 1) * lda + k,
+        "activations too small"
+    );
+    assert!(panels.len() >= n.div_ceil(NR) * k * NR, "panels too small");
+    assert!(
+        ldc >= n && out.len() >= (rows - 1) * ldc + n,
+        "output too small"
+    );
+    let tiles = rows.div_ceil(MR);
+    for p in 0..n.div_ceil(NR) {
+        let cols = (n - p * NR).min(NR);
+        let mut r = 0;
+        for i in 0..tiles {
+            let mr = (rows - r).div_ceil(tiles - i);
+            // SAFETY: AVX-512F asserted; rows `r..r+mr` of `a` (`k ≤ lda` values each) and of
+            // `out` (columns `p·NR..p·NR+cols ≤ n ≤ ldc`) are in bounds by the assertions; the
+            // panel holds `k · NR` values.
+            unsafe {
+                let ap = a.as_ptr().add(r * lda);
+                let pp = panels.as_ptr().add(p * k * NR);
+                let dst = out.as_mut_ptr().add(r * ldc + p * NR);
+                by_height!(
+                    mr,
+                    tile_f32,
+                    (ap, lda, pp, k, dst, ldc, cols, std::ptr::null(), false)
+                );
+            }
+            r += mr;
+        }
+    }
+}
+
+/// Attention of one sequence on AVX-512, as two small products per head through the f32 tile
+/// kernel: scores `S = Q · Kᵀ` (keys packed as panels of 32 keys), the softmax of each row in
+/// place, then `O = P · V` (values packed as panels of 32 dimensions). `tokens` are the
+/// sequence's `len` rows of packed query, key and value heads; `out` its `len` context rows.
+/// Only to be called when [`has_f32`].
+pub(crate) fn attend_sequence(
+    out: &mut [f32],
+    tokens: &[f32],
+    len: usize,
+    shape: crate::ops::AttnShape,
+) {
+    let crate::ops::AttnShape {
+        heads,
+        kv_heads,
+        head_dim: d,
+        causal,
+    } = shape;
+    let stride = (heads + 2 * kv_heads) * d;
+    let hidden = heads * d;
+    let group = heads / kv_heads;
+    let scale = 1.0 / (d as f32).sqrt();
+    let lp = len.next_multiple_of(NR);
+    let dp = d.next_multiple_of(NR);
+    let mut kpan = vec![0.0f32; lp * d];
+    let mut vpan = vec![0.0f32; dp * len];
+    let mut scores = vec![0.0f32; len * lp];
+    for kvh in 0..kv_heads {
+        let k_col = hidden + kvh * d;
+        let v_col = hidden + kv_heads * d + kvh * d;
+        for j in 0..len {
+            let (p, c) = (j / NR, j % NR);
+            let k = &tokens[j * stride + k_col..j * stride + k_col + d];
+            for (t, kv) in k.iter().enumerate() {
+                kpan[(p * d + t) * NR + c] = *kv;
+            }
+            let v = &tokens[j * stride + v_col..j * stride + v_col + d];
+            for (c, vv) in v.iter().enumerate() {
+                let p = c / NR;
+                vpan[(p * len + j) * NR + c % NR] = *vv;
+            }
+        }
+        for h in kvh * group..(kvh + 1) * group {
+            let q = &tokens[h * d..];
+            gemm_seq(q, stride, len, &kpan, d, len, &mut scores, lp);
+            for (i, row) in scores.chunks_exact_mut(lp).enumerate() {
+                let keys = if causal { i + 1 } else { len };
+                crate::ops::softmax_scaled(&mut row[..len], keys, scale);
+            }
+            gemm_seq(&scores, lp, len, &vpan, len, d, &mut out[h * d..], hidden);
+        }
+    }
+}

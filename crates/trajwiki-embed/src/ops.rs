@@ -645,8 +645,19 @@ pub(crate) fn attention(qkv: &[f32], seqs: &[(usize, usize)], shape: AttnShape) 
         blocks.push((head, off, len));
         rest = tail;
     }
+    #[cfg(target_arch = "x86_64")]
+    let wide = crate::avx512::has_f32();
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
     blocks.into_par_iter().for_each(|(out, off, len)| {
-        attend_sequence(out, &qkv[off * stride..(off + len) * stride], len, shape);
+        let tokens = &qkv[off * stride..(off + len) * stride];
+        #[cfg(target_arch = "x86_64")]
+        if wide {
+            crate::avx512::attend_sequence(out, tokens, len, shape);
+            return;
+        }
+        let _ = wide;
+        attend_sequence(out, tokens, len, shape);
     });
     ctx
 }
@@ -708,6 +719,26 @@ multiversion! {
     }
 }
 
+multiversion! {
+    /// The softmax of `scores[..keys] · scale` in place; the scores from `keys` on become 0
+    /// (masked keys).
+    pub(crate) fn softmax_scaled(scores: &mut [f32], keys: usize, scale: f32) {
+        let (live, masked) = scores.split_at_mut(keys);
+        masked.fill(0.0);
+        let mut max = f32::NEG_INFINITY;
+        for s in live.iter() {
+            max = max.max(*s);
+        }
+        for s in live.iter_mut() {
+            *s = exp_f32((*s - max) * scale);
+        }
+        let inv = 1.0 / sum8(live);
+        for s in live.iter_mut() {
+            *s *= inv;
+        }
+    }
+}
+
 /// L2-normalises `v` in place (a zero vector stays zero).
 pub(crate) fn l2_normalize(v: &mut [f32]) {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -761,6 +792,46 @@ pub(crate) mod tests {
             x += 0.037;
         }
         assert_eq!(exp_f32(-1000.0), exp_f32(-87.0));
+    }
+
+    /// The AVX-512 attention (two tile products per head) against the portable one: packed
+    /// batches of short and long sequences (key panels and value panels with remainders),
+    /// bidirectional and causal, grouped-query heads.
+    #[test]
+    fn wide_attention_matches_the_portable_one() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !crate::avx512::has_f32() {
+                eprintln!("SKIPPED: this CPU has no AVX-512F");
+                return;
+            }
+            for (heads, kv_heads, d, causal) in [
+                (2, 2, 32, false),
+                (4, 2, 16, true),
+                (2, 1, 40, true),
+                (3, 3, 64, false),
+            ] {
+                let shape = AttnShape {
+                    heads,
+                    kv_heads,
+                    head_dim: d,
+                    causal,
+                };
+                let stride = (heads + 2 * kv_heads) * d;
+                let lens = [1usize, 5, 32, 33, 70];
+                for (i, &len) in lens.iter().enumerate() {
+                    let tokens = pseudo(len * stride, 20 + i as u32);
+                    let hidden = heads * d;
+                    let mut want = vec![0.0f32; len * hidden];
+                    attend_sequence(&mut want, &tokens, len, shape);
+                    let mut got = vec![f32::NAN; len * hidden];
+                    crate::avx512::attend_sequence(&mut got, &tokens, len, shape);
+                    for (g, w) in got.iter().zip(&want) {
+                        assert!((g - w).abs() <= 1e-5, "{shape:?} len {len}: {g} vs {w}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
