@@ -1,13 +1,13 @@
 #![allow(missing_docs)]
 //! Embedding throughput of MiniLM on LoCoMo-length texts: texts/s and tokens/s at batch 1, 32 and
-//! 256. Reads turns from `../shared/data/locomo/locomo7.json` when present (else generated
+//! 256, and one query in each precision. Reads turns from `../shared/data/locomo/locomo7.json` when present (else generated
 //! sentences of similar length); skips without the model (`trajwiki model fetch minilm`).
 
 use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use trajwiki::embed::{BertEmbedder, EmbedKind, EmbedOptions, Embedder};
+use trajwiki::embed::{BertEmbedder, EmbedKind, EmbedOptions, Embedder, Precision};
 
 /// Up to `n` LoCoMo turns as `speaker: text`, or deterministic sentences of similar length.
 fn texts(n: usize) -> Vec<String> {
@@ -119,6 +119,24 @@ fn bench(c: &mut Criterion) {
         }
         g.finish();
     }
+    // One query in each precision (`minilm_query/f32`, `/bf16`, `/int8`).
+    let mut g = c.benchmark_group("minilm_query");
+    g.sample_size(20);
+    let query = ["When did Caroline go to the LGBTQ support group?"];
+    for precision in Precision::ALL {
+        let opts = EmbedOptions {
+            threads,
+            precision,
+            ..Default::default()
+        };
+        let Ok(model) = BertEmbedder::load(&dir, &opts) else {
+            continue;
+        };
+        g.bench_function(precision.name(), |b| {
+            b.iter(|| black_box(model.embed(&query, EmbedKind::Query)))
+        });
+    }
+    g.finish();
 }
 
 criterion_group!(benches, bench);
