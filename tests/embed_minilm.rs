@@ -151,3 +151,52 @@ fn minilm_every_kernel_and_precision_against_sentence_transformers() {
     assert_eq!(ids.len(), per_precision.len(), "{ids:?}");
     assert_eq!(per_precision.len(), 3);
 }
+
+/// On the AVX-512 kernels a text's vector does not depend on what it is batched with, nor on the
+/// thread count: every row is computed by the same sequence of operations whatever the tile it
+/// falls in, so the vectors are equal to the bit, in every precision (a memory fed message by
+/// message caches the same vectors as one built in a batch).
+#[test]
+fn minilm_avx512_vectors_do_not_depend_on_the_batch() {
+    use trajwiki::embed::{CpuKernel, Precision};
+    let Some(dir) = common::minilm_dir() else {
+        return;
+    };
+    if !CpuKernel::Avx512.available() {
+        eprintln!("SKIPPED: this CPU cannot run the avx512 kernels");
+        return;
+    }
+    let r = reference();
+    let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+    for precision in Precision::ALL {
+        let load = |threads| {
+            let opts = EmbedOptions {
+                threads: Some(threads),
+                precision,
+                kernel: Some(CpuKernel::Avx512),
+                ..Default::default()
+            };
+            BertEmbedder::load(&dir, &opts).unwrap()
+        };
+        let (two, one) = (load(2), load(1));
+        let batch = two.embed(&texts, EmbedKind::Document).unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            let single = one.embed(&[t], EmbedKind::Document).unwrap();
+            assert_eq!(
+                single.row(0),
+                batch.row(i),
+                "{precision:?}: sentence {i} alone"
+            );
+        }
+        for chunk in texts.chunks(4).zip((0..).step_by(4)) {
+            let part = two.embed(chunk.0, EmbedKind::Document).unwrap();
+            for (j, row) in part.rows().enumerate() {
+                assert_eq!(
+                    row,
+                    batch.row(chunk.1 + j),
+                    "{precision:?}: in a batch of 4"
+                );
+            }
+        }
+    }
+}
