@@ -24,7 +24,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Index(Box<trajwiki_retrieve::IndexError>),
     /// A query with another embedding model than the build's.
-    #[error("namespace {namespace} was built with model {built}; it cannot be queried with {asked} (pass --model {built}, or rebuild with `trajwiki build --rebuild --model {asked}`)")]
+    #[error("namespace {namespace} was built with model {built}; it cannot be queried with {asked} (pass the --model it was built with, e.g. `minilm@bf16` for an id ending in -bf16, or rebuild it with the model you pass and `trajwiki build --rebuild`)")]
     ModelMismatch {
         /// The namespace.
         namespace: Namespace,
