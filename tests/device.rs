@@ -164,3 +164,54 @@ fn a_model_that_stays_on_the_cpu_says_so_only_when_cuda_was_asked_for() {
     }
     assert!(load_model("hashing-0", &opts, Device::Cpu).is_err());
 }
+
+/// `--model DIR@bf16` embeds in bf16 (its model id says so, the kernel is reported); an unknown
+/// precision and an unknown `TRAJWIKI_CPU_KERNEL` are usage errors naming what was asked.
+#[test]
+fn precision_and_kernel_are_chosen_or_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let qwen3 = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/trajwiki-embed/tests/fixtures/qwen3_tiny");
+    let texts = dir.path().join("texts.txt");
+    std::fs::write(&texts, "hello\nworld\n").unwrap();
+    let run = |model: String, kernel: Option<&str>| {
+        let mut cmd = common::bin();
+        cmd.args(["--device", "cpu", "embed", "--model", &model, "--stats"])
+            .args(["--input", texts.to_str().unwrap()]);
+        match kernel {
+            Some(k) => cmd.env("TRAJWIKI_CPU_KERNEL", k),
+            None => cmd.env_remove("TRAJWIKI_CPU_KERNEL"),
+        };
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let base = qwen3.to_str().unwrap().to_owned();
+    let (code, out, err) = run(format!("{base}@bf16"), Some("scalar"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    let stats: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert!(
+        stats["model_id"].as_str().unwrap().ends_with("-bf16"),
+        "{stats}"
+    );
+    assert_eq!(stats["kernel"], "scalar-bf16-emulated", "{stats}");
+    let (code, _, err) = run(base.clone(), None);
+    assert_eq!(code, 0, "{err}");
+    let stats: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    assert!(
+        !stats["model_id"].as_str().unwrap().ends_with("-bf16"),
+        "{stats}"
+    );
+
+    let (code, _, err) = run(format!("{base}@fp8"), None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown precision \"fp8\""), "{err}");
+    let (code, _, err) = run(base, Some("avx9"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("TRAJWIKI_CPU_KERNEL=\"avx9\""), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("CUDA"), "{err}");
+}

@@ -47,7 +47,9 @@ pub(crate) fn load_model(
             }
             Ok(loaded)
         }
-        Err(e @ EmbedError::ModelNotFound { .. }) => Err(UsageError(e.to_string()).into()),
+        Err(e @ (EmbedError::ModelNotFound { .. } | EmbedError::Setting { .. })) => {
+            Err(UsageError(e.to_string()).into())
+        }
         Err(e @ EmbedError::DeviceUnavailable { .. }) => Err(UsageError(format!(
             "--device {device}: cannot run the model on CUDA: {e} (model {spec}; use --device cpu or auto)"
         ))

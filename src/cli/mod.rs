@@ -247,6 +247,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                 cause.downcast_ref::<trajwiki_core::EmbedError>(),
                 Some(
                     trajwiki_core::EmbedError::ModelNotFound { .. }
+                        | trajwiki_core::EmbedError::Setting { .. }
                         | trajwiki_core::EmbedError::InvalidModel { .. }
                         | trajwiki_core::EmbedError::Json { .. }
                         | trajwiki_core::EmbedError::Limit(_)

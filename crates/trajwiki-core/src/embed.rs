@@ -137,6 +137,13 @@ pub enum EmbedError {
         /// The size found.
         got: usize,
     },
+    /// A setting of the embedding run (the CPU kernels asked for, a precision) that cannot be
+    /// honoured.
+    #[error("invalid embedding setting: {reason}")]
+    Setting {
+        /// What was asked and why it cannot be.
+        reason: String,
+    },
     /// The requested device cannot be used.
     #[error("device unavailable: {reason}")]
     DeviceUnavailable {

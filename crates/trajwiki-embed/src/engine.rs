@@ -108,7 +108,7 @@ impl CpuKernel {
             .into_iter()
             .find(|k| k.name() == v.trim())
             .map(Some)
-            .ok_or_else(|| EmbedError::DeviceUnavailable {
+            .ok_or_else(|| EmbedError::Setting {
                 reason: format!("{KERNEL_ENV}={v:?}: expected avx512, avx2 or scalar"),
             })
     }
@@ -186,7 +186,7 @@ impl Runtime {
             None => CpuKernel::detect(),
             Some(k) if k.available() => k,
             Some(k) => {
-                return Err(EmbedError::DeviceUnavailable {
+                return Err(EmbedError::Setting {
                     reason: format!("this CPU cannot run the {} kernels", k.name()),
                 })
             }
