@@ -14,6 +14,8 @@ Prints texts/s of both (embedding time only: model loading excluded on both side
 comes from `--stats`), their ratio, and the cosine of each of trajwiki's vectors to
 sentence-transformers' (f32), for each precision of trajwiki (`--model DIR@bf16`), with the
 kernels it ran on. `TRAJWIKI_CPU_KERNEL=avx2` (or `scalar`) measures another kernel.
+"Threads busy" is trajwiki's CPU time over (embedding time × threads): the share of the pool's
+time spent working (rayon's brief spinning before a worker sleeps counts as work).
 Also prints texts per CPU-second (process CPU time of the embedding, all threads; for trajwiki
 the CPU time of a run on empty input is subtracted to remove loading): on a machine shared with
 other work, wall-clock rates mostly measure the neighbours, CPU time much less so.
@@ -122,7 +124,8 @@ def main():
             f"trajwiki {precision:>4} ({kernel}): {tw_rate:8.1f} texts/s ({tw_best:.2f} s), "
             f"ratio {tw_rate / st_rate:.2f}x wall clock, {tw_c / st_c:.2f}x per CPU-second; "
             f"cosine to sentence-transformers min {float(np.min(cos)):.7f}, "
-            f"1st percentile {float(np.percentile(cos, 1)):.7f}"
+            f"1st percentile {float(np.percentile(cos, 1)):.7f}; "
+            f"threads busy {tw_cpu / (tw_best * args.threads):.2f} of the embedding time"
         )
     print(f"load average now: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
 

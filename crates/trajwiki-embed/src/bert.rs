@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use rayon::prelude::*;
+
 use trajwiki_core::embed::{EmbedError, EmbedKind, Embedder, Embeddings};
 
 use crate::engine::{offsets, out_dim, EmbedOptions, Runtime};
@@ -489,20 +491,22 @@ impl BertEmbedder {
 
         // Every value of `x` is written below.
         let mut x = scratch::F32.take(rows * h);
-        let mut r = 0;
-        for ids in batch {
-            for (pos, &id) in ids.iter().enumerate() {
-                let dst = &mut x[r * h..(r + 1) * h];
-                let id = (id as usize).min(shape.vocab - 1);
+        let tokens: Vec<(usize, usize)> = batch
+            .iter()
+            .flat_map(|ids| ids.iter().enumerate())
+            .map(|(pos, &id)| ((id as usize).min(shape.vocab - 1), pos))
+            .collect();
+        x.par_chunks_mut(h)
+            .zip(tokens.par_iter())
+            .with_min_len(64)
+            .for_each(|(dst, &(id, pos))| {
                 let wv = &self.word[id * h..(id + 1) * h];
                 let pv = &self.position[pos * h..(pos + 1) * h];
                 let tv = &self.token_type[..h];
                 for (((d, a), b), c) in dst.iter_mut().zip(wv).zip(pv).zip(tv) {
                     *d = a + b + c;
                 }
-                r += 1;
-            }
-        }
+            });
         ops::layer_norm(
             &mut x,
             h,
