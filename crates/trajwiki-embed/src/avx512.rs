@@ -263,6 +263,55 @@ fn check<T: Format>(
     }
 }
 
+/// One tile of a product, as [`drive`] hands it to a format's kernel: rows `r0..r0 + mr` of the
+/// activations, the `cols` valid columns of panel `p`, whose values start at `panel`, the bias of
+/// those columns (null without one) and the tile's first output value at `dst` (rows `ldc`
+/// apart). `drive` has checked that all of these are in bounds and that no other task writes
+/// the tile's outputs.
+struct Tile<T> {
+    r0: usize,
+    mr: usize,
+    p: usize,
+    cols: usize,
+    panel: *const T,
+    bias: *const f32,
+    dst: *mut f32,
+    ldc: usize,
+}
+
+/// Checks a product's operands and runs `tile` on each of its tiles, in parallel (see
+/// [`run_tasks`]).
+#[allow(clippy::too_many_arguments)]
+fn drive<T: Format>(
+    a_len: usize,
+    lda: usize,
+    rows: usize,
+    w: &Panels<T>,
+    out: &mut [f32],
+    ep: Epilogue<'_>,
+    post: Option<fn(&mut [f32])>,
+    tile: impl Fn(&Tile<T>) + Sync,
+) {
+    check(a_len, lda, rows, w, out, &ep);
+    let o = Out {
+        ptr: out.as_mut_ptr(),
+        ld: w.n,
+    };
+    let each = |r0: usize, mr: usize, p: usize| {
+        tile(&Tile {
+            r0,
+            mr,
+            p,
+            cols: (w.n - p * NR).min(NR),
+            panel: w.panel(p).as_ptr(),
+            bias: bias_at(&ep, p),
+            dst: o.at(r0, p * NR),
+            ldc: o.ld,
+        })
+    };
+    run_tasks(rows, w.panels(), o, w.n, each, post);
+}
+
 /// Expands `$body` once per tile height `1..=MR` with `$r` a constant.
 macro_rules! by_height {
     ($mr:expr, $f:ident, ($($arg:expr),*)) => {
@@ -295,39 +344,19 @@ pub(crate) fn matmul_f32(
     post: Option<fn(&mut [f32])>,
 ) {
     assert!(has_f32());
-    check(a.len(), lda, rows, w, out, &ep);
-    let o = Out {
-        ptr: out.as_mut_ptr(),
-        ld: w.n,
-    };
-    let tile = |r0: usize, mr: usize, p: usize| {
-        let cols = (w.n - p * NR).min(NR);
-        let panel = w.panel(p);
-        let bias = bias_at(&ep, p);
-        // SAFETY: AVX-512F is available (asserted); `check` bounds the rows `r0..r0+mr` of `a`
-        // (each `kp ≥ k` long) and of `out`; the panel holds `kp · NR` values; `run_tasks` gives
-        // this tile's rectangle of `out` to this task alone.
+    drive(a.len(), lda, rows, w, out, ep, post, |t| {
+        // SAFETY: AVX-512F is available (asserted); `drive` checked the operands and bounds the
+        // tile (see `Tile`); row `r0` of `a` starts at `r0 · lda`.
         unsafe {
-            let a = a.as_ptr().add(r0 * lda);
-            let dst = o.at(r0, p * NR);
+            let a = a.as_ptr().add(t.r0 * lda);
+            let (k, acc) = (w.k, ep.accumulate);
             by_height!(
-                mr,
+                t.mr,
                 tile_f32,
-                (
-                    a,
-                    lda,
-                    panel.as_ptr(),
-                    w.k,
-                    dst,
-                    o.ld,
-                    cols,
-                    bias,
-                    ep.accumulate
-                )
+                (a, lda, t.panel, k, t.dst, t.ldc, t.cols, t.bias, acc)
             );
         }
-    };
-    run_tasks(rows, w.panels(), o, w.n, tile, post);
+    });
 }
 
 #[target_feature(enable = "avx512f")]
@@ -376,37 +405,18 @@ pub(crate) fn matmul_bf16(
 ) {
     assert!(has_bf16());
     assert!(lda.is_multiple_of(2));
-    check(a.len(), lda, rows, w, out, &ep);
-    let o = Out {
-        ptr: out.as_mut_ptr(),
-        ld: w.n,
-    };
-    let tile = |r0: usize, mr: usize, p: usize| {
-        let cols = (w.n - p * NR).min(NR);
-        let panel = w.panel(p);
-        let bias = bias_at(&ep, p);
+    drive(a.len(), lda, rows, w, out, ep, post, |t| {
         // SAFETY: as in `matmul_f32`, with AVX-512 BF16 asserted and `kp / 2` pairs per row.
         unsafe {
-            let a = a.as_ptr().add(r0 * lda);
-            let dst = o.at(r0, p * NR);
+            let a = a.as_ptr().add(t.r0 * lda);
+            let (kp, acc) = (w.kp, ep.accumulate);
             by_height!(
-                mr,
+                t.mr,
                 tile_bf16,
-                (
-                    a,
-                    lda,
-                    panel.as_ptr(),
-                    w.kp,
-                    dst,
-                    o.ld,
-                    cols,
-                    bias,
-                    ep.accumulate
-                )
+                (a, lda, t.panel, kp, t.dst, t.ldc, t.cols, t.bias, acc)
             );
         }
-    };
-    run_tasks(rows, w.panels(), o, w.n, tile, post);
+    });
 }
 
 #[target_feature(enable = "avx512f,avx512bf16")]
@@ -466,42 +476,21 @@ pub(crate) fn matmul_int8(
     assert!(has_vnni());
     assert!(lda.is_multiple_of(4) && a_scale.len() >= rows);
     assert!(w_scale.len() >= w.panels() * NR && w_offset.len() >= w.panels() * NR);
-    check(a.len(), lda, rows, w, out, &ep);
-    let o = Out {
-        ptr: out.as_mut_ptr(),
-        ld: w.n,
-    };
-    let tile = |r0: usize, mr: usize, p: usize| {
-        let cols = (w.n - p * NR).min(NR);
-        let panel = w.panel(p);
-        let bias = bias_at(&ep, p);
-        let cw = (w_scale[p * NR..].as_ptr(), w_offset[p * NR..].as_ptr());
+    drive(a.len(), lda, rows, w, out, ep, post, |t| {
+        let cw = (w_scale[t.p * NR..].as_ptr(), w_offset[t.p * NR..].as_ptr());
         // SAFETY: as in `matmul_f32`, with AVX-512 VNNI asserted, `kp / 4` quads per row, the
         // scales of rows `r0..r0+mr` and 32 column scales and offsets from `p · NR`.
         unsafe {
-            let a = a.as_ptr().add(r0 * lda);
-            let sa = a_scale.as_ptr().add(r0);
-            let dst = o.at(r0, p * NR);
+            let a = a.as_ptr().add(t.r0 * lda);
+            let sa = a_scale.as_ptr().add(t.r0);
+            let (kp, acc) = (w.kp, ep.accumulate);
             by_height!(
-                mr,
+                t.mr,
                 tile_int8,
-                (
-                    a,
-                    lda,
-                    sa,
-                    panel.as_ptr(),
-                    w.kp,
-                    cw,
-                    dst,
-                    o.ld,
-                    cols,
-                    bias,
-                    ep.accumulate
-                )
+                (a, lda, sa, t.panel, kp, cw, t.dst, t.ldc, t.cols, t.bias, acc)
             );
         }
-    };
-    run_tasks(rows, w.panels(), o, w.n, tile, post);
+    });
 }
 
 #[target_feature(enable = "avx512f,avx512vnni")]
