@@ -7,10 +7,11 @@
 //! `tokenizer.json`, safetensors weights (one file or shards) and, for sentence encoders, the
 //! sentence-transformers pooling config — and return L2-normalised rows in input order.
 //!
-//! Weights are read with candle and kept as `f32` matrices; the forward passes are written here on
-//! plain slices (module `ops`): one matrix product per projection (query, key and value fused;
-//! gate and up fused) through the `gemm` crate, and row-wise kernels and attention spread over a
-//! rayon pool that each embedder owns. Texts are tokenised, sorted by length and cut into batches;
+//! Weights are read with candle and prepared at load for one [`CpuKernel`] and [`Precision`]; the
+//! forward passes are written here on plain slices: one matrix product per projection (query, key
+//! and value fused; gate and up fused) on AVX-512 tiles over weights packed at load (f32, bf16 or
+//! int8), the `gemm` crate's AVX2 kernels or portable loops, and row-wise kernels and attention
+//! spread over a rayon pool that each embedder owns. Texts are tokenised, sorted by length and cut into batches;
 //! each batch is *packed* — the tokens of all its texts stacked without padding — so no work is
 //! spent on padding at all, and attention runs per text.
 //!

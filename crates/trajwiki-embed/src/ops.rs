@@ -1,5 +1,5 @@
-//! CPU kernels on plain row-major `f32` slices: the linear layer (through the `gemm` crate), norms,
-//! activations and variable-length attention.
+//! CPU kernels on plain row-major `f32` slices: the `gemm` crate's product (for the `avx2` linear
+//! layers of `crate::linear`), norms, activations and variable-length attention.
 //!
 //! Every forward pass in this crate works on *packed* token matrices: the tokens of all sequences
 //! of a batch are stacked row after row (`[total_tokens, hidden]`), with no padding rows at all.

@@ -4,7 +4,7 @@
 //! `Instruct: {task}\nQuery:`; documents are embedded as they are. Output vectors may be truncated
 //! to a smaller dimension (Matryoshka/MRL) and are then renormalised.
 //!
-//! Sequences are packed without padding (see [`crate::ops`]); with causal attention and rotary
+//! Sequences are packed without padding (see the crate's `ops` module); with causal attention and rotary
 //! positions this computes what the reference's left-padded, masked batch computes: a token only
 //! sees earlier tokens of its own text, and rotary attention depends on relative positions only.
 
