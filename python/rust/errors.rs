@@ -113,7 +113,8 @@ impl Classify for RustStoreError {
             | RustStoreError::TooManyInsights { .. }
             | RustStoreError::Foreign { .. }
             | RustStoreError::NeedsUpgrade { .. }
-            | RustStoreError::ReadOnly { .. } => Kind::Input,
+            | RustStoreError::ReadOnly { .. }
+            | RustStoreError::Location { .. } => Kind::Input,
             RustStoreError::NotAStore { .. } => Kind::NotFound,
             _ => Kind::Store,
         }

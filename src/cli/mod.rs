@@ -267,6 +267,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                         | StoreError::NeedsUpgrade { .. }
                         | StoreError::ReadOnly { .. }
                         | StoreError::Dangling { .. }
+                        | StoreError::Location { .. }
                 )
             )
     });

@@ -71,6 +71,14 @@ pub enum StoreError {
         /// The namespace.
         namespace: String,
     },
+    /// A store location (`--store`, a store URI) that names no store this build can open.
+    #[error("store location {location:?}: {reason}")]
+    Location {
+        /// The location as given.
+        location: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The database was written by a newer trajwiki.
     #[error("store {path} has schema version {found}, but this trajwiki supports at most {supported}; upgrade trajwiki to open it")]
     NewerSchema {

@@ -76,6 +76,43 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// The newest schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
+/// The store directory a location names: a path as it is, or a store URI — `sqlite://` followed by
+/// the path (`sqlite:///srv/memory` is absolute, `sqlite://memory` relative). Another scheme is
+/// [`StoreError::Location`], naming it: a path never silently becomes a directory called
+/// `postgres:`.
+pub fn store_dir(location: &Path) -> Result<PathBuf> {
+    let Some(text) = location.to_str() else {
+        return Ok(location.to_path_buf());
+    };
+    let refuse = |reason: String| StoreError::Location {
+        location: text.to_string(),
+        reason,
+    };
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return Ok(location.to_path_buf());
+    };
+    // A scheme is a letter then letters, digits, `+`, `-` or `.` (RFC 3986); anything else
+    // before `://` is part of a path.
+    let is_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !is_scheme {
+        return Ok(location.to_path_buf());
+    }
+    match scheme.to_ascii_lowercase().as_str() {
+        "sqlite" | "file" if rest.is_empty() => Err(refuse("the URI names no path".into())),
+        "sqlite" | "file" => Ok(PathBuf::from(rest)),
+        "postgres" | "postgresql" => Err(refuse(
+            "PostgreSQL stores are not supported by this build; use a directory or sqlite:///path"
+                .into(),
+        )),
+        other => Err(refuse(format!(
+            "unknown scheme `{other}://`; expected a directory or sqlite:///path"
+        ))),
+    }
+}
+
 /// A store: one directory holding one SQLite database.
 #[derive(Debug)]
 pub struct Store {
@@ -150,8 +187,11 @@ impl Store {
     /// Opens the store in `dir`, creating the directory and database when absent and applying
     /// pending migrations. Any number of processes may do this at once: a new database is made
     /// whole under a temporary name and linked into place, so none sees half of one.
+    ///
+    /// `dir` is a directory or a store URI: `sqlite:///abs/path` or `sqlite://relative/path`
+    /// (see [`store_dir`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = dir.as_ref().to_path_buf();
+        let dir = store_dir(dir.as_ref())?;
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
             path: dir.clone(),
             source,
@@ -166,14 +206,14 @@ impl Store {
     /// database file or directory is write-protected is opened read only (see
     /// [`Store::open_read_only`]).
     pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
-        Self::connect(dir.as_ref().to_path_buf(), Access::Existing)
+        Self::connect(store_dir(dir.as_ref())?, Access::Existing)
     }
 
     /// Opens an existing store read only: nothing is written, not even a migration (a store of
     /// an older schema is refused with [`StoreError::NeedsUpgrade`]). When the directory does not
     /// even allow SQLite's shared-memory file, the database is read as immutable.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
-        Self::connect(dir.as_ref().to_path_buf(), Access::ReadOnly)
+        Self::connect(store_dir(dir.as_ref())?, Access::ReadOnly)
     }
 
     /// Whether this store was opened read only.

@@ -608,3 +608,36 @@ fn data_version_moves_for_other_connections_only() {
     assert_eq!(a.data_version().unwrap(), a0);
     assert_ne!(b.data_version().unwrap(), b0);
 }
+
+#[test]
+fn a_store_uri_names_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let uri = format!("sqlite://{}", path.display());
+    let mut store = Store::open(&uri).unwrap();
+    assert_eq!(store.dir(), path);
+    store.ingest_messages("uri", &messages()).unwrap();
+    drop(store);
+    let again = Store::open_existing(&uri).unwrap();
+    assert_eq!(again.dir(), path);
+    assert_eq!(
+        Store::open_read_only(&path)
+            .unwrap()
+            .stats()
+            .unwrap()
+            .messages,
+        3
+    );
+    for (location, says) in [
+        ("sqlite://", "names no path"),
+        ("postgres://u@localhost/db", "PostgreSQL"),
+        ("s3://bucket/store", "unknown scheme `s3://`"),
+    ] {
+        let err = Store::open(location).unwrap_err();
+        assert!(matches!(err, StoreError::Location { .. }), "{err}");
+        assert!(err.to_string().contains(says), "{location}: {err}");
+    }
+    // Nothing was created for the refused locations.
+    assert!(!std::path::Path::new("s3:").exists());
+    assert!(!std::path::Path::new("postgres:").exists());
+}
