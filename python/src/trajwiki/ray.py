@@ -27,8 +27,8 @@ every namespace exactly once::
     from trajwiki.ray import index_namespaces
 
     ray.init()
-    report = index_namespaces(ray.data.read_json("s3://bucket/conversations/"),
-                              "sqlite:///srv/memory", model="minilm", actors=8)
+    rows = ray.data.from_items([{"namespace": "conv-26", "path": "/data/conv-26.jsonl"}, ...])
+    report = index_namespaces(rows, "sqlite:///srv/memory", model="minilm", actors=8)
     print(report.summary())
     for row in report.failed:
         print(row["namespace"], row["error"])
