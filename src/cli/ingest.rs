@@ -24,7 +24,8 @@ enum FormatArg {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct IngestArgs {
-    /// Store directory (created when absent).
+    /// Store: a directory (created when absent), or a PostgreSQL URL (postgres://user@host/db;
+    /// the schema is created in an empty database).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
     /// Input format.

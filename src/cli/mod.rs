@@ -111,7 +111,7 @@ enum Command {
 /// The store a command works on.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StoreArg {
-    /// Store directory.
+    /// Store: a directory, or a PostgreSQL URL (postgres://user@host/db).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
     /// Open the store read only: nothing is written to it (a store whose files are

@@ -16,7 +16,7 @@ use super::{Global, UsageError};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// Store directory.
+    /// Store: a directory, or a PostgreSQL URL (postgres://user@host/db).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
     /// The address to listen on. Anything but a loopback address needs --token.
@@ -47,7 +47,7 @@ pub(crate) struct ServeArgs {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpArgs {
-    /// Store directory.
+    /// Store: a directory, or a PostgreSQL URL (postgres://user@host/db).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
     /// The namespace a tool call without one works in (else the store's only namespace).

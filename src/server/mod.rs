@@ -3,7 +3,7 @@
 //! server can hold the memories of many users. Requests run the store and retrieval work on
 //! blocking threads beside the async runtime; each takes a store connection from a small pool.
 //! Loaded indexes are kept in a byte-bounded LRU cache ([`LruCache`]), each with the state of
-//! its namespace it was loaded at ([`IndexState`]: the last message's ingest position and the
+//! its namespace it was loaded at ([`IndexState`](trajwiki_store::IndexState): the last message's ingest position and the
 //! build record); a request reads that state (two indexed lookups) and loads the index again when
 //! it changed, whoever wrote: another process or this server's appends. A write to one namespace
 //! leaves the other namespaces' indexes in place.
@@ -50,13 +50,13 @@ use serde_json::{json, Value};
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{Embedder, Namespace};
 use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::{IndexState, Store, StoreError};
+use trajwiki_store::{Store, StoreError};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::api::{self, ApiError, LoadedIndex};
-use crate::cache::LruCache;
+use crate::cache::{current_or_made, AtState, LruCache};
 use crate::messages::MessagesError;
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
 use crate::trace::TraceError;
@@ -135,7 +135,7 @@ impl AppState {
         .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
     }
 
-    /// The index of `ns`, from the cache while the namespace's [`IndexState`] is the one it was
+    /// The index of `ns`, from the cache while the namespace's [`IndexState`](trajwiki_store::IndexState) is the one it was
     /// loaded at: a write to one namespace leaves the others' indexes in place.
     /// Also says whether it was loaded for this request.
     fn index(&self, store: &Store, ns: &Namespace) -> Result<(Arc<Kept>, bool), Failure> {
@@ -238,37 +238,8 @@ fn build_config(store: &Store, ns: &Namespace) -> Result<trajwiki_memory::Memory
     }
 }
 
-/// A value made from a namespace at one of its index states.
-struct AtState<T> {
-    state: IndexState,
-    value: T,
-}
-
 /// A loaded index and the state of its namespace it was loaded at.
 type Kept = AtState<LoadedIndex>;
-
-/// The value `cache` holds for `ns` when it was made at state `current`; else the one `make`
-/// makes now (with its size in bytes), kept in its place. Says whether it was made now. The
-/// cache is not held while `make` runs: other namespaces are served meanwhile.
-fn current_or_made<T>(
-    cache: &Mutex<LruCache<AtState<T>>>,
-    ns: &Namespace,
-    current: IndexState,
-    make: impl FnOnce() -> Result<(T, usize), Failure>,
-) -> Result<(Arc<AtState<T>>, bool), Failure> {
-    if let Some(found) = lock(cache).get(ns) {
-        if found.state == current {
-            return Ok((found, false));
-        }
-    }
-    let (value, bytes) = make()?;
-    let made = Arc::new(AtState {
-        state: current,
-        value,
-    });
-    lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
-    Ok((made, true))
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::db::Db;
 use crate::error::{Result, SqlContext};
 use crate::memory::replayed_state;
 use crate::raw::{decode_message, message_row, MESSAGE_SELECT};
@@ -21,7 +22,8 @@ pub struct Problem {
 /// The result of [`Store::check`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CheckReport {
-    /// What `PRAGMA integrity_check` said (`ok` when sound).
+    /// What `PRAGMA integrity_check` said (`ok` when sound; `ok` on PostgreSQL, whose server
+    /// checks its own pages).
     pub sqlite_integrity: String,
     /// Records examined, per table.
     pub examined: Vec<(String, u64)>,
@@ -44,12 +46,15 @@ impl Store {
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport::default();
         let c = &self.conn;
-        let lines: Vec<String> = {
+        // PostgreSQL checks its own pages and enforces foreign keys on every statement.
+        let lines: Vec<String> = if c.is_postgres() {
+            vec!["ok".to_string()]
+        } else {
             let mut stmt = c
                 .prepare("PRAGMA integrity_check")
                 .ctx("checking integrity")?;
             let rows = stmt
-                .query_map([], |row| row.get(0))
+                .query_map((), |row| row.get(0))
                 .ctx("checking integrity")?
                 .collect::<rusqlite::Result<_>>()
                 .ctx("checking integrity")?;
@@ -70,19 +75,19 @@ impl Store {
             "embeddings",
         ] {
             let n: i64 = c
-                .query_row(&format!("SELECT count(*) FROM {table}"), [], |row| {
+                .query_row(&format!("SELECT count(*) FROM {table}"), (), |row| {
                     row.get(0)
                 })
                 .ctx("counting records")?;
             report.examined.push((table.to_string(), n as u64));
         }
 
-        {
+        if !c.is_postgres() {
             let mut stmt = c
                 .prepare("PRAGMA foreign_key_check")
                 .ctx("checking foreign keys")?;
             let rows = stmt
-                .query_map([], |row| <(String, Option<i64>, String)>::try_from(row))
+                .query_map((), |row| row.tuple::<(String, Option<i64>, String)>())
                 .ctx("checking foreign keys")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("checking foreign keys")?;
@@ -112,7 +117,7 @@ impl Store {
                 ))
                 .ctx("checking list namespaces")?;
             let rows = stmt
-                .query_map([], |row| <(String, String, String)>::try_from(row))
+                .query_map((), |row| row.tuple::<(String, String, String)>())
                 .ctx("checking list namespaces")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("checking list namespaces")?;
@@ -134,7 +139,7 @@ impl Store {
                 .prepare("SELECT content_hash FROM messages WHERE id = ?1")
                 .ctx("reading hashes")?;
             let rows = stmt
-                .query_map([], message_row)
+                .query_map((), message_row)
                 .ctx("reading messages")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("reading messages")?;
@@ -168,7 +173,7 @@ impl Store {
                 .prepare("SELECT trajectory, id, version, timestamp FROM snapshots ORDER BY trajectory, version")
                 .ctx("reading snapshots")?;
             let rows = stmt
-                .query_map([], |row| <(String, String, i64, String)>::try_from(row))
+                .query_map((), |row| row.tuple::<(String, String, i64, String)>())
                 .ctx("reading snapshots")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("reading snapshots")?;
@@ -199,15 +204,20 @@ impl Store {
         // Claims: at least one source, quote occurs in a source (text or attachment caption).
         {
             let mut stmt = c
-                .prepare(
-                    "SELECT c.id, c.quote, group_concat(m.text || char(31) || m.attachments, char(30))
+                .prepare(&format!(
+                    "SELECT c.id, c.quote, {}
                      FROM claims c LEFT JOIN claim_sources s ON s.namespace = c.namespace AND s.claim = c.id
                      LEFT JOIN messages m ON m.id = s.message
                      GROUP BY c.id ORDER BY c.id",
-                )
+                    if c.is_postgres() {
+                        "string_agg(m.text || chr(31) || m.attachments, chr(30))"
+                    } else {
+                        "group_concat(m.text || char(31) || m.attachments, char(30))"
+                    }
+                ))
                 .ctx("reading claims")?;
             let rows = stmt
-                .query_map([], |row| <(String, String, Option<String>)>::try_from(row))
+                .query_map((), |row| row.tuple::<(String, String, Option<String>)>())
                 .ctx("reading claims")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("reading claims")?;
@@ -256,7 +266,7 @@ impl Store {
                         .ctx("reading claim state")?;
                     let stored = stmt
                         .query_map([ns.as_str()], |row| {
-                            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                            Ok((row.get::<String>(0)?, row.get::<String>(1)?))
                         })
                         .ctx("reading claim state")?
                         .collect::<rusqlite::Result<Vec<_>>>()
@@ -347,7 +357,7 @@ impl Store {
                 )
                 .ctx("listing vector files")?;
             let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_map((), |r| Ok((r.get(0)?, r.get(1)?)))
                 .ctx("listing vector files")?
                 .collect::<rusqlite::Result<_>>()
                 .ctx("listing vector files")?;
@@ -424,17 +434,17 @@ impl Store {
     }
 }
 
-fn collect_pairs(c: &rusqlite::Connection, sql: &str) -> Result<Vec<(String, String)>> {
+fn collect_pairs(c: &Db, sql: &str) -> Result<Vec<(String, String)>> {
     let mut stmt = c.prepare(sql).ctx("checking invariants")?;
     let rows = stmt
-        .query_map([], |row| {
+        .query_map((), |row| {
             let b: rusqlite::types::Value = row.get(1)?;
             let b = match b {
                 rusqlite::types::Value::Integer(i) => i.to_string(),
                 rusqlite::types::Value::Text(t) => t,
                 other => format!("{other:?}"),
             };
-            Ok((row.get::<_, String>(0)?, b))
+            Ok((row.get::<String>(0)?, b))
         })
         .ctx("checking invariants")?
         .collect::<rusqlite::Result<Vec<_>>>()

@@ -112,16 +112,16 @@ impl Store {
                 got: v.len(),
             });
         }
-        let tx = self.write_tx("starting an embedding write")?;
+        let tx = self.write_tx("starting an embedding write", &[])?;
         tx.execute(
-            "INSERT OR IGNORE INTO embedding_models (model_id, dim) VALUES (?1, ?2)",
+            "INSERT INTO embedding_models (model_id, dim) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![model, dim as i64],
         )
         .ctx("recording an embedding model")?;
         let mut added = 0;
         {
             let mut stmt = tx
-                .prepare("INSERT OR IGNORE INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3)")
+                .prepare("INSERT INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
                 .ctx("preparing an embedding write")?;
             for (hash, v) in items {
                 added += stmt

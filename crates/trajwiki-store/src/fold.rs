@@ -3,7 +3,9 @@
 //! opaque blobs (a header and one per trajectory). Derived state: replaced by a rebuild, removed
 //! with the namespace's memory.
 
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension};
+
+use crate::db::Tx;
 use trajwiki_core::{MessageId, Namespace, SourceMessage};
 
 use crate::error::{Result, SqlContext, StoreError};
@@ -91,11 +93,11 @@ impl Store {
                 [ns.as_str()],
                 |r| {
                     Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Vec<u8>>(4)?,
+                        r.get::<String>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<i64>(2)?,
+                        r.get::<String>(3)?,
+                        r.get::<Vec<u8>>(4)?,
                     ))
                 },
             )
@@ -148,7 +150,7 @@ impl Store {
             .ctx("reading fold trajectories")?;
         let rows = stmt
             .query_map([ns.as_str()], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+                Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?))
             })
             .ctx("reading fold trajectories")?;
         let mut out = Vec::new();
@@ -223,7 +225,7 @@ impl Store {
                 "SELECT count(*) FROM messages m WHERE m.namespace = ?1
                  AND NOT EXISTS (SELECT 1 FROM snapshot_messages s WHERE s.message = m.id)",
                 [ns.as_str()],
-                |r| r.get::<_, i64>(0),
+                |r| r.get::<i64>(0),
             )
             .map(|n| n as usize)
             .ctx("counting unbuilt messages")
@@ -232,7 +234,7 @@ impl Store {
 
 /// [`StoreError::Moved`] unless the namespace's fold record is still where `fold` started from;
 /// the first thing a memory commit does.
-pub(crate) fn check_from(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
+pub(crate) fn check_from(tx: &Tx<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
     let stored: Option<(i64, String)> = tx
         .query_row(
             "SELECT cursor, pending FROM memory_builds WHERE namespace = ?1",
@@ -254,18 +256,21 @@ pub(crate) fn check_from(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite)
 }
 
 /// Writes a fold's record and changed trajectories inside a memory commit.
-pub(crate) fn write_fold(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
+pub(crate) fn write_fold(tx: &Tx<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
     let r = &fold.record;
     let pending: Vec<&str> = r.pending.iter().map(|m| m.as_str()).collect();
     tx.execute(
-        "INSERT OR REPLACE INTO memory_builds (namespace, model_id, config, cursor, pending, header)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO memory_builds (namespace, model_id, config, cursor, pending, header)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (namespace) DO UPDATE SET model_id = excluded.model_id, config = excluded.config,
+           cursor = excluded.cursor, pending = excluded.pending, header = excluded.header",
         params![ns.as_str(), r.model_id, r.config, r.cursor, to_json(&pending), r.header],
     )
     .ctx("writing a fold record")?;
     let mut stmt = tx
         .prepare_cached(
-            "INSERT OR REPLACE INTO fold_trajectories (namespace, position, state) VALUES (?1, ?2, ?3)",
+            "INSERT INTO fold_trajectories (namespace, position, state) VALUES (?1, ?2, ?3)
+             ON CONFLICT (namespace, position) DO UPDATE SET state = excluded.state",
         )
         .ctx("writing fold trajectories")?;
     for (position, state) in &fold.trajectories {
@@ -274,7 +279,8 @@ pub(crate) fn write_fold(tx: &Transaction<'_>, ns: &Namespace, fold: &FoldWrite)
     }
     let mut stmt = tx
         .prepare_cached(
-            "INSERT OR REPLACE INTO fold_groups (namespace, key, state) VALUES (?1, ?2, ?3)",
+            "INSERT INTO fold_groups (namespace, key, state) VALUES (?1, ?2, ?3)
+             ON CONFLICT (namespace, key) DO UPDATE SET state = excluded.state",
         )
         .ctx("writing fold groups")?;
     for (key, state) in &fold.groups {

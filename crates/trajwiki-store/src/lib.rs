@@ -1,4 +1,5 @@
-//! The system of record: one SQLite database per store directory.
+//! The system of record: one SQLite database per store directory, or one PostgreSQL database
+//! shared by several processes and machines (a `postgres://` store URI; see the `pg` module).
 //!
 //! A store holds raw inputs (source messages, agent runs), the memory derived from them
 //! (snapshots, claims and their op log, trajectories, wiki pages and their revisions,
@@ -30,17 +31,20 @@
 //! ```
 
 mod check;
+mod db;
 mod embeddings;
 mod error;
 mod fold;
 mod llm;
 mod memory;
+mod pg;
 mod raw;
 mod read;
 mod vectors;
 
 use std::path::{Path, PathBuf};
 
+use db::{Begin, Db, Tx};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -50,6 +54,8 @@ pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::IngestReport;
 
+pub use db::postgres_write_lock;
+pub use pg::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;
 pub use vectors::{MappedVectors, VectorDtype, VectorFileInfo, VECTOR_DIR};
 
 use error::SqlContext;
@@ -76,20 +82,29 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 /// The newest schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
-/// The store directory a location names: a path as it is, or a store URI — `sqlite://` followed by
-/// the path (`sqlite:///srv/memory` is absolute, `sqlite://memory` relative). Another scheme is
-/// [`StoreError::Location`], naming it: a path never silently becomes a directory called
-/// `postgres:`.
-pub fn store_dir(location: &Path) -> Result<PathBuf> {
+/// Where a store lives: a directory (SQLite) or a PostgreSQL server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A store directory.
+    Dir(PathBuf),
+    /// A PostgreSQL connection URL (`postgres://user@host:port/database`).
+    Postgres(String),
+}
+
+/// The store a location names: a path as it is, or a store URI — `sqlite://` followed by the
+/// path (`sqlite:///srv/memory` is absolute, `sqlite://memory` relative) or a `postgres://` /
+/// `postgresql://` URL. Another scheme is [`StoreError::Location`], naming it: a path never
+/// silently becomes a directory called `s3:`.
+pub fn store_location(location: &Path) -> Result<StoreLocation> {
     let Some(text) = location.to_str() else {
-        return Ok(location.to_path_buf());
+        return Ok(StoreLocation::Dir(location.to_path_buf()));
     };
     let refuse = |reason: String| StoreError::Location {
         location: text.to_string(),
         reason,
     };
     let Some((scheme, rest)) = text.split_once("://") else {
-        return Ok(location.to_path_buf());
+        return Ok(StoreLocation::Dir(location.to_path_buf()));
     };
     // A scheme is a letter then letters, digits, `+`, `-` or `.` (RFC 3986); anything else
     // before `://` is part of a path.
@@ -98,26 +113,27 @@ pub fn store_dir(location: &Path) -> Result<PathBuf> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     if !is_scheme {
-        return Ok(location.to_path_buf());
+        return Ok(StoreLocation::Dir(location.to_path_buf()));
     }
     match scheme.to_ascii_lowercase().as_str() {
         "sqlite" | "file" if rest.is_empty() => Err(refuse("the URI names no path".into())),
-        "sqlite" | "file" => Ok(PathBuf::from(rest)),
-        "postgres" | "postgresql" => Err(refuse(
-            "PostgreSQL stores are not supported by this build; use a directory or sqlite:///path"
-                .into(),
-        )),
+        "sqlite" | "file" => Ok(StoreLocation::Dir(PathBuf::from(rest))),
+        "postgres" | "postgresql" => Ok(StoreLocation::Postgres(text.to_string())),
         other => Err(refuse(format!(
-            "unknown scheme `{other}://`; expected a directory or sqlite:///path"
+            "unknown scheme `{other}://`; expected a directory, sqlite:///path or postgres://…"
         ))),
     }
 }
 
-/// A store: one directory holding one SQLite database.
+/// A store: one directory holding one SQLite database, or one PostgreSQL database.
 #[derive(Debug)]
 pub struct Store {
-    conn: Connection,
+    conn: Db,
+    /// The directory, or the PostgreSQL URL as given (what reopens the store).
     dir: PathBuf,
+    /// Where derived files live: the directory's `vectors/`; for PostgreSQL (whose vectors are
+    /// rows) a local folder for approximate indexes only.
+    files: PathBuf,
     read_only: bool,
 }
 
@@ -189,9 +205,12 @@ impl Store {
     /// whole under a temporary name and linked into place, so none sees half of one.
     ///
     /// `dir` is a directory or a store URI: `sqlite:///abs/path` or `sqlite://relative/path`
-    /// (see [`store_dir`]).
+    /// (see [`store_location`]).
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = store_dir(dir.as_ref())?;
+        let dir = match store_location(dir.as_ref())? {
+            StoreLocation::Dir(dir) => dir,
+            StoreLocation::Postgres(url) => return pg::open(&url, Access::Create),
+        };
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
             path: dir.clone(),
             source,
@@ -206,14 +225,26 @@ impl Store {
     /// database file or directory is write-protected is opened read only (see
     /// [`Store::open_read_only`]).
     pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
-        Self::connect(store_dir(dir.as_ref())?, Access::Existing)
+        Self::locate(dir.as_ref(), Access::Existing)
     }
 
     /// Opens an existing store read only: nothing is written, not even a migration (a store of
     /// an older schema is refused with [`StoreError::NeedsUpgrade`]). When the directory does not
     /// even allow SQLite's shared-memory file, the database is read as immutable.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Store> {
-        Self::connect(store_dir(dir.as_ref())?, Access::ReadOnly)
+        Self::locate(dir.as_ref(), Access::ReadOnly)
+    }
+
+    fn locate(location: &Path, access: Access) -> Result<Store> {
+        match store_location(location)? {
+            StoreLocation::Dir(dir) => Self::connect(dir, access),
+            StoreLocation::Postgres(url) => pg::open(&url, access),
+        }
+    }
+
+    /// Whether the store is a PostgreSQL database.
+    pub fn is_postgres(&self) -> bool {
+        self.conn.is_postgres()
     }
 
     /// Whether this store was opened read only.
@@ -274,29 +305,25 @@ impl Store {
             .ctx("enabling memory-mapped reads")?;
         conn.pragma_update(None, "cache_size", -65536)
             .ctx("sizing the page cache")?;
-        let mut store = Store {
-            conn,
+        let mut conn = conn;
+        if !read_only {
+            migrate(&mut conn, &path)?;
+        }
+        Ok(Store {
+            conn: Db::Sqlite(conn),
+            files: dir.join(VECTOR_DIR),
             dir,
             read_only,
-        };
-        if !read_only {
-            store.migrate(&path)?;
-        }
-        Ok(store)
-    }
-
-    fn migrate(&mut self, path: &Path) -> Result<()> {
-        migrate(&mut self.conn, path)
+        })
     }
 
     /// Starts a write: a transaction that takes the write lock at once, waiting up to the busy
     /// timeout for another writer (a deferred one could fail on its first write instead, after
     /// its reads). [`StoreError::ReadOnly`] on a store opened read only.
-    pub(crate) fn write_tx(&mut self, what: &'static str) -> Result<rusqlite::Transaction<'_>> {
+    /// `namespaces` are those it writes to (see [`Begin::Write`]).
+    pub(crate) fn write_tx(&mut self, what: &'static str, namespaces: &[&str]) -> Result<Tx<'_>> {
         self.writable(what)?;
-        self.conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .ctx(what)
+        self.conn.begin(Begin::Write(namespaces)).ctx(what)
     }
 
     /// [`StoreError::ReadOnly`] on a store opened read only.
@@ -310,25 +337,19 @@ impl Store {
         Ok(())
     }
 
-    /// The store directory.
+    /// The store directory (for a PostgreSQL store, its URL as given: what opens it again).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// SQLite's `data_version`: it changes when another connection (another process, or another
-    /// `Store` on the same directory) commits, and not for this connection's own writes. A
-    /// reader that caches what it read compares it to tell whether someone else wrote since.
-    pub fn data_version(&self) -> Result<i64> {
-        self.conn
-            .pragma_query_value(None, "data_version", |row| row.get(0))
-            .ctx("reading the data version")
-    }
-
-    /// The schema version of the open database.
+    /// The schema version of the open database (PostgreSQL stores count their own versions).
     pub fn schema_version(&self) -> Result<u32> {
-        self.conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .ctx("reading the schema version")
+        match &self.conn {
+            Db::Sqlite(c) => c
+                .pragma_query_value(None, "user_version", |row| row.get(0))
+                .ctx("reading the schema version"),
+            Db::Postgres(_) => pg::schema_version(&self.conn),
+        }
     }
 
     /// Every namespace, sorted.
@@ -338,7 +359,7 @@ impl Store {
             .prepare("SELECT id FROM namespaces ORDER BY id")
             .ctx("listing namespaces")?;
         let names = stmt
-            .query_map([], |row| row.get::<_, String>(0))
+            .query_map((), |row| row.get::<String>(0))
             .ctx("listing namespaces")?
             .collect::<rusqlite::Result<Vec<_>>>()
             .ctx("listing namespaces")?;
@@ -359,7 +380,7 @@ impl Store {
     pub fn stats(&self) -> Result<Stats> {
         let count = |sql: &str| -> Result<u64> {
             self.conn
-                .query_row(sql, [], |row| row.get::<_, i64>(0))
+                .query_row(sql, (), |row| row.get::<i64>(0))
                 .map(|n| n as u64)
                 .ctx("counting records")
         };
@@ -385,7 +406,7 @@ impl Store {
     pub fn namespace_counts(&self, ns: &trajwiki_core::Namespace) -> Result<(u64, u64)> {
         let count = |sql: &str| -> Result<u64> {
             self.conn
-                .query_row(sql, [ns.as_str()], |row| row.get::<_, i64>(0))
+                .query_row(sql, [ns.as_str()], |row| row.get::<i64>(0))
                 .map(|n| n as u64)
                 .ctx("counting records")
         };
@@ -412,14 +433,15 @@ impl Store {
             .into_iter()
             .filter(|f| f.exists())
             .collect();
-        self.conn
-            .pragma_update(None, "secure_delete", true)
-            .ctx("enabling secure delete")?;
-        let tx = self.write_tx("starting a delete")?;
+        if let Some(c) = self.conn.sqlite() {
+            c.pragma_update(None, "secure_delete", true)
+                .ctx("enabling secure delete")?;
+        }
+        let tx = self.write_tx("starting a delete", &[ns.as_str()])?;
         let existed = delete_in(&tx, ns, true)?;
         let mut removed = 0;
         if existed {
-            tx.execute("UPDATE guard SET allow_delete = 1", [])
+            tx.execute("UPDATE guard SET allow_delete = 1", ())
                 .ctx("opening the delete guard")?;
             let mut stmt = tx
                 .prepare("DELETE FROM embeddings WHERE text_hash = ?1")
@@ -428,7 +450,7 @@ impl Store {
                 removed += stmt.execute([hash]).ctx("deleting cached embeddings")?;
             }
             drop(stmt);
-            tx.execute("UPDATE guard SET allow_delete = 0", [])
+            tx.execute("UPDATE guard SET allow_delete = 0", ())
                 .ctx("closing the delete guard")?;
         }
         tx.commit().ctx("committing a delete")?;
@@ -448,16 +470,19 @@ impl Store {
     /// the database rewritten without its free pages, the log truncated again. Whether every
     /// step completed.
     fn scrub(&mut self) -> bool {
+        // PostgreSQL keeps deleted rows' bytes until its own vacuum reuses the space: not ours
+        // to promise.
+        let Some(conn) = self.conn.sqlite() else {
+            return false;
+        };
         let checkpoint = |conn: &Connection| -> bool {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", (), |r| {
                 r.get::<_, i64>(0)
             })
             .is_ok_and(|busy| busy == 0)
         };
-        let done = checkpoint(&self.conn)
-            && self.conn.execute_batch("VACUUM").is_ok()
-            && checkpoint(&self.conn);
-        let _ = self.conn.pragma_update(None, "secure_delete", false);
+        let done = checkpoint(conn) && conn.execute_batch("VACUUM").is_ok() && checkpoint(conn);
+        let _ = conn.pragma_update(None, "secure_delete", false);
         done
     }
 
@@ -488,7 +513,7 @@ impl Store {
                 )
                 .ctx("reading texts")?;
             let texts = stmt
-                .query_map([other.as_str()], |r| r.get::<_, String>(0))
+                .query_map([other.as_str()], |r| r.get::<String>(0))
                 .ctx("reading texts")?;
             for t in texts {
                 set(trajwiki_core::text_hash(&t.ctx("reading texts")?));
@@ -511,7 +536,7 @@ impl Store {
     /// and their revisions), keeping its raw messages and runs, in one transaction, so that it can
     /// be rebuilt from them. Returns whether the namespace exists.
     pub fn clear_memory(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
-        let tx = self.write_tx("starting a delete")?;
+        let tx = self.write_tx("starting a delete", &[ns.as_str()])?;
         let exists = delete_in(&tx, ns, false)?;
         tx.commit().ctx("committing a delete")?;
         Ok(exists)
@@ -524,10 +549,10 @@ fn identify(conn: &Connection, path: &Path, may_create: bool) -> Result<u32> {
     let found = (|| -> rusqlite::Result<(i64, u32, i64, bool)> {
         let app = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
         let version = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        let objects = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        let objects = conn.query_row("SELECT count(*) FROM sqlite_master", (), |r| r.get(0))?;
         let ours = conn.query_row(
             "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = 'namespaces'",
-            [],
+            (),
             |r| r.get(0),
         )?;
         Ok((app, version, objects, ours))
@@ -643,7 +668,7 @@ fn open_read_only(path: &Path) -> Result<Connection> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
     let conn = Connection::open_with_flags(uri(""), flags).ctx("opening the database")?;
-    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
+    match conn.query_row("SELECT count(*) FROM sqlite_master", (), |_| Ok(())) {
         Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen => {
             Connection::open_with_flags(uri("&immutable=1"), flags).ctx("opening the database")
         }
@@ -671,11 +696,7 @@ fn uri_path(path: &Path) -> String {
 
 /// Deletes a namespace's derived memory (and with `raw_too` its raw records and itself) inside
 /// `tx`. Returns whether the namespace exists.
-pub(crate) fn delete_in(
-    tx: &rusqlite::Transaction<'_>,
-    ns: &trajwiki_core::Namespace,
-    raw_too: bool,
-) -> Result<bool> {
+pub(crate) fn delete_in(tx: &Tx<'_>, ns: &trajwiki_core::Namespace, raw_too: bool) -> Result<bool> {
     const MEMORY: &[&str] = &[
         "DELETE FROM page_trajectories WHERE namespace = ?1",
         "DELETE FROM page_revisions WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
@@ -713,15 +734,24 @@ pub(crate) fn delete_in(
         .ctx("looking up a namespace")?
         .is_some();
     if exists {
-        tx.execute("UPDATE guard SET allow_delete = 1", [])
+        tx.execute("UPDATE guard SET allow_delete = 1", ())
             .ctx("opening the delete guard")?;
-        tx.execute("PRAGMA defer_foreign_keys = ON", [])
-            .ctx("deferring foreign keys")?;
+        let defer = if tx.is_postgres() {
+            "SET CONSTRAINTS ALL DEFERRED"
+        } else {
+            "PRAGMA defer_foreign_keys = ON"
+        };
+        tx.execute_batch(defer).ctx("deferring foreign keys")?;
         let raw: &[&str] = if raw_too { RAW } else { &[] };
-        for sql in MEMORY.iter().chain(raw) {
+        let chunks: &[&str] = if raw_too && tx.is_postgres() {
+            &["DELETE FROM vector_chunks WHERE namespace = ?1"]
+        } else {
+            &[]
+        };
+        for sql in MEMORY.iter().chain(chunks).chain(raw) {
             tx.execute(sql, [ns.as_str()]).ctx("deleting records")?;
         }
-        tx.execute("UPDATE guard SET allow_delete = 0", [])
+        tx.execute("UPDATE guard SET allow_delete = 0", ())
             .ctx("closing the delete guard")?;
     }
     Ok(exists)

@@ -28,10 +28,10 @@ impl Store {
         model: &str,
         response: &str,
     ) -> Result<()> {
-        let tx = self.write_tx("storing a model response")?;
+        let tx = self.write_tx("storing a model response", &[ns.as_str()])?;
         tx.execute(
-            "INSERT OR IGNORE INTO llm_responses (key, namespace, model, response)
-             VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO llm_responses (key, namespace, model, response)
+             VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
             params![key, ns.as_str(), model, response],
         )
         .ctx("storing a model response")?;

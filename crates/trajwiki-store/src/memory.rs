@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension};
+
+use crate::db::{Begin, Db, Tx};
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, Insight,
     InsightId, Namespace, OpId, PageId, RunId, Snapshot, SnapshotId, Trajectory, TrajectoryId,
@@ -80,7 +82,7 @@ fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
     Ok(())
 }
 
-fn exists(tx: &Connection, sql: &str, id: &str) -> Result<bool> {
+fn exists(tx: &Db, sql: &str, id: &str) -> Result<bool> {
     Ok(tx
         .query_row(sql, [id], |_| Ok(()))
         .optional()
@@ -102,13 +104,7 @@ fn conflict(
     }
 }
 
-fn insert_list(
-    tx: &Transaction<'_>,
-    sql: &str,
-    ns: &Namespace,
-    owner: &str,
-    items: &[&str],
-) -> Result<()> {
+fn insert_list(tx: &Tx<'_>, sql: &str, ns: &Namespace, owner: &str, items: &[&str]) -> Result<()> {
     let mut stmt = tx.prepare_cached(sql).ctx("preparing a list insert")?;
     for (i, item) in items.iter().enumerate() {
         stmt.execute(params![ns.as_str(), owner, i as i64, item])
@@ -135,7 +131,7 @@ impl Store {
     /// op log of the namespace.
     pub fn commit_memory(&mut self, batch: &MemoryBatch) -> Result<()> {
         let ns = &batch.namespace;
-        let tx = self.write_tx("starting a memory commit")?;
+        let tx = self.write_tx("starting a memory commit", &[ns.as_str()])?;
         if !exists(&tx, "SELECT 1 FROM namespaces WHERE id = ?1", ns.as_str())? {
             return Err(StoreError::Dangling {
                 what: "memory batch".into(),
@@ -347,7 +343,18 @@ impl Store {
                 count: insights.len(),
             });
         }
-        let tx = self.write_tx("starting a compilation commit")?;
+        // The namespace to lock is the run's (a run's records never change).
+        let ns: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT namespace FROM runs WHERE id = ?1",
+                [compilation.run.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .ctx("reading a compilation's run")?;
+        let locked: Vec<&str> = ns.as_deref().into_iter().collect();
+        let tx = self.write_tx("starting a compilation commit", &locked)?;
         if let Some((stored, stored_insights)) = read_compilation(&tx, &compilation.id)? {
             if &stored != compilation || stored_insights != insights {
                 return Err(conflict(
@@ -464,7 +471,7 @@ impl Store {
     ) -> Result<(Vec<Arrived>, MemoryRecords, T)> {
         let tx = self
             .conn
-            .unchecked_transaction()
+            .begin(Begin::Read)
             .ctx("starting a namespace read")?;
         let arrived = self.messages_after(ns, 0)?;
         let (records, prepared) = std::thread::scope(|scope| {
@@ -480,7 +487,7 @@ impl Store {
         Ok((arrived, records, prepared))
     }
 
-    fn records_in(&self, tx: &Transaction<'_>, ns: &Namespace) -> Result<MemoryRecords> {
+    fn records_in(&self, tx: &Tx<'_>, ns: &Namespace) -> Result<MemoryRecords> {
         let scope = Scope::Namespace(ns.as_str());
         let snapshots = read::snapshots(tx, scope)?;
         let claims = read::claims_with_states(tx, scope)?;
@@ -547,8 +554,8 @@ impl Store {
                 [id.as_str()],
                 |row| {
                     Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
+                        row.get::<String>(0)?,
+                        row.get::<String>(1)?,
                         row.get(2)?,
                         row.get(3)?,
                     ))
@@ -574,10 +581,10 @@ impl Store {
     }
 }
 
-fn ids(conn: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
+fn ids(conn: &Db, sql: &str, arg: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(sql).ctx("listing ids")?;
     let rows = stmt
-        .query_map([arg], |row| row.get::<_, String>(0))
+        .query_map([arg], |row| row.get::<String>(0))
         .ctx("listing ids")?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("listing ids")?;
@@ -587,12 +594,12 @@ fn ids(conn: &Connection, sql: &str, arg: &str) -> Result<Vec<String>> {
 /// Reads the records whose ids `sql` lists for a namespace; a record that vanished between the
 /// listing and the read (another process deleted its namespace) is left out.
 fn list<I, T>(
-    conn: &Connection,
+    conn: &Db,
     sql: &str,
     ns: &Namespace,
     table: &'static str,
     parse: impl Fn(&str) -> std::result::Result<I, trajwiki_core::IdError>,
-    read: impl Fn(&Connection, &I) -> Result<Option<T>>,
+    read: impl Fn(&Db, &I) -> Result<Option<T>>,
 ) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for id in ids(conn, sql, ns.as_str())? {
@@ -603,7 +610,7 @@ fn list<I, T>(
 }
 
 /// The current (derived) status of a claim, from `claim_state`.
-fn read_claim_status(conn: &Connection, id: &ClaimId) -> Result<Option<ClaimStatus>> {
+fn read_claim_status(conn: &Db, id: &ClaimId) -> Result<Option<ClaimStatus>> {
     let status: Option<String> = conn
         .query_row(
             "SELECT status FROM claim_state
@@ -628,7 +635,7 @@ fn read_claim_status(conn: &Connection, id: &ClaimId) -> Result<Option<ClaimStat
 /// Applies new ops, in seq order, to the stored claim state: the statuses of the claims they
 /// target are read, the replay continued over them ([`trajwiki_core::apply_ops`], the one
 /// definition of claim state), and what it gives written back.
-fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
+fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
     let mut state = BTreeMap::new();
     let mut initial = BTreeMap::new();
     for op in ops {
@@ -654,7 +661,8 @@ fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<(
     })?;
     let mut stmt = tx
         .prepare_cached(
-            "INSERT OR REPLACE INTO claim_state (namespace, claim, status) VALUES (?1, ?2, ?3)",
+            "INSERT INTO claim_state (namespace, claim, status) VALUES (?1, ?2, ?3)
+             ON CONFLICT (namespace, claim) DO UPDATE SET status = excluded.status",
         )
         .ctx("writing claim state")?;
     for (claim, status) in &state {
@@ -664,10 +672,7 @@ fn apply_ops(tx: &Transaction<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<(
     Ok(())
 }
 
-pub(crate) fn replayed_state(
-    conn: &Connection,
-    ns: &Namespace,
-) -> Result<BTreeMap<ClaimId, ClaimStatus>> {
+pub(crate) fn replayed_state(conn: &Db, ns: &Namespace) -> Result<BTreeMap<ClaimId, ClaimStatus>> {
     let ops = read::ops(conn, Scope::Namespace(ns.as_str()))?;
     let initial: HashMap<ClaimId, ClaimStatus> = read::claims(conn, Scope::Namespace(ns.as_str()))?
         .into_iter()
@@ -681,23 +686,23 @@ pub(crate) fn replayed_state(
     })
 }
 
-pub(crate) fn read_snapshot(conn: &Connection, id: &SnapshotId) -> Result<Option<Snapshot>> {
+pub(crate) fn read_snapshot(conn: &Db, id: &SnapshotId) -> Result<Option<Snapshot>> {
     Ok(read::snapshots(conn, Scope::Id(id.as_str()))?.pop())
 }
 
-pub(crate) fn read_claim(conn: &Connection, id: &ClaimId) -> Result<Option<Claim>> {
+pub(crate) fn read_claim(conn: &Db, id: &ClaimId) -> Result<Option<Claim>> {
     Ok(read::claims(conn, Scope::Id(id.as_str()))?.pop())
 }
 
-pub(crate) fn read_op(conn: &Connection, id: &OpId) -> Result<Option<ClaimOp>> {
+pub(crate) fn read_op(conn: &Db, id: &OpId) -> Result<Option<ClaimOp>> {
     Ok(read::ops(conn, Scope::Id(id.as_str()))?.pop())
 }
 
-pub(crate) fn read_trajectory(conn: &Connection, id: &TrajectoryId) -> Result<Option<Trajectory>> {
+pub(crate) fn read_trajectory(conn: &Db, id: &TrajectoryId) -> Result<Option<Trajectory>> {
     Ok(read::trajectories(conn, Scope::Id(id.as_str()))?.pop())
 }
 
-fn read_page_revision(conn: &Connection, id: &PageId, revision: u32) -> Result<Option<WikiPage>> {
+fn read_page_revision(conn: &Db, id: &PageId, revision: u32) -> Result<Option<WikiPage>> {
     Ok(read::pages(conn, Pages::Revision(id.as_str(), revision))?.pop())
 }
 
@@ -712,7 +717,7 @@ fn same_content(a: &WikiPage, b: &WikiPage) -> bool {
     }
 }
 
-fn write_pages(tx: &Transaction<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
+fn write_pages(tx: &Tx<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
     let mut keep = std::collections::BTreeSet::new();
     for page in pages {
         keep.insert(page.id.as_str());
@@ -730,7 +735,7 @@ fn write_pages(tx: &Transaction<'_>, ns: &Namespace, pages: &[WikiPage]) -> Resu
 }
 
 /// Makes `page` the current revision of its page: a new revision when its content changed.
-fn upsert_page(tx: &Transaction<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
+fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
     check_ns(ns, "page", &page.namespace)?;
     let stored: Option<(String, Option<u32>)> = tx
         .query_row(
@@ -762,7 +767,7 @@ fn upsert_page(tx: &Transaction<'_>, ns: &Namespace, page: &WikiPage) -> Result<
             tx.query_row(
                 "SELECT coalesce(max(revision), 0) + 1 FROM page_revisions WHERE page = ?1",
                 [page.id.as_str()],
-                |row| row.get::<_, u32>(0),
+                |row| row.get::<u32>(0),
             )
             .ctx("numbering a page revision")?
         }
@@ -820,7 +825,7 @@ fn upsert_page(tx: &Transaction<'_>, ns: &Namespace, page: &WikiPage) -> Result<
 }
 
 /// Retires a page: it has no current revision; its revisions stay.
-fn retire_page(tx: &Transaction<'_>, id: &str) -> Result<()> {
+fn retire_page(tx: &Tx<'_>, id: &str) -> Result<()> {
     tx.execute(
         "UPDATE pages SET current_revision = NULL WHERE id = ?1",
         [id],
@@ -829,15 +834,12 @@ fn retire_page(tx: &Transaction<'_>, id: &str) -> Result<()> {
     .map(|_| ())
 }
 
-fn read_compilation(
-    conn: &Connection,
-    id: &CompilationId,
-) -> Result<Option<(Compilation, Vec<Insight>)>> {
+fn read_compilation(conn: &Db, id: &CompilationId) -> Result<Option<(Compilation, Vec<Insight>)>> {
     let row = conn
         .query_row(
             "SELECT run, diagnosis, compiler FROM compilations WHERE id = ?1",
             [id.as_str()],
-            |row| <(String, String, String)>::try_from(row),
+            |row| row.tuple::<(String, String, String)>(),
         )
         .optional()
         .ctx("reading a compilation")?;
@@ -850,7 +852,7 @@ fn read_compilation(
         .prepare_cached("SELECT id, guideline, applies_when FROM insights WHERE compilation = ?1 ORDER BY position")
         .ctx("reading insights")?;
     let rows = stmt
-        .query_map([cid], |row| <(String, String, String)>::try_from(row))
+        .query_map([cid], |row| row.tuple::<(String, String, String)>())
         .ctx("reading insights")?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading insights")?;

@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use chrono::Utc;
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension};
+
+use crate::db::{Db, Row, Tx};
 use serde::Serialize;
 use trajwiki_core::{Attachment, MessageId, Namespace, Outcome, Run, RunId, SourceMessage, Step};
 
@@ -54,10 +56,10 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
-fn ensure_namespace(tx: &Transaction<'_>, ns: &Namespace, report: &mut IngestReport) -> Result<()> {
+fn ensure_namespace(tx: &Tx<'_>, ns: &Namespace, report: &mut IngestReport) -> Result<()> {
     let inserted = tx
         .execute(
-            "INSERT OR IGNORE INTO namespaces (id) VALUES (?1)",
+            "INSERT INTO namespaces (id) VALUES (?1) ON CONFLICT DO NOTHING",
             [ns.as_str()],
         )
         .ctx("creating a namespace")?;
@@ -67,18 +69,27 @@ fn ensure_namespace(tx: &Transaction<'_>, ns: &Namespace, report: &mut IngestRep
     Ok(())
 }
 
-fn open_batch(tx: &Transaction<'_>, source: &str, format: &str) -> Result<i64> {
-    tx.execute(
-        "INSERT INTO ingest_batches (source, format, added, unchanged, ingested_at) VALUES (?1, ?2, 0, 0, ?3)",
+/// The namespaces of a batch, each once: those its ingest locks.
+fn batch_namespaces<'a>(of: impl Iterator<Item = &'a Namespace>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = of.map(Namespace::as_str).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn open_batch(tx: &Tx<'_>, source: &str, format: &str) -> Result<i64> {
+    tx.query_row(
+        "INSERT INTO ingest_batches (source, format, added, unchanged, ingested_at) VALUES (?1, ?2, 0, 0, ?3)
+         RETURNING id",
         params![source, format, Utc::now().to_rfc3339()],
+        |r| r.get(0),
     )
-    .ctx("recording an ingest batch")?;
-    Ok(tx.last_insert_rowid())
+    .ctx("recording an ingest batch")
 }
 
 /// Records the batch's counts and commits, or rolls back when the batch added nothing, so that
 /// a re-ingest leaves no trace.
-fn close_batch(tx: Transaction<'_>, batch: i64, report: &IngestReport) -> Result<()> {
+fn close_batch(tx: Tx<'_>, batch: i64, report: &IngestReport) -> Result<()> {
     if report.added == 0 && report.new_namespaces.is_empty() {
         return tx.rollback().ctx("ending an empty ingest");
     }
@@ -100,7 +111,8 @@ impl Store {
         source: &str,
         messages: &[SourceMessage],
     ) -> Result<IngestReport> {
-        let tx = self.write_tx("starting an ingest")?;
+        let namespaces = batch_namespaces(messages.iter().map(|m| &m.namespace));
+        let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "messages")?;
         let mut seen: HashMap<&MessageId, (&SourceMessage, String)> = HashMap::new();
@@ -227,7 +239,8 @@ impl Store {
     /// Ingests a batch of agent runs in one transaction, with the same content-addressing rules as
     /// [`ingest_messages`](Store::ingest_messages).
     pub fn ingest_runs(&mut self, source: &str, runs: &[Run]) -> Result<IngestReport> {
-        let tx = self.write_tx("starting an ingest")?;
+        let namespaces = batch_namespaces(runs.iter().map(|r| &r.namespace));
+        let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "runs")?;
         let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();
@@ -366,7 +379,7 @@ impl Store {
                 .prepare("SELECT id FROM runs WHERE namespace = ?1 ORDER BY external_ref")
                 .ctx("listing runs")?;
             let ids = stmt
-                .query_map([ns.as_str()], |row| row.get::<_, String>(0))
+                .query_map([ns.as_str()], |row| row.get::<String>(0))
                 .ctx("listing runs")?
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .ctx("listing runs")?;
@@ -396,12 +409,12 @@ pub(crate) type MessageRow = (
     Option<String>,
 );
 
-pub(crate) fn message_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+pub(crate) fn message_row(row: &Row<'_>) -> rusqlite::Result<MessageRow> {
     message_row_at(row, 0)
 }
 
 /// [`message_row`] for a row whose message columns start at column `at`.
-pub(crate) fn message_row_at(row: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<MessageRow> {
+pub(crate) fn message_row_at(row: &Row<'_>, at: usize) -> rusqlite::Result<MessageRow> {
     Ok((
         row.get(at)?,
         row.get(at + 1)?,
@@ -430,7 +443,7 @@ pub(crate) fn decode_message(row: MessageRow) -> Result<SourceMessage> {
     })
 }
 
-fn self_message(conn: &rusqlite::Connection, id: &MessageId) -> Result<Option<SourceMessage>> {
+fn self_message(conn: &Db, id: &MessageId) -> Result<Option<SourceMessage>> {
     let row = conn
         .query_row(
             &format!("{MESSAGE_SELECT} WHERE id = ?1"),
@@ -442,12 +455,12 @@ fn self_message(conn: &rusqlite::Connection, id: &MessageId) -> Result<Option<So
     row.map(decode_message).transpose()
 }
 
-fn read_run(conn: &rusqlite::Connection, id: &RunId) -> Result<Option<Run>> {
+fn read_run(conn: &Db, id: &RunId) -> Result<Option<Run>> {
     let head = conn
         .query_row(
             "SELECT namespace, external_ref, task, success, reward, metadata FROM runs WHERE id = ?1",
             [id.as_str()],
-            |row| <(String, String, String, Option<bool>, Option<f64>, String)>::try_from(row),
+            |row| row.tuple::<(String, String, String, Option<bool>, Option<f64>, String)>(),
         )
         .optional()
         .ctx("reading a run")?;

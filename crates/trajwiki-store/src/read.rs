@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
+
+use crate::db::{Db, Row};
 use trajwiki_core::{
     Claim, ClaimId, ClaimOp, ClaimStatus, IdError, ItemCount, MessageId, Namespace, OpKind,
     PageKind, Signals, Snapshot, SnapshotId, Trajectory, TrajectoryId, WikiPage,
@@ -42,11 +44,11 @@ impl Scope<'_> {
 
 /// Runs `sql` (one parameter, the scope's value) and maps each row.
 fn rows<T>(
-    conn: &Connection,
+    conn: &Db,
     sql: &str,
     scope: Scope<'_>,
     context: &'static str,
-    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
     let mut stmt = conn.prepare_cached(sql).ctx(context)?;
     let out = stmt
@@ -87,7 +89,7 @@ impl<T> ChildLists<T> {
 /// `parent.id`; `table` has a `namespace` column leading its key), each list in `order`. A
 /// namespace's lists are one range of the table's key.
 fn positioned<T: TryFrom<String, Error = IdError>>(
-    conn: &Connection,
+    conn: &Db,
     scope: Scope<'_>,
     (parent, table, owner, child, order): (&str, &'static str, &str, &'static str, &str),
 ) -> Result<ChildLists<T>> {
@@ -102,7 +104,7 @@ fn positioned<T: TryFrom<String, Error = IdError>>(
         ),
     };
     let found = rows(conn, &sql, scope, "reading a record list", |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        Ok((row.get::<String>(0)?, row.get::<String>(1)?))
     })?;
     lists(found, table, child)
 }
@@ -144,7 +146,7 @@ fn stored_id<T: TryFrom<String, Error = IdError>>(
 }
 
 /// Snapshots in scope, by trajectory and version.
-pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
+pub(crate) fn snapshots(conn: &Db, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
     let col = scope.column();
     let mut claims = positioned::<ClaimId>(
         conn,
@@ -173,7 +175,7 @@ pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snaps
          FROM snapshots WHERE {col} = ?1"
     );
     let mut found = rows(conn, &sql, scope, "reading snapshots", |row| {
-        <(String, String, String, u32, String, String, String, String)>::try_from(row)
+        row.tuple::<(String, String, String, u32, String, String, String, String)>()
     })?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut out = found
@@ -202,15 +204,12 @@ pub(crate) fn snapshots(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Snaps
 
 /// Claims in scope, sorted by id, each with the status it was created with and its current
 /// status (from `claim_state`; the creation status where the state records none).
-pub(crate) fn claims_with_states(
-    conn: &Connection,
-    scope: Scope<'_>,
-) -> Result<Vec<(Claim, ClaimStatus)>> {
+pub(crate) fn claims_with_states(conn: &Db, scope: Scope<'_>) -> Result<Vec<(Claim, ClaimStatus)>> {
     claim_rows(conn, scope, true)
 }
 
 /// Claims in scope (each with the status it was created with), sorted by id.
-pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> {
+pub(crate) fn claims(conn: &Db, scope: Scope<'_>) -> Result<Vec<Claim>> {
     Ok(claim_rows(conn, scope, false)?
         .into_iter()
         .map(|(c, _)| c)
@@ -219,11 +218,7 @@ pub(crate) fn claims(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Claim>> 
 
 /// Claims in scope with their current status, read from `claim_state` when `states` (else the
 /// creation status, without looking the state up).
-fn claim_rows(
-    conn: &Connection,
-    scope: Scope<'_>,
-    states: bool,
-) -> Result<Vec<(Claim, ClaimStatus)>> {
+fn claim_rows(conn: &Db, scope: Scope<'_>, states: bool) -> Result<Vec<(Claim, ClaimStatus)>> {
     let col = scope.column();
     let mut sources = positioned::<MessageId>(
         conn,
@@ -243,7 +238,7 @@ fn claim_rows(
             }
         };
         ChildLists::new(rows(conn, sql, scope, "reading claim states", |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            Ok((row.get::<String>(0)?, row.get::<String>(1)?))
         })?)
     } else {
         ChildLists::new(Vec::new())
@@ -270,7 +265,7 @@ fn claim_rows(
         )
     };
     let mut found = rows(conn, &sql, scope, "reading claims", |row| {
-        ClaimRow::try_from(row)
+        row.tuple::<ClaimRow>()
     })?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     found
@@ -300,16 +295,13 @@ fn claim_rows(
 }
 
 /// The current (derived) statuses of the claims of a namespace, from `claim_state`.
-pub(crate) fn claim_states(
-    conn: &Connection,
-    ns: &Namespace,
-) -> Result<HashMap<ClaimId, ClaimStatus>> {
+pub(crate) fn claim_states(conn: &Db, ns: &Namespace) -> Result<HashMap<ClaimId, ClaimStatus>> {
     rows(
         conn,
         "SELECT claim, status FROM claim_state WHERE namespace = ?1",
         Scope::Namespace(ns.as_str()),
         "reading claim state",
-        |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)),
+        |row| Ok((row.get::<String>(0)?, row.get::<String>(1)?)),
     )?
     .into_iter()
     .map(|(id, status)| {
@@ -327,7 +319,7 @@ pub(crate) fn claim_states(
 }
 
 /// Claim ops in scope, in seq order.
-pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
+pub(crate) fn ops(conn: &Db, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
     let col = scope.column();
     let mut sources = positioned::<MessageId>(
         conn,
@@ -350,7 +342,7 @@ pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
         String,
     );
     let mut found = rows(conn, &sql, scope, "reading claim ops", |row| {
-        OpRow::try_from(row)
+        row.tuple::<OpRow>()
     })?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut out = found
@@ -396,7 +388,7 @@ pub(crate) fn ops(conn: &Connection, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
 }
 
 /// Trajectories in scope, sorted by id, each with its snapshots in version order.
-pub(crate) fn trajectories(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Trajectory>> {
+pub(crate) fn trajectories(conn: &Db, scope: Scope<'_>) -> Result<Vec<Trajectory>> {
     let sql = match scope {
         Scope::Namespace(_) => {
             "SELECT trajectory, id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version"
@@ -406,7 +398,7 @@ pub(crate) fn trajectories(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Tr
         }
     };
     let found = rows(conn, sql, scope, "reading a record list", |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        Ok((row.get::<String>(0)?, row.get::<String>(1)?))
     })?;
     let mut snapshots = lists::<SnapshotId>(found, "snapshots", "id")?;
     trajectory_rows(conn, scope, |id| snapshots.of(id.as_str()))
@@ -415,7 +407,7 @@ pub(crate) fn trajectories(conn: &Connection, scope: Scope<'_>) -> Result<Vec<Tr
 /// [`trajectories`] of a namespace whose snapshots (by trajectory and version, as [`snapshots`]
 /// reads them) are already read: each trajectory's list is taken from them.
 pub(crate) fn trajectories_of(
-    conn: &Connection,
+    conn: &Db,
     ns: &str,
     snapshots: &[Snapshot],
 ) -> Result<Vec<Trajectory>> {
@@ -432,7 +424,7 @@ pub(crate) fn trajectories_of(
 /// The trajectory rows in scope, sorted by id, each given its snapshot list by `snapshots`
 /// (called with the trajectory's id, in id order).
 fn trajectory_rows(
-    conn: &Connection,
+    conn: &Db,
     scope: Scope<'_>,
     mut snapshots: impl FnMut(&TrajectoryId) -> Vec<SnapshotId>,
 ) -> Result<Vec<Trajectory>> {
@@ -441,7 +433,7 @@ fn trajectory_rows(
         "SELECT id, namespace, continues, summary, signals FROM trajectories WHERE {col} = ?1"
     );
     let mut found = rows(conn, &sql, scope, "reading trajectories", |row| {
-        <(String, String, Option<String>, String, String)>::try_from(row)
+        row.tuple::<(String, String, Option<String>, String, String)>()
     })?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     found
@@ -480,7 +472,7 @@ pub(crate) enum Pages<'a> {
 }
 
 /// Page revisions, sorted by kind then id.
-pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>> {
+pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
     let (filter, value, revision) = match which {
         Pages::Revision(id, rev) => ("p.id = ?1 AND r.revision = ?2", id, rev as i64),
         // `?2` is bound but unused, so that both shapes take the same parameters.
@@ -506,7 +498,7 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
             .ctx("reading page links")?;
         let found = stmt
             .query_map(params![value, revision], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                Ok((row.get::<String>(0)?, row.get::<String>(1)?))
             })
             .ctx("reading page links")?
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -532,7 +524,7 @@ pub(crate) fn pages(conn: &Connection, which: Pages<'_>) -> Result<Vec<WikiPage>
         ))
         .ctx("reading pages")?;
     let mut found = stmt
-        .query_map(params![value, revision], |row| PageRow::try_from(row))
+        .query_map(params![value, revision], |row| row.tuple::<PageRow>())
         .ctx("reading pages")?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading pages")?;

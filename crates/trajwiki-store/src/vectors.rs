@@ -9,6 +9,9 @@
 //! then commits their count. A reader maps the committed rows and never looks past them, and a
 //! file is never cut below what was committed, so a mapping stays valid while others append.
 //!
+//! On PostgreSQL the rows of a "file" are rows of `vector_chunks`, one per append, written in
+//! the transaction that commits their count, and read into memory when the namespace is loaded.
+//!
 //! Architecture invariant: vector files are derived state. Deleting one loses nothing that the
 //! messages and the model cannot give back.
 
@@ -19,7 +22,9 @@ use std::path::{Path, PathBuf};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use memmap2::Mmap;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension};
+
+use crate::db::{Begin, Db};
 use trajwiki_core::Namespace;
 
 use crate::error::{Result, SqlContext, StoreError};
@@ -95,10 +100,18 @@ impl VectorFileInfo {
     }
 }
 
-/// The committed rows of a vector file, memory-mapped (read-only).
+/// The committed rows of a vector file, memory-mapped (read-only), or read from PostgreSQL.
 pub struct MappedVectors {
     info: VectorFileInfo,
-    map: Option<Mmap>,
+    rows: Rows,
+}
+
+/// Where the bytes of [`MappedVectors`] are.
+enum Rows {
+    Empty,
+    Mapped(Mmap),
+    /// Read into memory; `u32` words, so that the bytes are aligned for f16 and f32.
+    Read(Vec<u32>),
 }
 
 impl std::fmt::Debug for MappedVectors {
@@ -118,7 +131,11 @@ impl MappedVectors {
     /// The committed rows as bytes (`rows * dim * size`).
     fn bytes(&self) -> &[u8] {
         let n = self.info.rows * self.info.row_bytes();
-        self.map.as_ref().map_or(&[], |m| &m[..n])
+        match &self.rows {
+            Rows::Empty => &[],
+            Rows::Mapped(m) => &m[..n],
+            Rows::Read(words) => &bytemuck::cast_slice(words)[..n],
+        }
     }
 
     /// The rows when the file holds f16.
@@ -164,17 +181,12 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
-fn read_info(
-    conn: &Connection,
-    dir: &Path,
-    ns: &str,
-    model: &str,
-) -> Result<Option<VectorFileInfo>> {
+fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<VectorFileInfo>> {
     let row = conn
         .query_row(
             "SELECT dtype, dim, rows, last_rowid, file, ann_rows FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
             [ns, model],
-            |r| <(String, i64, i64, i64, String, i64)>::try_from(r),
+            |r| r.tuple::<(String, i64, i64, i64, String, i64)>(),
         )
         .optional()
         .ctx("reading a vector file record")?;
@@ -193,7 +205,7 @@ fn read_info(
             last_rowid,
             ann_rows: usize::try_from(ann_rows)
                 .map_err(|_| corrupt("ann_rows", format!("{ann_rows}")))?,
-            path: dir.join(VECTOR_DIR).join(&file),
+            path: dir.join(&file),
         })
     })
     .transpose()
@@ -209,7 +221,7 @@ fn file_name(ns: &str, model: &str, dtype: VectorDtype) -> String {
 impl Store {
     /// The committed extent of the vector file of `ns` for `model`, if there is one.
     pub fn vector_file(&self, ns: &Namespace, model: &str) -> Result<Option<VectorFileInfo>> {
-        read_info(&self.conn, &self.dir, ns.as_str(), model)
+        read_info(&self.conn, &self.files, ns.as_str(), model)
     }
 
     /// Maps the committed rows of the vector file of `ns` for `model`. A file shorter than its
@@ -220,7 +232,13 @@ impl Store {
         };
         let len = info.rows * info.row_bytes();
         if len == 0 {
-            return Ok(Some(MappedVectors { info, map: None }));
+            return Ok(Some(MappedVectors {
+                info,
+                rows: Rows::Empty,
+            }));
+        }
+        if self.conn.is_postgres() {
+            return self.read_chunks(ns, model, info).map(Some);
         }
         let file = File::open(&info.path).map_err(io_error(&info.path))?;
         let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
@@ -235,8 +253,55 @@ impl Store {
         let map = map(&file, len).map_err(io_error(&info.path))?;
         Ok(Some(MappedVectors {
             info,
-            map: Some(map),
+            rows: Rows::Mapped(map),
         }))
+    }
+
+    /// The committed rows of a PostgreSQL store's vectors, read in order into memory.
+    fn read_chunks(
+        &self,
+        ns: &Namespace,
+        model: &str,
+        info: VectorFileInfo,
+    ) -> Result<MappedVectors> {
+        let len = info.rows * info.row_bytes();
+        let mut words = vec![0u32; len.div_ceil(4)];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT first_row, data FROM vector_chunks
+                 WHERE namespace = ?1 AND model_id = ?2 AND first_row < ?3 ORDER BY first_row",
+            )
+            .ctx("reading vectors")?;
+        let chunks = stmt
+            .query_map(params![ns.as_str(), model, info.rows as i64], |r| {
+                Ok((r.get::<i64>(0)?, r.get::<Vec<u8>>(1)?))
+            })
+            .ctx("reading vectors")?;
+        let mut filled = 0;
+        for chunk in chunks {
+            let (first, data) = chunk.ctx("reading vectors")?;
+            let at = first as usize * info.row_bytes();
+            let end = (at + data.len()).min(len);
+            if at != filled || end <= at {
+                break;
+            }
+            bytes[at..end].copy_from_slice(&data[..end - at]);
+            filled = end;
+        }
+        if filled < len {
+            return Err(StoreError::Corrupt {
+                table: "vector_chunks",
+                column: "data",
+                id: format!("{ns}/{model}"),
+                reason: format!("the chunks hold {filled} bytes in order, {len} are committed"),
+            });
+        }
+        Ok(MappedVectors {
+            info,
+            rows: Rows::Read(words),
+        })
     }
 
     /// Appends the vectors of messages that arrived after the file's last row: `rows` are
@@ -255,9 +320,9 @@ impl Store {
         self.writable("starting a vector append")?;
         let tx = self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .begin(Begin::Write(&[ns.as_str()]))
             .ctx("starting a vector append")?;
-        let info = match read_info(&tx, &self.dir, ns.as_str(), model)? {
+        let info = match read_info(&tx, &self.files, ns.as_str(), model)? {
             Some(info) => info,
             None => {
                 let file = file_name(ns.as_str(), model, dtype);
@@ -273,7 +338,7 @@ impl Store {
                     rows: 0,
                     last_rowid: 0,
                     ann_rows: 0,
-                    path: self.dir.join(VECTOR_DIR).join(file),
+                    path: self.files.join(file),
                 }
             }
         };
@@ -299,46 +364,23 @@ impl Store {
         if rows.is_empty() {
             return Ok(info);
         }
-        let dir = self.dir.join(VECTOR_DIR);
-        std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&info.path)
-            .map_err(io_error(&info.path))?;
-        let committed = (info.rows * info.row_bytes()) as u64;
-        let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
-        if on_disk < committed {
-            return Err(StoreError::Corrupt {
-                table: "vector_files",
-                column: "rows",
-                id: info.path.display().to_string(),
-                reason: format!("the file holds {on_disk} bytes, {committed} are committed"),
-            });
+        let bytes = encode_rows(info.dtype, rows);
+        if tx.is_postgres() {
+            tx.execute(
+                "INSERT INTO vector_chunks (namespace, model_id, first_row, rows, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    ns.as_str(),
+                    model,
+                    info.rows as i64,
+                    rows.len() as i64,
+                    bytes
+                ],
+            )
+            .ctx("writing vector rows")?;
+        } else {
+            append_file(&info, &bytes)?;
         }
-        // A torn tail from a crash after writing and before committing: not ours to keep.
-        file.set_len(committed).map_err(io_error(&info.path))?;
-        file.seek(SeekFrom::Start(committed))
-            .map_err(io_error(&info.path))?;
-        let mut bytes = Vec::with_capacity(rows.len() * info.row_bytes());
-        for (_, v) in rows {
-            match info.dtype {
-                VectorDtype::F16 => {
-                    for x in v.iter() {
-                        bytes.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
-                    }
-                }
-                VectorDtype::F32 => {
-                    for x in v.iter() {
-                        bytes.extend_from_slice(&x.to_le_bytes());
-                    }
-                }
-            }
-        }
-        file.write_all(&bytes).map_err(io_error(&info.path))?;
-        file.sync_data().map_err(io_error(&info.path))?;
         let info = VectorFileInfo {
             rows: info.rows + rows.len(),
             last_rowid: last,
@@ -352,7 +394,61 @@ impl Store {
         tx.commit().ctx("committing vector rows")?;
         Ok(info)
     }
+}
 
+/// Rows as the bytes of a vector file of `dtype`.
+fn encode_rows(dtype: VectorDtype, rows: &[(i64, &[f32])]) -> Vec<u8> {
+    let dim = rows.first().map_or(0, |r| r.1.len());
+    let mut bytes = Vec::with_capacity(rows.len() * dim * dtype.size());
+    for (_, v) in rows {
+        match dtype {
+            VectorDtype::F16 => {
+                for x in v.iter() {
+                    bytes.extend_from_slice(&f16::from_f32(*x).to_le_bytes());
+                }
+            }
+            VectorDtype::F32 => {
+                for x in v.iter() {
+                    bytes.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+    }
+    bytes
+}
+
+/// Writes `bytes` after the committed rows of `info`'s file (dropping a torn tail a crash left)
+/// and syncs them, before their count is committed.
+fn append_file(info: &VectorFileInfo, bytes: &[u8]) -> Result<()> {
+    let dir = info.path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&info.path)
+        .map_err(io_error(&info.path))?;
+    let committed = (info.rows * info.row_bytes()) as u64;
+    let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
+    if on_disk < committed {
+        return Err(StoreError::Corrupt {
+            table: "vector_files",
+            column: "rows",
+            id: info.path.display().to_string(),
+            reason: format!("the file holds {on_disk} bytes, {committed} are committed"),
+        });
+    }
+    // A torn tail from a crash after writing and before committing: not ours to keep.
+    file.set_len(committed).map_err(io_error(&info.path))?;
+    file.seek(SeekFrom::Start(committed))
+        .map_err(io_error(&info.path))?;
+    file.write_all(bytes).map_err(io_error(&info.path))?;
+    file.sync_data().map_err(io_error(&info.path))?;
+    Ok(())
+}
+
+impl Store {
     /// Records that the approximate index at [`VectorFileInfo::ann_path`] now covers the first
     /// `rows` rows (the index file is written first, then this).
     pub fn set_ann_rows(&mut self, ns: &Namespace, model: &str, rows: usize) -> Result<()> {
@@ -372,13 +468,20 @@ impl Store {
         let Some(info) = self.vector_file(ns, model)? else {
             return Ok(());
         };
-        self.writable("forgetting a vector file")?;
-        self.conn
-            .execute(
-                "DELETE FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
+        let tx = self.write_tx("forgetting a vector file", &[ns.as_str()])?;
+        if tx.is_postgres() {
+            tx.execute(
+                "DELETE FROM vector_chunks WHERE namespace = ?1 AND model_id = ?2",
                 [ns.as_str(), model],
             )
             .ctx("forgetting a vector file")?;
+        }
+        tx.execute(
+            "DELETE FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
+            [ns.as_str(), model],
+        )
+        .ctx("forgetting a vector file")?;
+        tx.commit().ctx("forgetting a vector file")?;
         remove_files(&[info.path.clone(), info.ann_path()])
     }
 
@@ -389,14 +492,14 @@ impl Store {
             .prepare_cached("SELECT file FROM vector_files WHERE namespace = ?1")
             .ctx("listing vector files")?;
         let files = stmt
-            .query_map([ns.as_str()], |r| r.get::<_, String>(0))
+            .query_map([ns.as_str()], |r| r.get::<String>(0))
             .ctx("listing vector files")?
             .collect::<rusqlite::Result<Vec<_>>>()
             .ctx("listing vector files")?;
         Ok(files
             .into_iter()
             .flat_map(|f| {
-                let path = self.dir.join(VECTOR_DIR).join(f);
+                let path = self.files.join(f);
                 [path.with_extension("hnsw"), path]
             })
             .collect())

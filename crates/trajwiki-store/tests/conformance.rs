@@ -1,13 +1,110 @@
 //! Store conformance: every record type round-trips, immutability holds at the API and SQL level,
 //! migrations apply to an empty store, a newer schema is refused, bad references are refused and
-//! leave nothing behind.
+//! leave nothing behind — on both backends: each test runs once on an SQLite store directory and
+//! once on a PostgreSQL database (a server the tests start; see `support/pg.rs`).
 
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 use rusqlite::Connection;
 use trajwiki_core::*;
-use trajwiki_store::{MemoryBatch, Store, StoreError, DB_FILE, SCHEMA_VERSION};
+use trajwiki_store::{
+    MemoryBatch, Store, StoreError, VectorDtype, DB_FILE, POSTGRES_SCHEMA_VERSION, SCHEMA_VERSION,
+};
+
+#[path = "support/pg.rs"]
+mod pg;
+
+/// Where a test's store lives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, empty store location of a backend, removed with it.
+struct Fresh {
+    backend: Backend,
+    location: std::path::PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fresh {
+    /// `None` where the backend cannot run here (said on stderr).
+    fn new(backend: Backend) -> Option<Fresh> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                Some(Fresh {
+                    backend,
+                    location: dir.path().to_path_buf(),
+                    _dir: Some(dir),
+                })
+            }
+            Backend::Postgres => Some(Fresh {
+                backend,
+                location: pg::server()?.database().into(),
+                _dir: None,
+            }),
+        }
+    }
+
+    fn open(&self) -> Store {
+        Store::open(&self.location).unwrap()
+    }
+
+    /// Runs SQL beside the store, as an outside tool could; the error's text when it fails.
+    fn raw(&self, sql: &str) -> Result<(), String> {
+        match self.backend {
+            Backend::Sqlite => Connection::open(self.location.join(DB_FILE))
+                .unwrap()
+                .execute_batch(sql)
+                .map_err(|e| e.to_string()),
+            Backend::Postgres => {
+                let url = self.location.to_str().unwrap();
+                let mut client = ::postgres::Client::connect(url, ::postgres::NoTls).unwrap();
+                client.batch_execute(sql).map_err(|e| {
+                    e.as_db_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_string())
+                })
+            }
+        }
+    }
+}
+
+/// Each test, once per backend: `sqlite::name` and `postgres::name`.
+macro_rules! on_both {
+    ($($name:ident),+ $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Fresh::new(super::Backend::Sqlite).unwrap());
+            })+
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                if let Some(fresh) = super::Fresh::new(super::Backend::Postgres) {
+                    super::$name(fresh);
+                }
+            })+
+        }
+    };
+}
+
+on_both!(
+    every_record_round_trips,
+    rebuild_is_idempotent_and_pages_keep_revisions,
+    changed_immutable_record_is_a_conflict,
+    sql_refuses_to_change_immutable_records,
+    failed_batch_leaves_nothing,
+    migrations_and_newer_schema,
+    embedding_dimension_is_enforced,
+    check_finds_tampering,
+    delete_namespace_removes_everything,
+    index_state_moves_for_any_connections_writes,
+    vectors_round_trip_and_append,
+);
 
 fn ts(day: u32) -> Timestamp {
     NaiveDate::from_ymd_opt(2023, 5, day)
@@ -221,19 +318,17 @@ fn run() -> Run {
     )
 }
 
-fn filled_store() -> (tempfile::TempDir, Store, Vec<SourceMessage>, MemoryBatch) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path()).unwrap();
+fn filled_store(fresh: Fresh) -> (Fresh, Store, Vec<SourceMessage>, MemoryBatch) {
+    let mut store = fresh.open();
     let msgs = messages();
     store.ingest_messages("test", &msgs).unwrap();
     let batch = memory(&msgs);
     store.commit_memory(&batch).unwrap();
-    (dir, store, msgs, batch)
+    (fresh, store, msgs, batch)
 }
 
-#[test]
-fn every_record_round_trips() {
-    let (_dir, mut store, msgs, batch) = filled_store();
+fn every_record_round_trips(fresh: Fresh) {
+    let (_dir, mut store, msgs, batch) = filled_store(fresh);
     assert_eq!(store.messages(&ns()).unwrap(), msgs);
     assert_eq!(
         store.message_by_ref(&ns(), "D1:2").unwrap().as_ref(),
@@ -356,9 +451,8 @@ fn every_record_round_trips() {
     assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
 }
 
-#[test]
-fn rebuild_is_idempotent_and_pages_keep_revisions() {
-    let (_dir, mut store, _msgs, mut batch) = filled_store();
+fn rebuild_is_idempotent_and_pages_keep_revisions(fresh: Fresh) {
+    let (_dir, mut store, _msgs, mut batch) = filled_store(fresh);
     let before = store.stats().unwrap();
     store.commit_memory(&batch).unwrap();
     assert_eq!(
@@ -393,9 +487,8 @@ fn rebuild_is_idempotent_and_pages_keep_revisions() {
     assert!(store.check().unwrap().ok());
 }
 
-#[test]
-fn changed_immutable_record_is_a_conflict() {
-    let (_dir, mut store, _msgs, mut batch) = filled_store();
+fn changed_immutable_record_is_a_conflict(fresh: Fresh) {
+    let (_dir, mut store, _msgs, mut batch) = filled_store(fresh);
     batch.claims[0].text = "Ann lives in Paris".into();
     assert!(matches!(
         store.commit_memory(&batch),
@@ -403,11 +496,9 @@ fn changed_immutable_record_is_a_conflict() {
     ));
 }
 
-#[test]
-fn sql_refuses_to_change_immutable_records() {
-    let (dir, store, _msgs, _batch) = filled_store();
+fn sql_refuses_to_change_immutable_records(fresh: Fresh) {
+    let (fresh, store, _msgs, _batch) = filled_store(fresh);
     drop(store);
-    let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
     for sql in [
         "UPDATE messages SET text = 'x'",
         "DELETE FROM messages",
@@ -416,14 +507,13 @@ fn sql_refuses_to_change_immutable_records() {
         "UPDATE claim_ops SET rationale = 'x'",
         "DELETE FROM page_revisions",
     ] {
-        let err = conn.execute(sql, []).unwrap_err().to_string();
+        let err = fresh.raw(sql).unwrap_err();
         assert!(err.contains("immutable record"), "{sql}: {err}");
     }
 }
 
-#[test]
-fn failed_batch_leaves_nothing() {
-    let (_dir, mut store, msgs, _batch) = filled_store();
+fn failed_batch_leaves_nothing(fresh: Fresh) {
+    let (fresh, mut store, msgs, _batch) = filled_store(fresh);
     let before = store.stats().unwrap();
     // A batch whose last message conflicts with a stored one: the new first message must not stay.
     let new = SourceMessage::new(
@@ -456,8 +546,9 @@ fn failed_batch_leaves_nothing() {
     let mut batch = memory(&msgs);
     batch.namespace = ns();
     batch.claims[0].source_message_ids = vec![ghost.id];
-    let dir2 = tempfile::tempdir().unwrap();
-    let mut fresh = Store::open(dir2.path()).unwrap();
+    let other = Fresh::new(fresh.backend).unwrap();
+    let mut fresh = other.open();
+    drop(store);
     fresh.ingest_messages("t", &msgs).unwrap();
     let before = fresh.stats().unwrap();
     assert!(matches!(
@@ -467,43 +558,46 @@ fn failed_batch_leaves_nothing() {
     assert_eq!(fresh.stats().unwrap(), before);
 }
 
-#[test]
-fn migrations_and_newer_schema() {
-    let dir = tempfile::tempdir().unwrap();
+fn migrations_and_newer_schema(fresh: Fresh) {
+    let location = &fresh.location;
+    let newest = match fresh.backend {
+        Backend::Sqlite => SCHEMA_VERSION,
+        Backend::Postgres => POSTGRES_SCHEMA_VERSION,
+    };
     assert!(matches!(
-        Store::open_existing(dir.path()),
+        Store::open_existing(location),
         Err(StoreError::NotAStore { .. })
     ));
-    let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let store = Store::open(location).unwrap();
+    assert_eq!(store.schema_version().unwrap(), newest);
     assert!(store.check().unwrap().ok());
     drop(store);
     // Reopening applies nothing new.
     assert_eq!(
-        Store::open_existing(dir.path())
+        Store::open_existing(location)
             .unwrap()
             .schema_version()
             .unwrap(),
-        SCHEMA_VERSION
+        newest
     );
-    let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+    fresh
+        .raw(&match fresh.backend {
+            Backend::Sqlite => format!("PRAGMA user_version = {}", newest + 1),
+            Backend::Postgres => format!("UPDATE trajwiki_schema SET version = {}", newest + 1),
+        })
         .unwrap();
-    drop(conn);
-    match Store::open(dir.path()) {
+    match Store::open(location) {
         Err(StoreError::NewerSchema {
             found, supported, ..
         }) => {
-            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+            assert_eq!((found, supported), (newest + 1, newest));
         }
         other => panic!("expected NewerSchema, got {other:?}"),
     }
 }
 
-#[test]
-fn embedding_dimension_is_enforced() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path()).unwrap();
+fn embedding_dimension_is_enforced(fresh: Fresh) {
+    let mut store = fresh.open();
     store
         .put_embeddings("minilm", 2, &[("a", &[0.6, 0.8])])
         .unwrap();
@@ -531,18 +625,21 @@ fn embedding_dimension_is_enforced() {
     );
 }
 
-#[test]
-fn check_finds_tampering() {
-    let (dir, store, _msgs, _batch) = filled_store();
+fn check_finds_tampering(fresh: Fresh) {
+    let (fresh, store, _msgs, _batch) = filled_store(fresh);
     drop(store);
-    let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
     // Bypass the triggers the way an outside tool could: drop one and edit.
-    conn.execute_batch("DROP TRIGGER messages_no_update; UPDATE messages SET text = 'edited' WHERE external_ref = 'D1:1';")
+    let drop_trigger = match fresh.backend {
+        Backend::Sqlite => "DROP TRIGGER messages_no_update",
+        Backend::Postgres => "DROP TRIGGER messages_no_update ON messages",
+    };
+    fresh
+        .raw(&format!("{drop_trigger}; UPDATE messages SET text = 'edited' WHERE external_ref = 'D1:1'; UPDATE claim_state SET status = 'active'"))
         .unwrap();
-    conn.execute("UPDATE claim_state SET status = 'active'", [])
+    let report = Store::open_existing(&fresh.location)
+        .unwrap()
+        .check()
         .unwrap();
-    drop(conn);
-    let report = Store::open_existing(dir.path()).unwrap().check().unwrap();
     let invariants: Vec<&str> = report.problems.iter().map(|p| p.invariant).collect();
     assert!(
         invariants.contains(&"message content matches its hash"),
@@ -558,9 +655,8 @@ fn check_finds_tampering() {
     );
 }
 
-#[test]
-fn delete_namespace_removes_everything() {
-    let (_dir, mut store, _msgs, _batch) = filled_store();
+fn delete_namespace_removes_everything(fresh: Fresh) {
+    let (_dir, mut store, _msgs, _batch) = filled_store(fresh);
     store.ingest_runs("t", &[run()]).unwrap();
     let other = SourceMessage::new(
         Namespace::new("other").unwrap(),
@@ -576,7 +672,9 @@ fn delete_namespace_removes_everything() {
         .ingest_messages("t", std::slice::from_ref(&other))
         .unwrap();
     let deleted = store.delete_namespace(&ns()).unwrap();
-    assert!(deleted.existed && deleted.scrubbed, "{deleted:?}");
+    // PostgreSQL's own vacuum reuses the freed space: the store promises no scrub there.
+    let scrubs = !store.is_postgres();
+    assert!(deleted.existed && deleted.scrubbed == scrubs, "{deleted:?}");
     let stats = store.stats().unwrap();
     assert_eq!(
         (
@@ -597,16 +695,43 @@ fn delete_namespace_removes_everything() {
     assert!(store.check().unwrap().ok());
 }
 
-#[test]
-fn data_version_moves_for_other_connections_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut a = Store::open(dir.path()).unwrap();
-    let b = Store::open(dir.path()).unwrap();
-    let (a0, b0) = (a.data_version().unwrap(), b.data_version().unwrap());
+fn in_namespace(name: &str) -> Vec<SourceMessage> {
+    messages()
+        .into_iter()
+        .map(|m| {
+            let ns = Namespace::new(name).unwrap();
+            SourceMessage::new(
+                ns,
+                m.session,
+                m.seq,
+                m.speaker,
+                m.text,
+                m.timestamp,
+                m.attachments,
+                m.external_ref,
+            )
+        })
+        .collect()
+}
+
+fn index_state_moves_for_any_connections_writes(fresh: Fresh) {
+    let mut a = fresh.open();
+    let b = fresh.open();
+    let other = Namespace::new("other").unwrap();
+    let (conf0, other0) = (
+        b.index_state(&ns()).unwrap(),
+        b.index_state(&other).unwrap(),
+    );
+    assert!(!conf0.has_messages());
     a.ingest_messages("test", &messages()).unwrap();
-    // The writer's own commit does not move its version; the other connection's does.
-    assert_eq!(a.data_version().unwrap(), a0);
-    assert_ne!(b.data_version().unwrap(), b0);
+    // Another connection sees the namespace move, and only that one.
+    let conf1 = b.index_state(&ns()).unwrap();
+    assert!(conf1.has_messages());
+    assert_ne!(conf1, conf0);
+    assert_eq!(b.index_state(&other).unwrap(), other0);
+    a.ingest_messages("test", &in_namespace("other")).unwrap();
+    assert_eq!(b.index_state(&ns()).unwrap(), conf1);
+    assert_ne!(b.index_state(&other).unwrap(), other0);
 }
 
 #[test]
@@ -630,7 +755,8 @@ fn a_store_uri_names_its_directory() {
     );
     for (location, says) in [
         ("sqlite://", "names no path"),
-        ("postgres://u@localhost/db", "PostgreSQL"),
+        // Port 1: nothing listens; the URL is a PostgreSQL store's, refused for that reason.
+        ("postgres://u:pw@127.0.0.1:1/db", "cannot connect"),
         ("s3://bucket/store", "unknown scheme `s3://`"),
     ] {
         let err = Store::open(location).unwrap_err();
@@ -640,4 +766,94 @@ fn a_store_uri_names_its_directory() {
     // Nothing was created for the refused locations.
     assert!(!std::path::Path::new("s3:").exists());
     assert!(!std::path::Path::new("postgres:").exists());
+}
+
+fn vectors_round_trip_and_append(fresh: Fresh) {
+    let (_fresh, mut store, _msgs, _batch) = filled_store(fresh);
+    let arrived = store.messages_after(&ns(), 0).unwrap();
+    let row = |i: usize| -> Vec<f32> { vec![i as f32 * 0.25, 1.0, -0.5] };
+    let rows: Vec<Vec<f32>> = (0..arrived.len()).map(row).collect();
+    let first: Vec<(i64, &[f32])> = arrived[..2]
+        .iter()
+        .zip(&rows)
+        .map(|((rowid, _), v)| (*rowid, v.as_slice()))
+        .collect();
+    store
+        .append_vectors(&ns(), "m", VectorDtype::F32, 3, &first)
+        .unwrap();
+    let rest: Vec<(i64, &[f32])> = arrived[2..]
+        .iter()
+        .zip(&rows[2..])
+        .map(|((rowid, _), v)| (*rowid, v.as_slice()))
+        .collect();
+    let info = store
+        .append_vectors(&ns(), "m", VectorDtype::F32, 3, &rest)
+        .unwrap();
+    assert_eq!(info.rows, arrived.len());
+    // A row for a message already covered is refused and changes nothing.
+    assert!(matches!(
+        store.append_vectors(&ns(), "m", VectorDtype::F32, 3, &first),
+        Err(StoreError::Conflict { .. })
+    ));
+    let mapped = store.map_vectors(&ns(), "m").unwrap().unwrap();
+    assert_eq!(mapped.info().rows, arrived.len());
+    let want: Vec<f32> = rows.concat();
+    assert_eq!(mapped.f32().unwrap(), want.as_slice());
+    assert!(store.check().unwrap().ok());
+    store.reset_vectors(&ns(), "m").unwrap();
+    assert!(store.map_vectors(&ns(), "m").unwrap().is_none());
+}
+
+/// PostgreSQL: the writers of one namespace take turns (its advisory lock), those of another go
+/// on meanwhile.
+#[test]
+fn postgres_writers_take_turns_per_namespace() {
+    let Some(fresh) = Fresh::new(Backend::Postgres) else {
+        return;
+    };
+    let url = fresh.location.to_str().unwrap().to_string();
+    fresh.open().ingest_messages("seed", &messages()).unwrap();
+    // An outside session holds the lock of `conf`, as a writer in another process would.
+    let mut holder = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let mut held = holder.transaction().unwrap();
+    let (class, key) = trajwiki_store::postgres_write_lock("conf");
+    held.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&class, &key])
+        .unwrap();
+    let write = |name: &'static str| {
+        let url = url.clone();
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut store = Store::open(&url).unwrap();
+            // New messages (later sessions) of `name`.
+            let batch: Vec<SourceMessage> = in_namespace(name)
+                .into_iter()
+                .map(|m| {
+                    SourceMessage::new(
+                        m.namespace,
+                        m.session + 10,
+                        m.seq,
+                        m.speaker,
+                        m.text,
+                        m.timestamp,
+                        m.attachments,
+                        None,
+                    )
+                })
+                .collect();
+            done.send(store.ingest_messages("turns", &batch).map(|r| r.added))
+                .unwrap();
+        });
+        wait
+    };
+    let elsewhere = write("elsewhere");
+    let conf = write("conf");
+    let wait = std::time::Duration::from_secs(60);
+    let added = messages().len() as u64;
+    assert_eq!(elsewhere.recv_timeout(wait).unwrap().unwrap(), added);
+    // `conf` waits for the lock: nothing of it lands while the holder has it.
+    assert!(conf
+        .recv_timeout(std::time::Duration::from_millis(500))
+        .is_err());
+    held.commit().unwrap();
+    assert_eq!(conf.recv_timeout(wait).unwrap().unwrap(), added);
 }

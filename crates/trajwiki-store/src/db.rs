@@ -1,0 +1,683 @@
+//! The connection under a store: SQLite (a directory) or PostgreSQL (a server), behind one set of
+//! statements.
+//!
+//! The store's SQL is written once, in the subset both databases read the same way (`?N`
+//! parameters, `INSERT … ON CONFLICT`, `RETURNING`, an explicit `rowid` column where ingest
+//! order matters). On PostgreSQL each statement is rewritten once (`?N` → `$N`) and prepared
+//! once per connection.
+//!
+//! Values cross in SQLite's model, for both: parameters are anything [`rusqlite::ToSql`]
+//! (`params!` as before), columns are read as [`rusqlite::types::FromSql`], and a PostgreSQL
+//! value is converted to the SQLite value of the same meaning (a BIGINT or BOOLEAN to an
+//! integer, BYTEA to a blob, NUMERIC to an integer or a real). Errors are `rusqlite::Error`s too:
+//! a PostgreSQL constraint violation (SQLSTATE class 23, which the immutability triggers raise)
+//! is SQLite's `ConstraintViolation`, so every caller tells a conflict from a failure one way;
+//! the server's message is kept.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::error::Error as StdError;
+
+use bytes::BytesMut;
+use postgres::types::{FromSql, IsNull, ToSql as PgToSql, Type};
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+use rusqlite::ToSql;
+
+type SqlResult<T> = rusqlite::Result<T>;
+
+/// A connection to the store's database.
+pub(crate) enum Db {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<Pg>),
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Db::Sqlite(c) => c.fmt(f),
+            Db::Postgres(_) => f.write_str("Db::Postgres"),
+        }
+    }
+}
+
+/// A PostgreSQL connection and the statements it prepared, by their SQLite text.
+pub(crate) struct Pg {
+    client: RefCell<postgres::Client>,
+    prepared: RefCell<HashMap<String, postgres::Statement>>,
+}
+
+/// Statement parameters: `params![…]`, an array of one type, or `()` for none.
+pub(crate) trait Params {
+    fn list(&self) -> Vec<&dyn ToSql>;
+}
+
+impl Params for () {
+    fn list(&self) -> Vec<&dyn ToSql> {
+        Vec::new()
+    }
+}
+
+impl Params for &[&dyn ToSql] {
+    fn list(&self) -> Vec<&dyn ToSql> {
+        self.to_vec()
+    }
+}
+
+impl<T: ToSql, const N: usize> Params for [T; N] {
+    fn list(&self) -> Vec<&dyn ToSql> {
+        self.iter().map(|p| p as &dyn ToSql).collect()
+    }
+}
+
+impl<T: ToSql, const N: usize> Params for &[T; N] {
+    fn list(&self) -> Vec<&dyn ToSql> {
+        self.iter().map(|p| p as &dyn ToSql).collect()
+    }
+}
+
+/// One result row, of either database.
+pub(crate) enum Row<'a> {
+    Sqlite(&'a rusqlite::Row<'a>),
+    Postgres(&'a postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `idx` as `T`.
+    pub(crate) fn get<T: rusqlite::types::FromSql>(&self, idx: usize) -> SqlResult<T> {
+        match self {
+            Row::Sqlite(r) => r.get(idx),
+            Row::Postgres(r) => {
+                if idx >= r.len() {
+                    return Err(rusqlite::Error::InvalidColumnIndex(idx));
+                }
+                let AnyValue(value) = r.try_get(idx).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        idx,
+                        rusqlite::types::Type::Null,
+                        Box::new(e),
+                    )
+                })?;
+                T::column_result(ValueRef::from(&value)).map_err(|e| match e {
+                    rusqlite::types::FromSqlError::InvalidType => {
+                        rusqlite::Error::InvalidColumnType(
+                            idx,
+                            r.columns()[idx].name().to_string(),
+                            ValueRef::from(&value).data_type(),
+                        )
+                    }
+                    rusqlite::types::FromSqlError::OutOfRange(i) => {
+                        rusqlite::Error::IntegralValueOutOfRange(idx, i)
+                    }
+                    other => rusqlite::Error::FromSqlConversionFailure(
+                        idx,
+                        ValueRef::from(&value).data_type(),
+                        Box::new(other),
+                    ),
+                })
+            }
+        }
+    }
+}
+
+impl Row<'_> {
+    /// The row as a tuple of its columns, in order.
+    pub(crate) fn tuple<T: FromRow>(&self) -> SqlResult<T> {
+        T::from_row(self)
+    }
+}
+
+/// A tuple read from a row's columns.
+pub(crate) trait FromRow: Sized {
+    fn from_row(row: &Row<'_>) -> SqlResult<Self>;
+}
+
+macro_rules! from_row {
+    ($($t:ident $i:tt),+) => {
+        impl<$($t: rusqlite::types::FromSql),+> FromRow for ($($t,)+) {
+            fn from_row(row: &Row<'_>) -> SqlResult<Self> {
+                Ok(($(row.get::<$t>($i)?,)+))
+            }
+        }
+    };
+}
+
+from_row!(A 0, B 1);
+from_row!(A 0, B 1, C 2);
+from_row!(A 0, B 1, C 2, D 3);
+from_row!(A 0, B 1, C 2, D 3, E 4);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10);
+from_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11);
+
+/// A prepared statement.
+pub(crate) enum Stmt<'a> {
+    Sqlite(rusqlite::Statement<'a>),
+    SqliteCached(rusqlite::CachedStatement<'a>),
+    Postgres(&'a Pg, postgres::Statement),
+}
+
+impl<'a> Stmt<'a> {
+    /// The statement and its parameters' values: SQLite's, or PostgreSQL's.
+    fn split(&mut self) -> Result<&mut rusqlite::Statement<'a>, (&'a Pg, &postgres::Statement)> {
+        match self {
+            Stmt::Sqlite(s) => Ok(s),
+            Stmt::SqliteCached(s) => Ok(s),
+            Stmt::Postgres(pg, stmt) => Err((*pg, stmt)),
+        }
+    }
+
+    /// Runs the statement; the number of rows it changed.
+    pub(crate) fn execute(&mut self, params: impl Params) -> SqlResult<usize> {
+        let list = params.list();
+        match self.split() {
+            Ok(s) => s.execute(rusqlite::params_from_iter(list)),
+            Err((pg, stmt)) => pg.execute_prepared(stmt, &list),
+        }
+    }
+
+    /// The rows of the query, each through `f`.
+    pub(crate) fn query_map<'s, T, F>(
+        &'s mut self,
+        params: impl Params,
+        mut f: F,
+    ) -> SqlResult<Box<dyn Iterator<Item = SqlResult<T>> + 's>>
+    where
+        F: FnMut(&Row<'_>) -> SqlResult<T> + 's,
+        T: 's,
+    {
+        let list = params.list();
+        match self.split() {
+            Ok(s) => {
+                let rows = s.query_map(rusqlite::params_from_iter(list), move |r| {
+                    f(&Row::Sqlite(r))
+                })?;
+                Ok(Box::new(rows))
+            }
+            Err((pg, stmt)) => {
+                let rows = pg.query_prepared(stmt, &list)?;
+                let out: Vec<SqlResult<T>> = rows.iter().map(|r| f(&Row::Postgres(r))).collect();
+                Ok(Box::new(out.into_iter()))
+            }
+        }
+    }
+
+    /// The first row through `f`; [`rusqlite::Error::QueryReturnedNoRows`] when there is none.
+    pub(crate) fn query_row<T>(
+        &mut self,
+        params: impl Params,
+        f: impl FnOnce(&Row<'_>) -> SqlResult<T>,
+    ) -> SqlResult<T> {
+        let list = params.list();
+        match self.split() {
+            Ok(s) => s.query_row(rusqlite::params_from_iter(list), |r| f(&Row::Sqlite(r))),
+            Err((pg, stmt)) => match pg.query_prepared(stmt, &list)?.first() {
+                Some(r) => f(&Row::Postgres(r)),
+                None => Err(rusqlite::Error::QueryReturnedNoRows),
+            },
+        }
+    }
+
+    /// Whether the query returns a row.
+    pub(crate) fn exists(&mut self, params: impl Params) -> SqlResult<bool> {
+        let list = params.list();
+        match self.split() {
+            Ok(s) => s.exists(rusqlite::params_from_iter(list)),
+            Err((pg, stmt)) => Ok(!pg.query_prepared(stmt, &list)?.is_empty()),
+        }
+    }
+}
+
+/// How a transaction starts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Begin<'a> {
+    /// A write to these namespaces. SQLite takes its write lock at once (one writer per store);
+    /// PostgreSQL takes an advisory lock per namespace, held until the end of the transaction, so
+    /// that the writers of one namespace take turns and those of others go on meanwhile. A write
+    /// that names none (content-addressed caches: embeddings) takes no lock on PostgreSQL.
+    Write(&'a [&'a str]),
+    /// Reads that see one state of the store throughout.
+    Read,
+}
+
+/// The advisory lock a PostgreSQL store's writers of namespace `ns` hold for the length of each
+/// write transaction, as the two keys of `pg_advisory_xact_lock(int, int)`: a fixed first key and
+/// FNV-1a of the name, so that every process locks the same one for it (two namespaces sharing
+/// one only take turns). An operator's script that holds it keeps the namespace's writers waiting.
+pub fn postgres_write_lock(ns: &str) -> (i32, i32) {
+    let hash = ns.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    (0x5457_4b49, hash as i32)
+}
+
+/// A transaction: rolled back when dropped without [`commit`](Tx::commit).
+pub(crate) struct Tx<'a> {
+    db: &'a Db,
+    open: bool,
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Db;
+
+    fn deref(&self) -> &Db {
+        self.db
+    }
+}
+
+impl Tx<'_> {
+    pub(crate) fn commit(mut self) -> SqlResult<()> {
+        self.open = false;
+        self.db.execute_batch("COMMIT")
+    }
+
+    pub(crate) fn rollback(mut self) -> SqlResult<()> {
+        self.open = false;
+        self.db.execute_batch("ROLLBACK")
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self.db.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl Db {
+    /// Connects to the PostgreSQL server `url` names.
+    pub(crate) fn connect_postgres(url: &str) -> SqlResult<Db> {
+        let client = postgres::Client::connect(url, postgres::NoTls).map_err(pg_error)?;
+        Ok(Db::Postgres(Box::new(Pg {
+            client: RefCell::new(client),
+            prepared: RefCell::new(HashMap::new()),
+        })))
+    }
+
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self, Db::Postgres(_))
+    }
+
+    /// The SQLite connection (SQLite-only maintenance: pragmas, checkpoints, `VACUUM`).
+    pub(crate) fn sqlite(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Db::Sqlite(c) => Some(c),
+            Db::Postgres(_) => None,
+        }
+    }
+
+    /// Starts a transaction.
+    pub(crate) fn begin(&self, how: Begin<'_>) -> SqlResult<Tx<'_>> {
+        match (self, how) {
+            (Db::Sqlite(c), Begin::Write(_)) => c.execute_batch("BEGIN IMMEDIATE")?,
+            (Db::Sqlite(c), Begin::Read) => c.execute_batch("BEGIN DEFERRED")?,
+            (Db::Postgres(_), Begin::Write(namespaces)) => {
+                self.execute_batch("BEGIN")?;
+                let tx = Tx {
+                    db: self,
+                    open: true,
+                };
+                // One order for every writer: two that lock the same namespaces cannot deadlock.
+                let mut keys: Vec<(i32, i32)> = namespaces
+                    .iter()
+                    .map(|ns| postgres_write_lock(ns))
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                for (class, key) in keys {
+                    tx.query_row("SELECT pg_advisory_xact_lock(?1, ?2)", [class, key], |_| {
+                        Ok(())
+                    })?;
+                }
+                return Ok(tx);
+            }
+            (Db::Postgres(_), Begin::Read) => {
+                self.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
+            }
+        }
+        Ok(Tx {
+            db: self,
+            open: true,
+        })
+    }
+
+    pub(crate) fn execute_batch(&self, sql: &str) -> SqlResult<()> {
+        match self {
+            Db::Sqlite(c) => c.execute_batch(sql),
+            Db::Postgres(pg) => pg.client.borrow_mut().batch_execute(sql).map_err(pg_error),
+        }
+    }
+
+    pub(crate) fn prepare(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        match self {
+            Db::Sqlite(c) => Ok(Stmt::Sqlite(c.prepare(sql)?)),
+            Db::Postgres(pg) => Ok(Stmt::Postgres(pg, pg.prepare(sql)?)),
+        }
+    }
+
+    /// [`prepare`](Db::prepare), kept for the next call with the same text.
+    pub(crate) fn prepare_cached(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        match self {
+            Db::Sqlite(c) => Ok(Stmt::SqliteCached(c.prepare_cached(sql)?)),
+            Db::Postgres(pg) => Ok(Stmt::Postgres(pg, pg.prepare(sql)?)),
+        }
+    }
+
+    pub(crate) fn execute(&self, sql: &str, params: impl Params) -> SqlResult<usize> {
+        match self {
+            Db::Sqlite(c) => c.execute(sql, rusqlite::params_from_iter(params.list())),
+            Db::Postgres(pg) => {
+                let stmt = pg.prepare(sql)?;
+                pg.execute_prepared(&stmt, &params.list())
+            }
+        }
+    }
+
+    pub(crate) fn query_row<T>(
+        &self,
+        sql: &str,
+        params: impl Params,
+        f: impl FnOnce(&Row<'_>) -> SqlResult<T>,
+    ) -> SqlResult<T> {
+        match self {
+            Db::Sqlite(c) => c.query_row(sql, rusqlite::params_from_iter(params.list()), |r| {
+                f(&Row::Sqlite(r))
+            }),
+            Db::Postgres(_) => self.prepare_cached(sql)?.query_row(params, f),
+        }
+    }
+}
+
+impl Pg {
+    fn prepare(&self, sql: &str) -> SqlResult<postgres::Statement> {
+        if let Some(s) = self.prepared.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let stmt = self
+            .client
+            .borrow_mut()
+            .prepare(&to_postgres(sql))
+            .map_err(pg_error)?;
+        self.prepared
+            .borrow_mut()
+            .insert(sql.to_string(), stmt.clone());
+        Ok(stmt)
+    }
+
+    fn values(params: &[&dyn ToSql]) -> SqlResult<Vec<PgValue>> {
+        params
+            .iter()
+            .map(|p| match p.to_sql()? {
+                ToSqlOutput::Borrowed(v) => Ok(PgValue(owned(v))),
+                ToSqlOutput::Owned(v) => Ok(PgValue(v)),
+                _ => Err(rusqlite::Error::ToSqlConversionFailure(
+                    "a parameter PostgreSQL cannot take".into(),
+                )),
+            })
+            .collect()
+    }
+
+    fn execute_prepared(
+        &self,
+        stmt: &postgres::Statement,
+        params: &[&dyn ToSql],
+    ) -> SqlResult<usize> {
+        let values = Self::values(params)?;
+        let refs: Vec<&(dyn PgToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn PgToSql + Sync)).collect();
+        let n = self
+            .client
+            .borrow_mut()
+            .execute(stmt, &refs)
+            .map_err(pg_error)?;
+        Ok(n as usize)
+    }
+
+    fn query_prepared(
+        &self,
+        stmt: &postgres::Statement,
+        params: &[&dyn ToSql],
+    ) -> SqlResult<Vec<postgres::Row>> {
+        let values = Self::values(params)?;
+        let refs: Vec<&(dyn PgToSql + Sync)> =
+            values.iter().map(|v| v as &(dyn PgToSql + Sync)).collect();
+        self.client
+            .borrow_mut()
+            .query(stmt, &refs)
+            .map_err(pg_error)
+    }
+}
+
+/// The statement as PostgreSQL reads it: `?N` → `$N`, a bare `?` → the next number; quoted text
+/// is left as it is.
+pub(crate) fn to_postgres(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut chars = sql.chars().peekable();
+    let (mut quote, mut next) = (None::<char>, 1usize);
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                out.push(c);
+            }
+            (Some(_), c) => out.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                out.push(c);
+            }
+            (None, '?') => {
+                let mut digits = String::new();
+                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                    digits.push(*d);
+                    chars.next();
+                }
+                let n = digits.parse().unwrap_or(next);
+                next = n + 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            (None, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// A PostgreSQL error as the SQLite error of the same meaning, with the server's message.
+pub(crate) fn pg_error(e: postgres::Error) -> rusqlite::Error {
+    use rusqlite::ffi;
+    let code = match e.code().map(|c| c.code()) {
+        Some(c) if c.starts_with("23") => ffi::SQLITE_CONSTRAINT,
+        Some("40001" | "40P01" | "55P03") => ffi::SQLITE_BUSY,
+        Some(c) if c.starts_with("08") => ffi::SQLITE_CANTOPEN,
+        None if e.is_closed() => ffi::SQLITE_CANTOPEN,
+        _ => ffi::SQLITE_ERROR,
+    };
+    let message = match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("PostgreSQL: {} ({detail})", db.message()),
+            None => format!("PostgreSQL: {}", db.message()),
+        },
+        None => match e.source() {
+            Some(source) => format!("PostgreSQL: {e}: {source}"),
+            None => format!("PostgreSQL: {e}"),
+        },
+    };
+    rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(message))
+}
+
+/// A parameter, converted to the type PostgreSQL expects at its place.
+#[derive(Debug)]
+struct PgValue(Value);
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+impl PgToSql for PgValue {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        let mismatch = || -> BoxError {
+            format!(
+                "a {:?} value cannot be a parameter of type {ty}",
+                self.0.data_type()
+            )
+            .into()
+        };
+        match &self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Integer(i) => match *ty {
+                Type::INT8 => put(*i, ty, out),
+                Type::INT4 => put(i32::try_from(*i)?, ty, out),
+                Type::INT2 => put(i16::try_from(*i)?, ty, out),
+                Type::BOOL => put(*i != 0, ty, out),
+                Type::FLOAT8 => put(*i as f64, ty, out),
+                Type::FLOAT4 => put(*i as f32, ty, out),
+                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => put(i.to_string(), ty, out),
+                _ => Err(mismatch()),
+            },
+            Value::Real(x) => match *ty {
+                Type::FLOAT8 => put(*x, ty, out),
+                Type::FLOAT4 => put(*x as f32, ty, out),
+                _ => Err(mismatch()),
+            },
+            Value::Text(s) => match *ty {
+                Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR | Type::UNKNOWN => {
+                    put(s.as_str(), &Type::TEXT, out)
+                }
+                _ => Err(mismatch()),
+            },
+            Value::Blob(b) => match *ty {
+                Type::BYTEA => put(b.as_slice(), ty, out),
+                _ => Err(mismatch()),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+fn put<T: PgToSql>(v: T, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    v.to_sql(ty, out)
+}
+
+fn owned(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(x) => Value::Real(x),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+/// A column of any type PostgreSQL returns for the store's queries, as a SQLite value.
+struct AnyValue(Value);
+
+impl<'a> FromSql<'a> for AnyValue {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(AnyValue(match *ty {
+            Type::BOOL => Value::Integer(i64::from(bool::from_sql(ty, raw)?)),
+            Type::INT2 => Value::Integer(i16::from_sql(ty, raw)?.into()),
+            Type::INT4 => Value::Integer(i32::from_sql(ty, raw)?.into()),
+            Type::INT8 => Value::Integer(i64::from_sql(ty, raw)?),
+            Type::OID => Value::Integer(u32::from_sql(ty, raw)?.into()),
+            Type::FLOAT4 => Value::Real(f32::from_sql(ty, raw)?.into()),
+            Type::FLOAT8 => Value::Real(f64::from_sql(ty, raw)?),
+            Type::NUMERIC => numeric(raw)?,
+            Type::BYTEA => Value::Blob(raw.to_vec()),
+            Type::TEXT | Type::VARCHAR | Type::NAME | Type::BPCHAR | Type::UNKNOWN => {
+                Value::Text(String::from_sql(ty, raw)?)
+            }
+            _ => return Err(format!("a column of type {ty}").into()),
+        }))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(AnyValue(Value::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// A NUMERIC in PostgreSQL's binary form (what `sum` of integers returns): an integer when it
+/// has no fraction and fits, else a real.
+fn numeric(raw: &[u8]) -> Result<Value, BoxError> {
+    let word = |i: usize| -> Result<i16, BoxError> {
+        raw.get(2 * i..2 * i + 2)
+            .map(|b| i16::from_be_bytes([b[0], b[1]]))
+            .ok_or_else(|| "a truncated NUMERIC".into())
+    };
+    let (ndigits, weight, sign, scale) = (word(0)?, word(1)?, word(2)? as u16, word(3)?);
+    if sign == 0xC000 {
+        return Ok(Value::Null); // NaN
+    }
+    let mut value = 0f64;
+    let mut exact = 0i128;
+    for i in 0..ndigits as usize {
+        let d = word(4 + i)?;
+        let power = i32::from(weight) - i as i32;
+        value += f64::from(d) * 10_000f64.powi(power);
+        if power >= 0 {
+            exact = exact
+                .checked_mul(10_000)
+                .and_then(|e| e.checked_add(d.into()))
+                .unwrap_or(i128::MAX);
+        }
+    }
+    let trailing = i32::from(weight) + 1 - i32::from(ndigits);
+    if trailing > 0 {
+        exact = exact
+            .checked_mul(10_000i128.pow(trailing as u32))
+            .unwrap_or(i128::MAX);
+    }
+    let negative = sign == 0x4000;
+    if scale == 0 {
+        if let Ok(i) = i64::try_from(if negative { -exact } else { exact }) {
+            return Ok(Value::Integer(i));
+        }
+    }
+    Ok(Value::Real(if negative { -value } else { value }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_numbered_for_postgres() {
+        assert_eq!(
+            to_postgres("SELECT a FROM t WHERE b = ?1 AND c = ?2 OR d = ?1"),
+            "SELECT a FROM t WHERE b = $1 AND c = $2 OR d = $1"
+        );
+        assert_eq!(to_postgres("VALUES (?, ?, ?)"), "VALUES ($1, $2, $3)");
+        assert_eq!(
+            to_postgres("SELECT '?1' || ? FROM \"a?\""),
+            "SELECT '?1' || $1 FROM \"a?\""
+        );
+    }
+
+    #[test]
+    fn numerics_become_integers_or_reals() {
+        // 12345678 = [1234, 5678], weight 1, scale 0.
+        let raw = [0, 2, 0, 1, 0, 0, 0, 0, 4, 210, 22, 46];
+        assert_eq!(numeric(&raw).unwrap(), Value::Integer(12_345_678));
+        // -20000 = [2], weight 1, negative.
+        let raw = [0, 1, 0, 1, 0x40, 0, 0, 0, 0, 2];
+        assert_eq!(numeric(&raw).unwrap(), Value::Integer(-20_000));
+        // 0: no digits.
+        assert_eq!(
+            numeric(&[0, 0, 0, 0, 0, 0, 0, 0]).unwrap(),
+            Value::Integer(0)
+        );
+        // 1.5 = [1, 5000], weight 0, scale 1.
+        let raw = [0, 2, 0, 0, 0, 0, 0, 1, 0, 1, 19, 136];
+        assert_eq!(numeric(&raw).unwrap(), Value::Real(1.5));
+    }
+}
