@@ -3,6 +3,7 @@
 32 concurrent clients on the locomo7 store, then appends interleaved with searches.
 
     python3 scripts/bench_serve.py [--model minilm] [--requests 320] [--work target/bench-serve]
+                                   [--postgres] [--servers N]
 
 The store is made in --work (ingest of ../shared/data/locomo/locomo7.json and a build with
 --model) unless it is there already. A server is started on a free port; clients are threads
@@ -12,13 +13,22 @@ p50/p95/max latency in ms and requests/s. Then 8 clients search while one append
 one conversation, one message per request, to a new namespace (each append builds): failures of
 either, append latency, and whether the namespace holds every appended message afterwards (no
 lost message). Results are printed and written to --work/result.json.
+
+With --postgres the store is a PostgreSQL database of a throwaway cluster this script starts
+(Debian's `postgresql`: initdb in a temporary folder, a loopback port; stopped and removed at the
+end), and --servers N starts N servers over it: each request goes to the next server in turn, the
+appends to the first while the searches go to all.
 """
 import argparse
 import json
 import os
+import glob
 import random
+import shutil
+import socket
 import statistics
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -77,9 +87,40 @@ def start_server(store, model):
     sys.exit("the server did not start")
 
 
-def searches(url, work, clients):
-    """Runs `work` (a list of (namespace, question)) on `clients` threads; returns latencies
-    and failures."""
+def start_postgres():
+    """A throwaway PostgreSQL cluster: (database URL, stop function)."""
+    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not bins:
+        sys.exit("--postgres needs Debian's postgresql package (apt-get install postgresql)")
+    bin_dir = Path(bins[-1]).parent
+    root = Path(tempfile.mkdtemp(prefix="trajwiki-bench-pg-"))
+    data = root / "data"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # initdb refuses to run as root: the cluster belongs to the postgres user then.
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(root, "postgres")
+    def pg(*cmd):
+        p = subprocess.run([*as_user, *map(str, cmd)], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr[-2000:]}")
+    pg(bin_dir / "initdb", "-D", data, "-A", "trust", "-U", "postgres", "--locale=C", "-E", "UTF8")
+    pg(bin_dir / "pg_ctl", "-D", data, "-l", root / "log", "-w", "start", "-o",
+       f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=on")
+    pg(bin_dir / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "bench")
+
+    def stop():
+        subprocess.run([*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
+                       capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+    return f"postgres://postgres@127.0.0.1:{port}/bench", stop
+
+
+def searches(urls, work, clients):
+    """Runs `work` (a list of (namespace, question)) on `clients` threads, each request to the
+    next of `urls` in turn; returns latencies and failures."""
     lock = threading.Lock()
     latencies, failures = [], []
     queue = list(work)
@@ -90,6 +131,7 @@ def searches(url, work, clients):
                 if not queue:
                     return
                 ns, q = queue.pop()
+                url = urls[len(queue) % len(urls)]
             status, dt, body = request(f"{url}/v1/namespaces/{ns}/search",
                                        {"question": q, "budget": 2700})
             with lock:
@@ -115,35 +157,57 @@ def main():
     ap.add_argument("--appends", type=int, default=100, help="messages appended one by one")
     ap.add_argument("--work", default=str(ROOT / "target" / "bench-serve"))
     ap.add_argument("--bin", default=str(BIN))
+    ap.add_argument("--postgres", action="store_true",
+                    help="the store in a PostgreSQL cluster started for the run")
+    ap.add_argument("--servers", type=int, default=1, help="servers over the store")
+    ap.add_argument("--data", default=str(LOCOMO), help="LoCoMo JSON to ingest")
     args = ap.parse_args()
     BIN = Path(args.bin)
-    if not LOCOMO.exists():
-        sys.exit(f"{LOCOMO} is missing")
+    locomo = Path(args.data)
+    if not locomo.exists():
+        sys.exit(f"{locomo} is missing")
     work = Path(args.work)
-    store = work / f"store-{args.model}"
-    if not (store / "trajwiki.db").exists():
-        work.mkdir(parents=True, exist_ok=True)
-        sh("ingest", "--quiet", "--store", store, LOCOMO)
+    work.mkdir(parents=True, exist_ok=True)
+    stop_postgres = None
+    if args.postgres:
+        store, stop_postgres = start_postgres()
+    else:
+        store = work / f"store-{args.model}"
+    try:
+        run(args, store, locomo, work)
+    finally:
+        if stop_postgres:
+            stop_postgres()
+
+
+def run(args, store, locomo, work):
+    if args.postgres or not (store / "trajwiki.db").exists():
+        sh("ingest", "--quiet", "--store", store, locomo)
         t0 = time.perf_counter()
         sh("build", "--quiet", "--store", store, "--model", args.model)
         print(f"built {store} in {time.perf_counter() - t0:.1f} s")
-    data = json.loads(LOCOMO.read_text())
+    data = json.loads(locomo.read_text())
     work_items = [(conv["sample_id"], q["question"]) for conv in data for q in conv["qa"]
                   if q.get("category") in (1, 2, 3, 4)]
     random.Random(0).shuffle(work_items)
 
-    proc, url = start_server(store, args.model)
+    servers = [start_server(store, args.model) for _ in range(args.servers)]
+    urls = [url for _, url in servers]
+    url = urls[0]
     result = {"model": args.model, "requests": args.requests, "date": time.strftime("%Y-%m-%d"),
-              "cores": os.cpu_count(), "binary": str(BIN), "concurrency": []}
+              "cores": os.cpu_count(), "binary": str(BIN), "concurrency": [],
+              "store": "postgres" if args.postgres else "sqlite", "servers": args.servers}
+    print(f"store: {result['store']}, {args.servers} server(s)")
     try:
-        # Every namespace's index loaded once before timing.
-        for ns in sorted({ns for ns, _ in work_items}):
-            request(f"{url}/v1/namespaces/{ns}/search", {"question": "warm up"})
+        # Every namespace's index loaded once in every server before timing.
+        for u in urls:
+            for ns in sorted({ns for ns, _ in work_items}):
+                request(f"{u}/v1/namespaces/{ns}/search", {"question": "warm up"})
         print(f"{'clients':>7} {'requests':>8} {'failed':>6} {'p50 ms':>8} {'p95 ms':>8} "
               f"{'max ms':>8} {'req/s':>7}")
         for clients in (1, 8, 32):
             items = (work_items * (args.requests // len(work_items) + 1))[:args.requests]
-            lat, failed, wall = searches(url, items, clients)
+            lat, failed, wall = searches(urls, items, clients)
             row = {"clients": clients, "requests": len(items), "failed": len(failed),
                    "p50_ms": pct(lat, 50), "p95_ms": pct(lat, 95), "max_ms": max(lat),
                    "per_s": len(lat) / wall, "failures": failed[:5]}
@@ -178,7 +242,7 @@ def main():
         writer.start()
         lat, failed, _ = [], [], 0
         while not done.is_set():
-            l, f, _ = searches(url, random.Random(len(lat)).sample(work_items, 16), 8)
+            l, f, _ = searches(urls, random.Random(len(lat)).sample(work_items, 16), 8)
             lat += l
             failed += f
         writer.join()
@@ -201,8 +265,9 @@ def main():
               f"{len(turns)} messages")
         request(f"{url}/v1/namespaces/{live}", method="DELETE")
     finally:
-        proc.terminate()
-        proc.wait()
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait()
     (work / "result.json").write_text(json.dumps(result, indent=2))
     bad = sum(r["failed"] for r in result["concurrency"])
     inter = result["interleaved"]
