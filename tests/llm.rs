@@ -1184,17 +1184,7 @@ fn serve_demo(dir: &Path, args: &[&str]) -> (String, std::process::Child) {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let url = common::listening_url(&mut child);
     (url, child)
 }
 

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
@@ -373,17 +372,7 @@ fn serve_offers_the_tools_over_streamable_http() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let base = common::listening_url(&mut child);
     let url = format!("{base}/mcp");
     let token = Some("sesame");
 

@@ -9,7 +9,6 @@ mod common;
 #[path = "../crates/trajwiki-store/tests/support/pg.rs"]
 mod pg;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
@@ -38,17 +37,7 @@ fn serve(store: &str) -> Server {
         .stdout(Stdio::null())
         .spawn()
         .expect("trajwiki serve starts");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let url = common::listening_url(&mut child);
     Server { child, url }
 }
 

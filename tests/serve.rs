@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
@@ -40,19 +39,7 @@ fn serve(store: &Path, extra: &[&str]) -> Server {
         .stdout(Stdio::null())
         .spawn()
         .expect("trajwiki serve starts");
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("the server says where it listens")
-            .unwrap();
-        if let Some(at) = line.find("http://") {
-            break line[at..].trim().to_string();
-        }
-    };
-    // Keep draining stderr so that the server never blocks on it.
-    std::thread::spawn(move || lines.for_each(drop));
+    let url = common::listening_url(&mut child);
     Server { child, url }
 }
 

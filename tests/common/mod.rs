@@ -2,12 +2,30 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 /// The built `trajwiki` binary.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_trajwiki"))
+}
+
+/// The URL a `trajwiki serve` child (spawned with its stderr piped) prints when it listens; its
+/// stderr is drained afterwards so that the server never blocks on it.
+pub fn listening_url(child: &mut Child) -> String {
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr piped")).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the server says where it listens")
+            .unwrap();
+        if let Some(at) = line.find("http://") {
+            break line[at..].trim().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    url
 }
 
 /// Runs `trajwiki` with `args`, returning (exit code, stdout, stderr).
