@@ -59,33 +59,6 @@ fn call(server: &Server, path: &str, body: Option<&Value>) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-fn export(store: &str, ns: &str) -> String {
-    ok(&[
-        "export",
-        "--store",
-        store,
-        "--namespace",
-        ns,
-        "--what",
-        "memory",
-    ])
-}
-
-fn build(store: &str, ns: &str) {
-    ok(&[
-        "build",
-        "--store",
-        store,
-        "--namespace",
-        ns,
-        "--model",
-        "hashing",
-        "--flush",
-        "-q",
-    ]);
-}
-
-/// The demo conversation's messages, without their namespace.
 fn demo_messages() -> Vec<Value> {
     std::fs::read_to_string(common::demo())
         .unwrap()
@@ -105,10 +78,10 @@ fn the_cli_builds_on_postgres_what_it_builds_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = common::demo_store(dir.path());
     ok(&["ingest", "--store", &url, s(&common::demo())]);
-    build(&url, "demo");
-    let memory = export(&url, "demo");
+    common::build_hashing(&url, "demo");
+    let memory = common::export_memory(&url, "demo");
     assert!(memory.lines().count() > 20);
-    assert_eq!(memory, export(s(&sqlite), "demo"));
+    assert_eq!(memory, common::export_memory(s(&sqlite), "demo"));
     let check = ok(&["check", "--store", &url]);
     assert!(check.contains("ok"), "{check}");
     // A search answers from the same evidence.
@@ -165,19 +138,14 @@ fn two_servers_over_one_database_serve_every_namespace() {
     // The memory is what one batch builds, in a store of its own.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("live.jsonl");
-    let text: String = messages
-        .iter()
-        .map(|m| {
-            let mut m = m.clone();
-            m["namespace"] = json!("live");
-            format!("{m}\n")
-        })
-        .collect();
-    std::fs::write(&file, text).unwrap();
+    common::write_in_namespace(&file, &messages, "live");
     let batch = dir.path().join("batch");
     ok(&["ingest", "--store", s(&batch), s(&file)]);
-    build(s(&batch), "live");
-    assert_eq!(export(&url, "live"), export(s(&batch), "live"));
+    common::build_hashing(s(&batch), "live");
+    assert_eq!(
+        common::export_memory(&url, "live"),
+        common::export_memory(s(&batch), "live")
+    );
 
     // Read through the other server: the same answer from either.
     let question = json!({"question": "Where is the pottery workshop?"});

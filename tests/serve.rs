@@ -112,17 +112,7 @@ fn failed((status, body): (u16, Value), want_status: u16, code: &str) {
 }
 
 fn build(store: &Path, ns: &str) {
-    ok(&[
-        "build",
-        "--store",
-        s(store),
-        "--namespace",
-        ns,
-        "--model",
-        "hashing",
-        "--flush",
-        "-q",
-    ]);
+    common::build_hashing(s(store), ns);
 }
 
 #[test]
@@ -488,28 +478,10 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     // The same memory as the same messages ingested and built at once, in a store of their own.
     let batch = dir.path().join("batch");
     let file = dir.path().join("live.jsonl");
-    let text: String = lines
-        .iter()
-        .map(|m| {
-            let mut m = m.clone();
-            m["namespace"] = json!("live");
-            format!("{m}\n")
-        })
-        .collect();
-    std::fs::write(&file, text).unwrap();
+    common::write_in_namespace(&file, &lines, "live");
     ok(&["ingest", "--store", s(&batch), s(&file)]);
     build(&batch, "live");
-    let export = |store: &Path| {
-        ok(&[
-            "export",
-            "--store",
-            s(store),
-            "--namespace",
-            "live",
-            "--what",
-            "memory",
-        ])
-    };
+    let export = |store: &Path| common::export_memory(s(store), "live");
     let appended = export(&store);
     assert!(appended.lines().count() > 20);
     assert_eq!(appended, export(&batch));

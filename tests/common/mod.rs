@@ -177,3 +177,45 @@ pub fn occurrences(dir: &Path, needle: &[u8]) -> usize {
     }
     n
 }
+
+/// Builds namespace `ns` of `store` (a directory or a URL) with the hashing model, flushed.
+pub fn build_hashing(store: &str, ns: &str) {
+    ok(&[
+        "build",
+        "--store",
+        store,
+        "--namespace",
+        ns,
+        "--model",
+        "hashing",
+        "--flush",
+        "-q",
+    ]);
+}
+
+/// The memory of namespace `ns` of `store`, as `export --what memory` prints it.
+pub fn export_memory(store: &str, ns: &str) -> String {
+    ok(&[
+        "export",
+        "--store",
+        store,
+        "--namespace",
+        ns,
+        "--what",
+        "memory",
+    ])
+}
+
+/// Writes `messages` (JSON objects of the ingest fields) to `path` as JSONL, each in namespace
+/// `ns`.
+pub fn write_in_namespace(path: &Path, messages: &[serde_json::Value], ns: &str) {
+    let text: String = messages
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m["namespace"] = serde_json::json!(ns);
+            format!("{m}\n")
+        })
+        .collect();
+    std::fs::write(path, text).unwrap();
+}
