@@ -580,17 +580,7 @@ fn names_that_look_like_paths_or_sql_are_only_names() {
     std::fs::write(&file, body).unwrap();
     ok(&["ingest", "--store", s(&store), s(&file)]);
     for ns in names {
-        ok(&[
-            "build",
-            "--store",
-            s(&store),
-            "--namespace",
-            ns,
-            "--model",
-            "hashing",
-            "--flush",
-            "-q",
-        ]);
+        common::build_hashing(s(&store), ns);
         let out = ok(&["export", "--store", s(&store), "--namespace", ns]);
         let line: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(line["namespace"], ns);

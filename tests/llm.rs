@@ -1162,52 +1162,21 @@ fn a_rerank_reorders_the_pages_and_trajectories_and_falls_back_to_the_fused_orde
     assert_eq!(path(&kept, "pages"), path(&plain, "pages"));
 }
 
-/// `trajwiki serve` on the demo store with `args`; its base URL, and the child to stop.
-fn serve_demo(dir: &Path, args: &[&str]) -> (String, std::process::Child) {
-    use std::process::Stdio;
-    let store = dir.join("store");
-    let mut child = bin()
-        .args([
-            "serve",
-            "--store",
-            s(&store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-        ])
-        .args(args)
-        .env_remove(trajwiki::llm::ENV_BASE_URL)
-        .env_remove(trajwiki::llm::ENV_MODEL)
-        .env_remove(trajwiki::llm::ENV_API_KEY)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = common::listening_url(&mut child);
-    (url, child)
+/// `trajwiki serve` on the demo store with `args`.
+fn serve_demo(dir: &Path, args: &[&str]) -> common::Served {
+    common::serve_hashing(s(&dir.join("store")), args)
 }
 
-fn post_ask(url: &str, body: &Value) -> (u16, Value) {
-    let res = match ureq::post(&format!("{url}/v1/namespaces/demo/ask"))
-        .set("Content-Type", "application/json")
-        .send_string(&body.to_string())
-    {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{e}"),
-    };
-    (
-        res.status(),
-        serde_json::from_str(&res.into_string().unwrap()).unwrap(),
-    )
+fn post_ask(server: &common::Served, body: &Value) -> (u16, Value) {
+    let url = format!("{}/v1/namespaces/demo/ask", server.url);
+    common::http(&url, Some(&body.to_string()), None)
 }
 
 #[test]
 fn the_server_asks_as_the_cli_asks() {
     let dir = built_demo();
     let model = Server::start(vec![Reply::answer(good_answer(&["S1:3", "S9:99"]))]);
-    let (url, mut child) = serve_demo(
+    let server = serve_demo(
         dir.path(),
         &[
             "--llm-base-url",
@@ -1218,9 +1187,8 @@ fn the_server_asks_as_the_cli_asks() {
             "2",
         ],
     );
-    let (status, served) = post_ask(&url, &json!({"question": QUESTION}));
-    let _ = child.kill();
-    let _ = child.wait();
+    let (status, served) = post_ask(&server, &json!({"question": QUESTION}));
+    drop(server);
     assert_eq!(status, 200, "{served}");
     assert_eq!(served["status"], "answered", "{served}");
     assert_eq!(served["answer"]["supporting_source_refs"], json!(["S1:3"]));
@@ -1233,11 +1201,10 @@ fn the_server_asks_as_the_cli_asks() {
     }
 
     // Without a model: the evidence, and a status that says so.
-    let (url, mut child) = serve_demo(dir.path(), &[]);
-    let (status, bare) = post_ask(&url, &json!({"question": QUESTION, "budget": 200}));
-    let (bad, refused) = post_ask(&url, &json!({"question": QUESTION, "mode": "psychic"}));
-    let _ = child.kill();
-    let _ = child.wait();
+    let server = serve_demo(dir.path(), &[]);
+    let (status, bare) = post_ask(&server, &json!({"question": QUESTION, "budget": 200}));
+    let (bad, refused) = post_ask(&server, &json!({"question": QUESTION, "mode": "psychic"}));
+    drop(server);
     assert_eq!(status, 200, "{bare}");
     assert_eq!(bare["status"], "no_answer_model", "{bare}");
     assert!(

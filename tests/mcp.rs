@@ -357,23 +357,8 @@ fn rpc(url: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
 fn serve_offers_the_tools_over_streamable_http() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
-    let mut child = common::bin()
-        .args([
-            "serve",
-            "--store",
-            s(&store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-        ])
-        .args(["--token", "sesame"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = common::listening_url(&mut child);
-    let url = format!("{base}/mcp");
+    let server = common::serve_hashing(s(&store), &["--token", "sesame"]);
+    let url = format!("{}/mcp", server.url);
     let token = Some("sesame");
 
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -415,6 +400,4 @@ fn serve_offers_the_tools_over_streamable_http() {
     let said = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(said.lines().count(), 3, "{said}");
     assert!(said.lines().all(|l| l.starts_with("run_")), "{said}");
-    let _ = child.kill();
-    let _ = child.wait();
 }

@@ -10,53 +10,13 @@ mod common;
 mod pg;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
 
-use common::{ok, s};
+use common::{ok, s, serve_hashing, Served};
 use serde_json::{json, Value};
 
-/// A running server, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(store: &str) -> Server {
-    let mut child = common::bin()
-        .args([
-            "serve", "--store", store, "--port", "0", "--model", "hashing",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("trajwiki serve starts");
-    let url = common::listening_url(&mut child);
-    Server { child, url }
-}
-
-fn call(server: &Server, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let url = format!("{}{path}", server.url);
-    let res = match body {
-        Some(b) => ureq::post(&url)
-            .set("Content-Type", "application/json")
-            .send_string(&b.to_string()),
-        None => ureq::get(&url).call(),
-    };
-    let res = match res {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{url}: {e}"),
-    };
-    let status = res.status();
-    let text = res.into_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+fn call(server: &Served, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let body = body.map(Value::to_string);
+    common::http(&format!("{}{path}", server.url), body.as_deref(), None)
 }
 
 fn demo_messages() -> Vec<Value> {
@@ -119,8 +79,8 @@ fn two_servers_over_one_database_serve_every_namespace() {
     )
     .unwrap();
     ok(&["ingest", "--store", &url, s(seed.path())]);
-    let a = serve(&url);
-    let b = serve(&url);
+    let a = serve_hashing(&url, &[]);
+    let b = serve_hashing(&url, &[]);
     let messages = demo_messages();
     // Message by message, through one server then the other: each append builds on what the
     // other server committed.

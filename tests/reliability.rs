@@ -23,17 +23,7 @@ fn demo_as(dir: &Path, ns: &str, marker: &str) -> PathBuf {
 }
 
 fn build(store: &Path, ns: &str) {
-    ok(&[
-        "build",
-        "--store",
-        s(store),
-        "--namespace",
-        ns,
-        "--model",
-        "hashing",
-        "--flush",
-        "-q",
-    ]);
+    common::build_hashing(s(store), ns);
 }
 
 /// `trajwiki delete` removes a namespace's text from every byte of every file of the store,

@@ -5,70 +5,17 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
-use common::{ok, s, trajwiki};
+use common::{http as call, ok, s, trajwiki, Served};
 use serde_json::{json, Value};
 
-/// A running server, stopped when dropped.
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(store: &Path, extra: &[&str]) -> Server {
-    let mut child = common::bin()
-        .args([
-            "serve",
-            "--store",
-            s(store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-        ])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("trajwiki serve starts");
-    let url = common::listening_url(&mut child);
-    Server { child, url }
-}
-
-/// (status, JSON body) of a request; `body` makes it a POST.
-fn call(url: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
-    let mut req = match body {
-        Some(_) => ureq::post(url).set("Content-Type", "application/json"),
-        None => ureq::get(url),
-    };
-    if let Some(t) = token {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let res = match body {
-        Some(b) => req.send_string(b),
-        None => req.call(),
-    };
-    let res = match res {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{url}: {e}"),
-    };
-    let status = res.status();
-    let text = res.into_string().unwrap();
-    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"));
-    (status, value)
+fn serve(store: &Path, extra: &[&str]) -> Served {
+    common::serve_hashing(s(store), extra)
 }
 
 /// Writes `request` as it is and returns what the server answers (until it closes, or 5 s).
-fn raw_request(server: &Server, request: &str) -> String {
+fn raw_request(server: &Served, request: &str) -> String {
     use std::io::{Read, Write};
     let addr = server.url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
@@ -90,11 +37,11 @@ fn raw_request(server: &Server, request: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn get(server: &Server, path: &str) -> (u16, Value) {
+fn get(server: &Served, path: &str) -> (u16, Value) {
     call(&format!("{}{path}", server.url), None, None)
 }
 
-fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+fn post(server: &Served, path: &str, body: &Value) -> (u16, Value) {
     call(
         &format!("{}{path}", server.url),
         Some(&body.to_string()),

@@ -4,7 +4,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
 
 /// The built `trajwiki` binary.
 pub fn bin() -> Command {
@@ -26,6 +28,63 @@ pub fn listening_url(child: &mut Child) -> String {
     };
     std::thread::spawn(move || lines.for_each(drop));
     url
+}
+
+/// A `trajwiki serve` child and the URL it listens on; killed and reaped when dropped.
+pub struct Served {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `trajwiki serve` on `store` (a directory or a URL), on a free port, with the hashing
+/// model and `extra` arguments; the environment's LLM settings are removed so that only `extra`
+/// configures one.
+pub fn serve_hashing(store: &str, extra: &[&str]) -> Served {
+    let mut child = bin()
+        .args([
+            "serve", "--store", store, "--port", "0", "--model", "hashing",
+        ])
+        .args(extra)
+        .env_remove(trajwiki::llm::ENV_BASE_URL)
+        .env_remove(trajwiki::llm::ENV_MODEL)
+        .env_remove(trajwiki::llm::ENV_API_KEY)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("trajwiki serve starts");
+    let url = listening_url(&mut child);
+    Served { child, url }
+}
+
+/// (status, JSON body) of a request to `url`; `body` makes it a POST, `token` adds a bearer token.
+pub fn http(url: &str, body: Option<&str>, token: Option<&str>) -> (u16, Value) {
+    let mut req = match body {
+        Some(_) => ureq::post(url).set("Content-Type", "application/json"),
+        None => ureq::get(url),
+    };
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let res = match body {
+        Some(b) => req.send_string(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{url}: {e}"),
+    };
+    let status = res.status();
+    let text = res.into_string().unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: {e}: {text}"));
+    (status, value)
 }
 
 /// Runs `trajwiki` with `args`, returning (exit code, stdout, stderr).
