@@ -5,9 +5,14 @@
 //! a CLI call does) and 10 with `build_namespace_kept` (the fold kept in memory, as the Python
 //! `Memory` does). Prints the median milliseconds of each.
 //!
-//! `cargo bench --bench append_store -- /tmp/long5.jsonl`
+//! `cargo bench --bench append_store -- /tmp/long5.jsonl [--store URL]`
+//!
+//! `--store` names the store to use instead of a temporary directory: an empty PostgreSQL
+//! database (`postgres://user@host/db`) measures that backend.
 
 use std::time::Instant;
+
+use anyhow::Context;
 
 use trajwiki::core::HashingEmbedder;
 use trajwiki::memory::MemoryConfig;
@@ -20,15 +25,28 @@ fn median(mut xs: Vec<f64>) -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
-    let Some(path) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
-        eprintln!("usage: cargo bench --bench append_store -- MESSAGES.jsonl");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let store_at = args
+        .iter()
+        .position(|a| a == "--store")
+        .map(|i| args.get(i + 1).cloned().context("--store needs a URL"))
+        .transpose()?;
+    let Some(path) = args
+        .iter()
+        .find(|a| !a.starts_with("--") && Some(*a) != store_at.as_ref())
+        .cloned()
+    else {
+        eprintln!("usage: cargo bench --bench append_store -- MESSAGES.jsonl [--store URL]");
         return Ok(());
     };
     let messages = trajwiki::ingest::jsonl::read_messages(path.as_ref())?;
     anyhow::ensure!(messages.len() > 40, "{path}: too few messages");
     let ns = messages[0].namespace.clone();
     let dir = tempfile::tempdir()?;
-    let mut store = Store::open(dir.path())?;
+    let mut store = match &store_at {
+        Some(url) => Store::open(url)?,
+        None => Store::open(dir.path())?,
+    };
     let e = HashingEmbedder::new(384);
     let config = MemoryConfig::default();
     let options = BuildOptions::default();
@@ -59,8 +77,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "append one message (ingest + build) at {} messages: {:.1} ms with the fold read back, {:.1} ms with the fold kept (medians)",
+        "append one message (ingest + build) at {} messages, {}: {:.1} ms with the fold read back, {:.1} ms with the fold kept (medians)",
         history.len(),
+        if store_at.is_some() { "PostgreSQL" } else { "SQLite" },
         median(read_back),
         median(kept_times)
     );

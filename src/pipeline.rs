@@ -268,8 +268,8 @@ pub fn sync_vectors(
     dtype: VectorDtype,
 ) -> Result<usize, PipelineError> {
     let model = embedder.model_id().to_string();
-    let after = match store.map_vectors(ns, &model) {
-        Ok(mapped) => mapped.map_or(0, |m| m.info().last_rowid),
+    let after = match store.checked_vector_file(ns, &model) {
+        Ok(info) => info.map_or(0, |i| i.last_rowid),
         // A damaged file (cut short, unreadable) is derived state: written again.
         Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => {
             store.reset_vectors(ns, &model)?;

@@ -224,6 +224,53 @@ impl Store {
         read_info(&self.conn, &self.files, ns.as_str(), model)
     }
 
+    /// [`Store::vector_file`], checked against what holds the rows without reading them: the
+    /// file's length on SQLite, the last chunk on PostgreSQL. Rows missing from the end are
+    /// [`StoreError::Corrupt`], as [`Store::map_vectors`] finds them, at a cost that does not
+    /// grow with the rows.
+    pub fn checked_vector_file(
+        &self,
+        ns: &Namespace,
+        model: &str,
+    ) -> Result<Option<VectorFileInfo>> {
+        let Some(info) = self.vector_file(ns, model)? else {
+            return Ok(None);
+        };
+        let (held, table, id) = if self.conn.is_postgres() {
+            let end: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT first_row + rows FROM vector_chunks
+                     WHERE namespace = ?1 AND model_id = ?2 ORDER BY first_row DESC LIMIT 1",
+                    params![ns.as_str(), model],
+                    |r| r.get(0),
+                )
+                .optional()
+                .ctx("reading vectors")?;
+            let held = usize::try_from(end.unwrap_or(0)).unwrap_or(0);
+            (held, "vector_chunks", format!("{ns}/{model}"))
+        } else {
+            let on_disk = match info.rows {
+                0 => 0,
+                _ => std::fs::metadata(&info.path)
+                    .map_err(io_error(&info.path))?
+                    .len(),
+            };
+            let held =
+                usize::try_from(on_disk / info.row_bytes().max(1) as u64).unwrap_or(usize::MAX);
+            (held, "vector_files", info.path.display().to_string())
+        };
+        if held < info.rows {
+            return Err(StoreError::Corrupt {
+                table,
+                column: "rows",
+                id,
+                reason: format!("{held} rows are held, {} are committed", info.rows),
+            });
+        }
+        Ok(Some(info))
+    }
+
     /// Maps the committed rows of the vector file of `ns` for `model`. A file shorter than its
     /// committed rows is [`StoreError::Corrupt`].
     pub fn map_vectors(&self, ns: &Namespace, model: &str) -> Result<Option<MappedVectors>> {

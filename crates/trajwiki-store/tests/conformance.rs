@@ -769,7 +769,7 @@ fn a_store_uri_names_its_directory() {
 }
 
 fn vectors_round_trip_and_append(fresh: Fresh) {
-    let (_fresh, mut store, _msgs, _batch) = filled_store(fresh);
+    let (fresh, mut store, _msgs, _batch) = filled_store(fresh);
     let arrived = store.messages_after(&ns(), 0).unwrap();
     let row = |i: usize| -> Vec<f32> { vec![i as f32 * 0.25, 1.0, -0.5] };
     let rows: Vec<Vec<f32>> = (0..arrived.len()).map(row).collect();
@@ -800,8 +800,28 @@ fn vectors_round_trip_and_append(fresh: Fresh) {
     let want: Vec<f32> = rows.concat();
     assert_eq!(mapped.f32().unwrap(), want.as_slice());
     assert!(store.check().unwrap().ok());
+    let checked = store.checked_vector_file(&ns(), "m").unwrap().unwrap();
+    assert_eq!(
+        (checked.rows, checked.last_rowid),
+        (info.rows, info.last_rowid)
+    );
+    // A record claiming a row that nothing holds: found without reading the rows, as mapping
+    // them finds it.
+    fresh
+        .raw("UPDATE vector_files SET rows = rows + 1")
+        .unwrap();
+    for found in [
+        store.checked_vector_file(&ns(), "m").map(|_| ()),
+        store.map_vectors(&ns(), "m").map(|_| ()),
+    ] {
+        assert!(
+            matches!(found, Err(StoreError::Corrupt { .. })),
+            "{found:?}"
+        );
+    }
     store.reset_vectors(&ns(), "m").unwrap();
     assert!(store.map_vectors(&ns(), "m").unwrap().is_none());
+    assert!(store.checked_vector_file(&ns(), "m").unwrap().is_none());
 }
 
 /// PostgreSQL: the writers of one namespace take turns (its advisory lock), those of another go
