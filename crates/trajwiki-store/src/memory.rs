@@ -104,6 +104,21 @@ fn conflict(
     }
 }
 
+/// Ok when the record whose id an insert found taken is `incoming`; a conflict otherwise, and
+/// when nothing can be read under the id.
+fn same_as_stored<T: PartialEq + std::fmt::Debug>(
+    kind: &'static str,
+    id: &str,
+    stored: Option<T>,
+    incoming: &T,
+) -> Result<()> {
+    match stored {
+        Some(stored) if &stored == incoming => Ok(()),
+        Some(stored) => Err(conflict(kind, id, stored, incoming)),
+        None => Err(conflict(kind, id, "an unreadable record", incoming)),
+    }
+}
+
 fn insert_list(tx: &Tx<'_>, sql: &str, ns: &Namespace, owner: &str, items: &[&str]) -> Result<()> {
     let mut stmt = tx.prepare_cached(sql).ctx("preparing a list insert")?;
     for (i, item) in items.iter().enumerate() {
@@ -235,16 +250,13 @@ impl Store {
             )?;
             new_snapshots.push(s);
         }
+        // Claims and ops are inserted unless their id is stored, and only then read back to be
+        // compared: one statement for a new record, not a read before every write.
         for c in &batch.claims {
             check_ns(ns, "claim", &c.namespace)?;
-            if let Some(stored) = read_claim(&tx, &c.id)? {
-                if &stored != c {
-                    return Err(conflict("claim", c.id.as_str(), stored, c));
-                }
-                continue;
-            }
-            tx.execute(
-                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            let inserted = tx.execute(
+                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO NOTHING",
                 params![
                     c.id.as_str(),
                     ns.as_str(),
@@ -256,6 +268,10 @@ impl Store {
                 ],
             )
             .map_err(|source| StoreError::Sqlite { context: "inserting a claim", source })?;
+            if inserted == 0 {
+                same_as_stored("claim", c.id.as_str(), read_claim(&tx, &c.id)?, c)?;
+                continue;
+            }
             let sources: Vec<&str> = c.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
                 &tx,
@@ -278,16 +294,9 @@ impl Store {
         let mut new_ops = Vec::new();
         for op in &batch.ops {
             check_ns(ns, "claim op", &op.namespace)?;
-            if let Some(stored) = read_op(&tx, &op.id)? {
-                if &stored != op {
-                    return Err(conflict("claim op", op.id.as_str(), stored, op));
-                }
-                continue;
-            }
-            new_ops.push(op);
-            tx.execute(
+            let inserted = tx.execute(
                 "INSERT INTO claim_ops (id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
                 params![
                     op.id.as_str(),
                     ns.as_str(),
@@ -301,6 +310,11 @@ impl Store {
                 ],
             )
             .map_err(|source| StoreError::Sqlite { context: "inserting a claim op", source })?;
+            if inserted == 0 {
+                same_as_stored("claim op", op.id.as_str(), read_op(&tx, &op.id)?, op)?;
+                continue;
+            }
+            new_ops.push(op);
             let sources: Vec<&str> = op.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
                 &tx,
@@ -312,7 +326,7 @@ impl Store {
         }
         // Claim state is derived from the op log: the new ops are applied to it (a replay of
         // the whole log gives the same, as `check` verifies).
-        apply_ops(&tx, ns, &new_ops)?;
+        apply_ops(&tx, ns, &new_ops, &batch.claims)?;
         if let Some(pages) = &batch.pages {
             write_pages(&tx, ns, pages)?;
         }
@@ -632,10 +646,36 @@ fn read_claim_status(conn: &Db, id: &ClaimId) -> Result<Option<ClaimStatus>> {
         .transpose()
 }
 
+/// The status claim `id` was created with (its `claims` row), if it is stored.
+fn read_claim_initial_status(conn: &Db, id: &ClaimId) -> Result<Option<ClaimStatus>> {
+    let status: Option<String> = conn
+        .query_row(
+            "SELECT status FROM claims WHERE id = ?1",
+            [id.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .ctx("reading a claim's status")?;
+    status
+        .map(|s| {
+            parse_stored(
+                ClaimStatus::parse(&s).ok_or("unknown status"),
+                "claims",
+                "status",
+                id.as_str(),
+            )
+        })
+        .transpose()
+}
+
 /// Applies new ops, in seq order, to the stored claim state: the statuses of the claims they
 /// target are read, the replay continued over them ([`trajwiki_core::apply_ops`], the one
 /// definition of claim state), and what it gives written back.
-fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
+fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp], claims: &[Claim]) -> Result<()> {
+    // The statuses new claims were created with: from the batch's claims where they are, else
+    // from the store.
+    let in_batch: HashMap<&ClaimId, ClaimStatus> =
+        claims.iter().map(|c| (&c.id, c.status)).collect();
     let mut state = BTreeMap::new();
     let mut initial = BTreeMap::new();
     for op in ops {
@@ -645,8 +685,12 @@ fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp]) -> Result<()> {
             }
         }
         if let Some(new) = &op.new_claim {
-            if let Some(claim) = read_claim(tx, new)? {
-                initial.insert(new.clone(), claim.status);
+            let status = match in_batch.get(new) {
+                Some(status) => Some(*status),
+                None => read_claim_initial_status(tx, new)?,
+            };
+            if let Some(status) = status {
+                initial.insert(new.clone(), status);
             }
         }
     }
