@@ -625,42 +625,41 @@ fn list<I, T>(
 
 /// The current (derived) status of a claim, from `claim_state`.
 fn read_claim_status(conn: &Db, id: &ClaimId) -> Result<Option<ClaimStatus>> {
-    let status: Option<String> = conn
-        .query_row(
-            "SELECT status FROM claim_state
-             WHERE namespace = (SELECT namespace FROM claims WHERE id = ?1) AND claim = ?1",
-            [id.as_str()],
-            |row| row.get(0),
-        )
-        .optional()
-        .ctx("reading claim state")?;
-    status
-        .map(|s| {
-            parse_stored(
-                ClaimStatus::parse(&s).ok_or("unknown status"),
-                "claim_state",
-                "status",
-                id.as_str(),
-            )
-        })
-        .transpose()
+    read_status(
+        conn,
+        "SELECT status FROM claim_state
+         WHERE namespace = (SELECT namespace FROM claims WHERE id = ?1) AND claim = ?1",
+        "claim_state",
+        id,
+    )
 }
 
 /// The status claim `id` was created with (its `claims` row), if it is stored.
 fn read_claim_initial_status(conn: &Db, id: &ClaimId) -> Result<Option<ClaimStatus>> {
+    read_status(
+        conn,
+        "SELECT status FROM claims WHERE id = ?1",
+        "claims",
+        id,
+    )
+}
+
+/// The status `sql` reads for claim `id` from `table`, if there is a row.
+fn read_status(
+    conn: &Db,
+    sql: &str,
+    table: &'static str,
+    id: &ClaimId,
+) -> Result<Option<ClaimStatus>> {
     let status: Option<String> = conn
-        .query_row(
-            "SELECT status FROM claims WHERE id = ?1",
-            [id.as_str()],
-            |row| row.get(0),
-        )
+        .query_row(sql, [id.as_str()], |row| row.get(0))
         .optional()
         .ctx("reading a claim's status")?;
     status
         .map(|s| {
             parse_stored(
                 ClaimStatus::parse(&s).ok_or("unknown status"),
-                "claims",
+                table,
                 "status",
                 id.as_str(),
             )
