@@ -181,6 +181,20 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// Ok when a vector file of `on_disk` bytes holds `info`'s committed rows; corrupt otherwise.
+fn holds_committed(info: &VectorFileInfo, on_disk: u64) -> Result<()> {
+    let len = info.rows * info.row_bytes();
+    if on_disk < len as u64 {
+        return Err(StoreError::Corrupt {
+            table: "vector_files",
+            column: "rows",
+            id: info.path.display().to_string(),
+            reason: format!("the file holds {on_disk} bytes, {len} are committed"),
+        });
+    }
+    Ok(())
+}
+
 fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<VectorFileInfo>> {
     let row = conn
         .query_row(
@@ -236,7 +250,10 @@ impl Store {
         let Some(info) = self.vector_file(ns, model)? else {
             return Ok(None);
         };
-        let (held, table, id) = if self.conn.is_postgres() {
+        if info.rows == 0 {
+            return Ok(Some(info));
+        }
+        if self.conn.is_postgres() {
             let end: Option<i64> = self
                 .conn
                 .query_row(
@@ -248,25 +265,17 @@ impl Store {
                 .optional()
                 .ctx("reading vectors")?;
             let held = usize::try_from(end.unwrap_or(0)).unwrap_or(0);
-            (held, "vector_chunks", format!("{ns}/{model}"))
+            if held < info.rows {
+                return Err(StoreError::Corrupt {
+                    table: "vector_chunks",
+                    column: "rows",
+                    id: format!("{ns}/{model}"),
+                    reason: format!("the chunks hold {held} rows, {} are committed", info.rows),
+                });
+            }
         } else {
-            let on_disk = match info.rows {
-                0 => 0,
-                _ => std::fs::metadata(&info.path)
-                    .map_err(io_error(&info.path))?
-                    .len(),
-            };
-            let held =
-                usize::try_from(on_disk / info.row_bytes().max(1) as u64).unwrap_or(usize::MAX);
-            (held, "vector_files", info.path.display().to_string())
-        };
-        if held < info.rows {
-            return Err(StoreError::Corrupt {
-                table,
-                column: "rows",
-                id,
-                reason: format!("{held} rows are held, {} are committed", info.rows),
-            });
+            let on_disk = std::fs::metadata(&info.path).map_err(io_error(&info.path))?;
+            holds_committed(&info, on_disk.len())?;
         }
         Ok(Some(info))
     }
@@ -288,15 +297,7 @@ impl Store {
             return self.read_chunks(ns, model, info).map(Some);
         }
         let file = File::open(&info.path).map_err(io_error(&info.path))?;
-        let on_disk = file.metadata().map_err(io_error(&info.path))?.len();
-        if on_disk < len as u64 {
-            return Err(StoreError::Corrupt {
-                table: "vector_files",
-                column: "rows",
-                id: info.path.display().to_string(),
-                reason: format!("the file holds {on_disk} bytes, {len} are committed"),
-            });
-        }
+        holds_committed(&info, file.metadata().map_err(io_error(&info.path))?.len())?;
         let map = map(&file, len).map_err(io_error(&info.path))?;
         Ok(Some(MappedVectors {
             info,
