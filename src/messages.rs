@@ -1,14 +1,22 @@
-//! Messages given as JSON data rather than a file: the Python `Memory.add` and the HTTP API's
-//! append. Message objects are normalised to the JSONL message format and read by the same
-//! parser as `trajwiki ingest`, so every field is checked, and named in errors, the same way.
+//! Messages given as JSON data rather than a file: the Python `Memory.add`, the HTTP API's
+//! append and MCP's `add_messages`. Message objects are normalised to the JSONL message format
+//! and read, one by one, by the same parser as `trajwiki ingest`, so every field is checked, and
+//! named in errors, the same way.
+//!
+//! Where a message goes: one with a `seq` at that position (adding it again finds it there); one
+//! without after the last message of its session, a position the store chooses under its write
+//! lock ([`Place::Next`]), so that appends from several processes never take one position twice.
+//! Equal content never makes two messages one ("ok" said twice is two messages): a retry is
+//! recognised only by a key the client gives, the message's `ref` or an idempotency key for the
+//! whole request (see [`IdempotencyKey`]).
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 use serde_json::Value;
-use trajwiki_core::{Namespace, SourceMessage, TIMESTAMP_FORMAT};
+use trajwiki_core::Namespace;
+use trajwiki_ingest::error::Location;
 use trajwiki_ingest::{jsonl, locomo, IngestError};
-use trajwiki_store::{Store, StoreError};
+use trajwiki_store::{Append, Place};
 
 /// Why messages given as data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +28,14 @@ pub enum MessagesError {
     /// A message is malformed (the error names its position and field).
     #[error(transparent)]
     Ingest(#[from] IngestError),
-    /// Reading the stored positions failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// An idempotency key that cannot name messages.
+    #[error("idempotency key {key:?}: {reason}")]
+    Key {
+        /// The key as given.
+        key: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
 }
 
 impl MessagesError {
@@ -31,20 +44,60 @@ impl MessagesError {
     }
 }
 
-/// Messages given as JSON data: LoCoMo samples, or message objects normalised to the JSONL message
-/// format (the namespace filled in, `role`/`content` accepted, `session` defaulting to 1, `seq`
-/// continuing after what the store holds) and read by the same parser as `trajwiki ingest`.
+/// A client's key for one request of messages (HTTP's `Idempotency-Key` header): sending the
+/// request again with the same key adds nothing. Each message of the request that has neither a
+/// `seq` nor a `ref` is stored with the ref `KEY#N`, N its place in the request from 1, so that
+/// its id derives from the key; a retry finds every message by its ref (`unchanged`), and a key
+/// used again for other messages is a conflict naming the field that differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// The longest key accepted, in bytes.
+    pub const MAX_BYTES: usize = 200;
+
+    /// A key: 1 to [`Self::MAX_BYTES`] visible ASCII characters.
+    pub fn new(key: &str) -> Result<Self, MessagesError> {
+        let refuse = |reason| MessagesError::Key {
+            key: key.chars().take(Self::MAX_BYTES).collect(),
+            reason,
+        };
+        if key.is_empty() {
+            return Err(refuse("it is empty"));
+        }
+        if key.len() > Self::MAX_BYTES {
+            return Err(refuse("it is longer than 200 bytes"));
+        }
+        if !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(refuse(
+                "only visible ASCII characters (no spaces) are allowed",
+            ));
+        }
+        Ok(IdempotencyKey(key.to_string()))
+    }
+
+    /// The ref of the message at `index` (from 0) of the request.
+    fn message_ref(&self, index: usize) -> String {
+        format!("{}#{}", self.0, index + 1)
+    }
+}
+
+/// Messages given as JSON data: LoCoMo samples (each message at its position), or message
+/// objects normalised to the JSONL message format (the namespace filled in, `role`/`content`
+/// accepted, `session` defaulting to 1) and read by the same parser as `trajwiki ingest`; a
+/// message without `seq` goes after the last of its session ([`Place::Next`]). With `key`, each
+/// message without `seq` or `ref` gets a ref derived from it (see [`IdempotencyKey`]).
 pub fn parse_messages(
-    store: &Store,
     value: Value,
     namespace: Option<&Namespace>,
     label: &str,
-) -> Result<Vec<SourceMessage>, MessagesError> {
+    key: Option<&IdempotencyKey>,
+) -> Result<Vec<Append>, MessagesError> {
     let is_sample = |v: &Value| v.get("conversation").is_some();
     let samples = match value {
         Value::Object(_) if is_sample(&value) => vec![value],
         Value::Array(items) if items.first().is_some_and(is_sample) => items,
-        Value::Array(items) => return normalise_messages(store, items, namespace, label),
+        Value::Array(items) => return normalise_messages(items, namespace, label, key),
         _ => {
             return Err(MessagesError::shape(
                 "messages must be a list of message dicts or a LoCoMo sample",
@@ -66,85 +119,22 @@ pub fn parse_messages(
     Ok(locomo::parse_locomo(Path::new(label), &text)?
         .into_iter()
         .flat_map(|s| s.messages)
+        .map(Append::given)
         .collect())
 }
 
-/// Where messages without a `seq` go: after the last stored (or added) message of their session,
-/// or, for a message equal to a stored one not matched yet, at its position, so that adding the
-/// same messages again is a no-op (and two equal messages stay two).
-#[derive(Default)]
-struct Positions {
-    loaded: HashSet<(String, u64)>,
-    last: HashMap<(String, u64), u64>,
-    stored: HashMap<(String, u64, Content), VecDeque<u64>>,
-}
-
-/// Speaker, text and normalised time.
-type Content = (String, String, String);
-
-impl Positions {
-    fn record(&mut self, ns: &str, session: u64, seq: u64) {
-        let slot = self.last.entry((ns.to_string(), session)).or_insert(0);
-        *slot = (*slot).max(seq);
-    }
-
-    /// Reads the stored messages of one session (not the whole namespace: adding messages one
-    /// at a time must not cost more as the history grows).
-    fn load(&mut self, store: &Store, ns: &str, session: u64) -> Result<(), MessagesError> {
-        if !self.loaded.insert((ns.to_string(), session)) {
-            return Ok(());
-        }
-        let (Ok(name), Ok(session)) = (Namespace::new(ns), u32::try_from(session)) else {
-            return Ok(()); // The parser reports the bad name or session with its position.
-        };
-        for m in store.session_messages(&name, session)? {
-            let (session, seq) = (u64::from(m.session), u64::from(m.seq));
-            self.record(ns, session, seq);
-            let time = m.timestamp.format(TIMESTAMP_FORMAT).to_string();
-            self.stored
-                .entry((ns.to_string(), session, (m.speaker, m.text, time)))
-                .or_default()
-                .push_back(seq);
-        }
-        Ok(())
-    }
-
-    /// The position of a message without one.
-    fn place(&mut self, ns: &str, session: u64, content: Option<Content>) -> u64 {
-        let known = content.and_then(|c| {
-            self.stored
-                .get_mut(&(ns.to_string(), session, c))
-                .and_then(VecDeque::pop_front)
-        });
-        known.unwrap_or_else(|| {
-            self.last
-                .get(&(ns.to_string(), session))
-                .copied()
-                .unwrap_or(0)
-                + 1
-        })
-    }
-}
-
-/// The (speaker, text, normalised time) of a message dict, when all three are readable.
-fn content(obj: &serde_json::Map<String, Value>) -> Option<Content> {
-    let field = |k: &str| obj.get(k).and_then(Value::as_str);
-    let time = jsonl::parse_timestamp(field("timestamp")?)?;
-    Some((
-        field("speaker")?.to_string(),
-        field("text")?.to_string(),
-        time.format(TIMESTAMP_FORMAT).to_string(),
-    ))
+/// Whether a field is given (present and not null).
+fn given(obj: &serde_json::Map<String, Value>, field: &str) -> bool {
+    obj.get(field).is_some_and(|v| !v.is_null())
 }
 
 fn normalise_messages(
-    store: &Store,
     items: Vec<Value>,
     namespace: Option<&Namespace>,
     label: &str,
-) -> Result<Vec<SourceMessage>, MessagesError> {
-    let mut positions = Positions::default();
-    let mut lines = String::new();
+    key: Option<&IdempotencyKey>,
+) -> Result<Vec<Append>, MessagesError> {
+    let mut out = Vec::with_capacity(items.len());
     for (i, mut item) in items.into_iter().enumerate() {
         let Some(obj) = item.as_object_mut() else {
             return Err(MessagesError::shape(format!(
@@ -173,28 +163,135 @@ fn normalise_messages(
             }
         }
         obj.entry("session").or_insert(Value::from(1));
-        let ns = obj
-            .get("namespace")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let session = obj.get("session").and_then(Value::as_u64);
-        // Malformed fields are left for the parser, which names them.
-        if let (Some(ns), Some(session)) = (ns, session) {
-            positions.load(store, &ns, session)?;
-            let seq = match obj.get("seq") {
-                Some(seq) => seq.as_u64(),
-                None => {
-                    let seq = positions.place(&ns, session, content(obj));
-                    obj.insert("seq".into(), Value::from(seq));
-                    Some(seq)
-                }
-            };
-            if let Some(seq) = seq {
-                positions.record(&ns, session, seq);
+        let place = if given(obj, "seq") {
+            Place::Given
+        } else {
+            Place::Next
+        };
+        if let Some(key) = key {
+            if place == Place::Next && !given(obj, "ref") {
+                obj.insert("ref".into(), Value::from(key.message_ref(i)));
             }
         }
-        lines.push_str(&item.to_string());
-        lines.push('\n');
+        // Read alone, so that no message is taken for another; errors name its place in the
+        // list as the line of a file (line 1 for messages[0]).
+        let line = format!("{item}\n");
+        let mut parsed = jsonl::parse_messages(Path::new(label), &line)
+            .map_err(|e| MessagesError::Ingest(at_line(e, i + 1)))?;
+        let message = parsed
+            .pop()
+            .ok_or_else(|| MessagesError::shape(format!("messages[{i}] holds no message")))?;
+        out.push(Append { message, place });
     }
-    jsonl::parse_messages(Path::new(label), &lines).map_err(MessagesError::from)
+    Ok(out)
+}
+
+/// An error of a message read alone, placed at line `line` of the list.
+fn at_line(e: IngestError, line: usize) -> IngestError {
+    let moved = |at: Location| match at {
+        Location::Line { column, .. } => Location::Line { line, column },
+        other => other,
+    };
+    match e {
+        IngestError::Syntax { file, at, message } => IngestError::Syntax {
+            file,
+            at: moved(at),
+            message,
+        },
+        IngestError::Field {
+            file,
+            at,
+            field,
+            expected,
+            found,
+        } => IngestError::Field {
+            file,
+            at: moved(at),
+            field,
+            expected,
+            found,
+        },
+        IngestError::Limit { file, at, limit } => IngestError::Limit {
+            file,
+            at: moved(at),
+            limit,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ns() -> Namespace {
+        Namespace::new("n").unwrap()
+    }
+
+    #[test]
+    fn messages_without_seq_go_next_and_keep_equal_content_apart() {
+        let ok = json!({"speaker": "Ann", "text": "ok", "timestamp": "2024-05-01T10:00:00"});
+        let placed = parse_messages(
+            json!([ok, ok, {"seq": 4, "speaker": "Ann", "text": "ok",
+            "timestamp": "2024-05-01T10:00:00"}]),
+            Some(&ns()),
+            "messages",
+            None,
+        )
+        .unwrap();
+        let places: Vec<Place> = placed.iter().map(|a| a.place).collect();
+        assert_eq!(places, [Place::Next, Place::Next, Place::Given]);
+        assert_eq!(placed[2].message.seq, 4);
+        assert!(placed.iter().all(|a| a.message.external_ref.is_none()));
+    }
+
+    #[test]
+    fn an_idempotency_key_names_the_messages_without_seq_or_ref() {
+        let key = IdempotencyKey::new("req-7").unwrap();
+        let m = |extra: Value| {
+            let mut m = json!({"speaker": "Ann", "text": "ok", "timestamp": "2024-05-01"});
+            m.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            m
+        };
+        let placed = parse_messages(
+            json!([
+                m(json!({})),
+                m(json!({"ref": "mine"})),
+                m(json!({"seq": 2})),
+                m(json!({}))
+            ]),
+            Some(&ns()),
+            "messages",
+            Some(&key),
+        )
+        .unwrap();
+        let refs: Vec<Option<&str>> = placed
+            .iter()
+            .map(|a| a.message.external_ref.as_deref())
+            .collect();
+        assert_eq!(refs, [Some("req-7#1"), Some("mine"), None, Some("req-7#4")]);
+        for bad in ["", "a b", &"k".repeat(201), "ключ"] {
+            assert!(IdempotencyKey::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_bad_message_is_named_by_its_place_in_the_list() {
+        let err = parse_messages(
+            json!([{"speaker": "A", "text": "x", "timestamp": "2024-05-01"},
+                   {"speaker": "A", "timestamp": "2024-05-01"}]),
+            Some(&ns()),
+            "messages",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("field `text`"),
+            "{err}"
+        );
+    }
 }

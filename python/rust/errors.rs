@@ -138,7 +138,7 @@ impl Classify for MessagesError {
         match self {
             MessagesError::Shape(_) => Kind::Input,
             MessagesError::Ingest(e) => e.kind(),
-            MessagesError::Store(e) => e.kind(),
+            MessagesError::Key { .. } => Kind::Input,
         }
     }
 }

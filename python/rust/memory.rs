@@ -232,12 +232,14 @@ impl Memory {
     ///
     /// `messages` is a list of dicts with `speaker` (or `role`), `text` (or `content`) and
     /// `timestamp`, and optionally `session` (default 1), `seq` (default: after the session's
-    /// last stored message), `ref` and `attachments`; or a LoCoMo sample (a dict with
-    /// `conversation`), or a list of them. `namespace` applies to every message (and renames a
-    /// single LoCoMo sample); messages may instead name their own. Adding a message again is a
-    /// no-op (without `seq` or `ref`, a message equal to a stored one of its session — speaker,
-    /// text and time — is that message); other content under a stored identity is an
-    /// `InputError`. Dates and other non-JSON values are read as their `str`.
+    /// last stored message, at the time of the write), `ref` and `attachments`; or a LoCoMo
+    /// sample (a dict with `conversation`), or a list of them. `namespace` applies to every
+    /// message (and renames a single LoCoMo sample); messages may instead name their own. A
+    /// message without `seq` is always a new message, even when its text repeats an earlier one
+    /// ("ok" said twice is two messages); to make a retry a no-op give it a `ref` (a stored ref
+    /// is that message: unchanged when equal but for its position) or a `seq`. Other content
+    /// under a stored identity is an `InputError` naming the field that differs. Dates and
+    /// other non-JSON values are read as their `str`.
     #[pyo3(signature = (messages, namespace = None, source = "python", build = false))]
     fn add(
         &self,
@@ -253,13 +255,14 @@ impl Memory {
             let value: Value = serde_json::from_str(&text)
                 .map_err(|e| raise(Kind::Input, format!("messages: {e}")))?;
             let mut store = self.store();
-            let parsed = trajwiki::messages::parse_messages(&store, value, ns.as_ref(), MESSAGES)
+            let parsed = trajwiki::messages::parse_messages(value, ns.as_ref(), MESSAGES, None)
                 .or_raise()?;
-            let report = store.ingest_messages(source, &parsed).or_raise()?;
+            let report = store.append_messages(source, &parsed).or_raise()?;
             let mut built = Vec::new();
             if build {
                 let embedder = self.embedder().or_raise()?;
-                let touched = trajwiki::api::namespaces_of(&parsed);
+                let messages: Vec<_> = parsed.into_iter().map(|a| a.message).collect();
+                let touched = trajwiki::api::namespaces_of(&messages);
                 built = self.build_in(
                     &mut store,
                     embedder.as_ref(),

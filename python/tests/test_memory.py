@@ -23,28 +23,35 @@ def memory(tmp_path: Path) -> Memory:
     return m
 
 
-def test_add_is_idempotent_and_continues_sessions(tmp_path: Path) -> None:
+def test_add_is_idempotent_by_ref_or_seq_and_continues_sessions(tmp_path: Path) -> None:
     m = Memory(tmp_path / "store", model="hashing")
-    first = m.add(conversation()[:3], namespace="ann")
+    with_refs = [{**c, "ref": f"A:{i}"} for i, c in enumerate(conversation()[:3])]
+    first = m.add(with_refs, namespace="ann")
     assert first == {"added": 3, "unchanged": 0, "new_namespaces": ["ann"]}
-    assert m.add(conversation()[:3], namespace="ann") == {
+    assert m.add(with_refs, namespace="ann") == {
         "added": 0,
         "unchanged": 3,
         "new_namespaces": [],
     }
-    # mem0-style role/content; session 1 continues after its third message.
+    # mem0-style role/content; session 1 continues after its third message. A retry is
+    # recognised by its ref, never by its words.
     later = {"role": "Ann", "content": "Bergen again.", "timestamp": "2024-03-02T10:00:00"}
+    assert m.add([{**later, "ref": "later"}], namespace="ann")["added"] == 1
+    assert m.add([{**later, "ref": "later"}], namespace="ann")["unchanged"] == 1
+    assert m.add([{**later, "seq": 4}], namespace="ann")["added"] == 0
     assert m.add([later], namespace="ann")["added"] == 1
-    assert m.add([later], namespace="ann")["added"] == 0
     assert m.namespaces() == ["ann"]
 
 
-def test_equal_messages_stay_two(tmp_path: Path) -> None:
+def test_equal_messages_are_each_a_message(tmp_path: Path) -> None:
+    # People say "lol" many times: without a seq or a ref every message is a new one.
     m = Memory(tmp_path / "store", model="hashing")
     lol = {"speaker": "Bob", "text": "lol", "timestamp": "2024-03-01T09:00:00"}
     assert m.add([lol, lol], namespace="b")["added"] == 2
-    assert m.add([lol, lol], namespace="b")["added"] == 0
-    assert m.add([lol, lol, lol], namespace="b")["added"] == 1
+    assert m.add([lol, lol], namespace="b")["added"] == 2
+    assert m.add([lol], namespace="b")["added"] == 1
+    (report,) = m.build("b")
+    assert report["messages"] == 5
 
 
 def test_search_returns_context_with_provenance(memory: Memory) -> None:

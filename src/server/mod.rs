@@ -57,7 +57,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use crate::api::{self, ApiError, LoadedIndex};
 use crate::cache::{current_or_made, AtState, LruCache};
-use crate::messages::MessagesError;
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
 use crate::trace::TraceError;
 pub use mcp::McpOptions;
@@ -184,7 +183,8 @@ impl AppState {
     /// Appends `messages` (a JSON list of message objects) to `ns` and, when `build`, folds them
     /// into its memory from the construction fold its last append kept. One writer per
     /// namespace: appends to it wait for each other; other namespaces and readers go on. `via`
-    /// names the way in (`http`, `mcp`) in the ingest log.
+    /// names the way in (`http`, `mcp`) in the ingest log. A message without `seq` goes after
+    /// the last of its session, a position the store chooses under its write lock.
     fn append(
         &self,
         via: &str,
@@ -194,15 +194,28 @@ impl AppState {
         build: bool,
         flush: bool,
     ) -> Result<Value, Failure> {
+        self.append_keyed(via, store, ns, messages, None, build, flush)
+    }
+
+    /// [`append`](AppState::append) with the request's idempotency key, if any (see
+    /// [`IdempotencyKey`](crate::messages::IdempotencyKey)).
+    #[allow(clippy::too_many_arguments)]
+    fn append_keyed(
+        &self,
+        via: &str,
+        store: &mut Store,
+        ns: &Namespace,
+        messages: Value,
+        key: Option<&crate::messages::IdempotencyKey>,
+        build: bool,
+        flush: bool,
+    ) -> Result<Value, Failure> {
         let writer = Arc::clone(lock(&self.writers).entry(ns.clone()).or_default());
         let mut kept = lock(&writer);
-        let parsed = crate::messages::parse_messages(store, messages, Some(ns), "messages")
-            .map_err(|e| match e {
-                MessagesError::Store(e) => Failure::from_store(e),
-                e => Failure::bad_request(e.to_string()),
-            })?;
+        let parsed = crate::messages::parse_messages(messages, Some(ns), "messages", key)
+            .map_err(|e| Failure::bad_request(e.to_string()))?;
         let report = store
-            .ingest_messages(via, &parsed)
+            .append_messages(via, &parsed)
             .map_err(Failure::from_store)?;
         let mut value = json!({
             "namespace": ns, "added": report.added, "unchanged": report.unchanged,
@@ -278,6 +291,11 @@ impl Failure {
             StoreError::ReadOnly { .. } => {
                 Failure::new(StatusCode::FORBIDDEN, "read_only", e.to_string())
             }
+            e if e.is_storage_full() => Failure::new(
+                StatusCode::INSUFFICIENT_STORAGE,
+                "storage_full",
+                e.to_string(),
+            ),
             e => Failure::from(ApiError::Store(e)),
         }
     }
@@ -765,9 +783,14 @@ fn yes() -> bool {
 /// Appends messages to a namespace and (unless `build` is false) folds them into its memory:
 /// the work of one message, not of the history, when the namespace's fold is kept from the last
 /// append. Appends to one namespace are serialised; other namespaces and readers go on.
+///
+/// An `Idempotency-Key` header makes a retried request a no-op: each of its messages without
+/// `seq` or `ref` is stored with the ref `KEY#N` (N its place in the list, from 1), by which the
+/// retry finds it (`unchanged`).
 async fn append(
     State(state): State<Arc<AppState>>,
     Path(ns): Path<String>,
+    headers: axum::http::HeaderMap,
     body: Result<Json<AppendRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
@@ -777,10 +800,31 @@ async fn append(
             "field `messages`: expected a list of message objects",
         ));
     }
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| {
+                    Failure::bad_request("header `Idempotency-Key`: expected visible ASCII text")
+                })
+                .and_then(|k| {
+                    crate::messages::IdempotencyKey::new(k)
+                        .map_err(|e| Failure::bad_request(format!("header `Idempotency-Key`: {e}")))
+                })?,
+        ),
+    };
     state
         .with_store(move |state, store| {
             state
-                .append("http", store, &ns, req.messages, req.build, req.flush)
+                .append_keyed(
+                    "http",
+                    store,
+                    &ns,
+                    req.messages,
+                    key.as_ref(),
+                    req.build,
+                    req.flush,
+                )
                 .map(Json)
         })
         .await

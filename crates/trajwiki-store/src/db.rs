@@ -491,6 +491,8 @@ pub(crate) fn pg_error(e: postgres::Error) -> rusqlite::Error {
     use rusqlite::ffi;
     let code = match e.code().map(|c| c.code()) {
         Some(c) if c.starts_with("23") => ffi::SQLITE_CONSTRAINT,
+        // disk_full: the server has no space left for the write.
+        Some("53100") => ffi::SQLITE_FULL,
         Some("40001" | "40P01" | "55P03") => ffi::SQLITE_BUSY,
         Some(c) if c.starts_with("08") => ffi::SQLITE_CANTOPEN,
         None if e.is_closed() => ffi::SQLITE_CANTOPEN,

@@ -14,6 +14,16 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The disk holding the store (or the PostgreSQL server's) is full: the write was rolled
+    /// back, nothing of it is kept.
+    #[error("the disk holding the store is full (no space left) while {context}; free space and try again")]
+    StorageFull {
+        /// What the store was doing.
+        context: &'static str,
+        /// The database's error.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// The store directory could not be created or read.
     #[error("cannot use store directory {path}")]
     Io {
@@ -90,16 +100,32 @@ pub enum StoreError {
         supported: u32,
     },
     /// An incoming record has the identity of a stored one but different content.
-    #[error("conflicting {kind} {id}: the store holds {existing}, the input has {incoming}")]
+    #[error(
+        "conflicting {kind} {id}{}: the store holds {existing}, the input has {incoming}",
+        differing(fields)
+    )]
     Conflict {
         /// What kind of record.
         kind: &'static str,
         /// Its id.
         id: String,
+        /// The fields whose values differ, by their JSON names (empty when the two are not
+        /// records of one kind, or nothing tells them apart field by field).
+        fields: Vec<String>,
         /// The stored version, described.
         existing: String,
         /// The incoming version, described.
         incoming: String,
+    },
+    /// A session holds a message at the last position there is: no message comes after it.
+    #[error("session {session} of namespace {namespace} has a message at position {last}, the last there is; give the message another session")]
+    SessionFull {
+        /// The namespace.
+        namespace: String,
+        /// The session.
+        session: u32,
+        /// Its last position.
+        last: u32,
     },
     /// Vectors of another dimension than the one recorded for the model.
     #[error("embedding model `{model}` is recorded with dimension {stored}, got vectors of dimension {got}")]
@@ -141,6 +167,37 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the error is a full disk: the database's own (SQLite's `SQLITE_FULL`, PostgreSQL's
+    /// `disk_full`) or a file's (`ENOSPC`).
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            StoreError::StorageFull { .. } => true,
+            StoreError::Io { source, .. } | StoreError::VectorFile { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+            }
+            _ => false,
+        }
+    }
+}
+
+/// ` (`a`, `b` differ)` naming the fields of a conflict, or nothing.
+fn differing(fields: &[String]) -> String {
+    match fields {
+        [] => String::new(),
+        [one] => format!(" (field `{one}` differs)"),
+        many => {
+            let names: Vec<String> = many.iter().map(|f| format!("`{f}`")).collect();
+            format!(" (fields {} differ)", names.join(", "))
+        }
+    }
+}
+
+/// Whether a database error is a full disk.
+pub(crate) fn is_full(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
+}
+
 /// Result alias of the store.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -151,7 +208,16 @@ pub(crate) trait SqlContext<T> {
 
 impl<T> SqlContext<T> for std::result::Result<T, rusqlite::Error> {
     fn ctx(self, context: &'static str) -> Result<T> {
-        self.map_err(|source| StoreError::Sqlite { context, source })
+        self.map_err(|source| sql_error(context, source))
+    }
+}
+
+/// A database error as the store's: a full disk named as such.
+pub(crate) fn sql_error(context: &'static str, source: rusqlite::Error) -> StoreError {
+    if is_full(&source) {
+        StoreError::StorageFull { context, source }
+    } else {
+        StoreError::Sqlite { context, source }
     }
 }
 

@@ -31,6 +31,7 @@
 //! ```
 
 mod check;
+mod conflict;
 mod db;
 mod embeddings;
 mod error;
@@ -52,7 +53,7 @@ pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
-pub use raw::IngestReport;
+pub use raw::{Append, IngestReport, Place};
 
 pub use db::postgres_write_lock;
 pub use pg::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;

@@ -12,6 +12,7 @@ use trajwiki_core::{
     WikiPage,
 };
 
+use crate::conflict::{conflict, Differences};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::fold::{check_from, write_fold, Arrived, FoldWrite};
 use crate::read::{self, Pages, Scope};
@@ -90,23 +91,9 @@ fn exists(tx: &Db, sql: &str, id: &str) -> Result<bool> {
         .is_some())
 }
 
-fn conflict(
-    kind: &'static str,
-    id: &str,
-    existing: impl std::fmt::Debug,
-    incoming: impl std::fmt::Debug,
-) -> StoreError {
-    StoreError::Conflict {
-        kind,
-        id: id.to_string(),
-        existing: format!("{existing:?}"),
-        incoming: format!("{incoming:?}"),
-    }
-}
-
 /// Ok when the record whose id an insert found taken is `incoming`; a conflict otherwise, and
 /// when nothing can be read under the id.
-fn same_as_stored<T: PartialEq + std::fmt::Debug>(
+fn same_as_stored<T: PartialEq + serde::Serialize>(
     kind: &'static str,
     id: &str,
     stored: Option<T>,
@@ -114,7 +101,7 @@ fn same_as_stored<T: PartialEq + std::fmt::Debug>(
 ) -> Result<()> {
     match stored {
         Some(stored) if &stored == incoming => Ok(()),
-        Some(stored) => Err(conflict(kind, id, stored, incoming)),
+        Some(stored) => Err(conflict(kind, id, &stored, incoming)),
         None => Err(conflict(kind, id, "an unreadable record", incoming)),
     }
 }
@@ -132,10 +119,7 @@ fn insert_list(tx: &Tx<'_>, sql: &str, ns: &Namespace, owner: &str, items: &[&st
                         missing: item.to_string(),
                     }
                 }
-                source => StoreError::Sqlite {
-                    context: "inserting a list",
-                    source,
-                },
+                source => crate::error::sql_error("inserting a list", source),
             })?;
     }
     Ok(())
@@ -175,8 +159,8 @@ impl Store {
                     return Err(conflict(
                         "trajectory continuation",
                         t.id.as_str(),
-                        prev,
-                        continues,
+                        &prev,
+                        &continues,
                     ))
                 }
                 Some(_) => {
@@ -201,7 +185,7 @@ impl Store {
             check_ns(ns, "snapshot", &s.namespace)?;
             if let Some(stored) = read_snapshot(&tx, &s.id)? {
                 if &stored != s {
-                    return Err(conflict("snapshot", s.id.as_str(), stored, s));
+                    return Err(conflict("snapshot", s.id.as_str(), &stored, s));
                 }
                 continue;
             }
@@ -216,6 +200,7 @@ impl Store {
                 return Err(StoreError::Conflict {
                     kind: "snapshot version",
                     id: s.id.to_string(),
+                    fields: vec!["version".into()],
                     existing: format!("trajectory {} expects version {next}", s.trajectory),
                     incoming: format!("version {}", s.version),
                 });
@@ -238,7 +223,7 @@ impl Store {
                 rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
                     StoreError::Dangling { what: format!("snapshot {}", s.id), missing: s.trajectory.to_string() }
                 }
-                source => StoreError::Sqlite { context: "inserting a snapshot", source },
+                source => crate::error::sql_error("inserting a snapshot", source),
             })?;
             let sources: Vec<&str> = s.source_message_ids.iter().map(|m| m.as_str()).collect();
             insert_list(
@@ -267,7 +252,7 @@ impl Store {
                     c.revised_from.as_ref().map(|r| r.as_str())
                 ],
             )
-            .map_err(|source| StoreError::Sqlite { context: "inserting a claim", source })?;
+            .map_err(|source| crate::error::sql_error("inserting a claim", source))?;
             if inserted == 0 {
                 same_as_stored("claim", c.id.as_str(), read_claim(&tx, &c.id)?, c)?;
                 continue;
@@ -309,7 +294,7 @@ impl Store {
                     op.snapshot.as_str()
                 ],
             )
-            .map_err(|source| StoreError::Sqlite { context: "inserting a claim op", source })?;
+            .map_err(|source| crate::error::sql_error("inserting a claim op", source))?;
             if inserted == 0 {
                 same_as_stored("claim op", op.id.as_str(), read_op(&tx, &op.id)?, op)?;
                 continue;
@@ -371,12 +356,17 @@ impl Store {
         let tx = self.write_tx("starting a compilation commit", &locked)?;
         if let Some((stored, stored_insights)) = read_compilation(&tx, &compilation.id)? {
             if &stored != compilation || stored_insights != insights {
-                return Err(conflict(
-                    "compilation",
-                    compilation.id.as_str(),
-                    stored,
-                    compilation,
-                ));
+                let with_insights = |c: &Compilation, i: &[Insight]| {
+                    let mut v = serde_json::to_value(c).unwrap_or_default();
+                    v["insights"] = serde_json::to_value(i).unwrap_or_default();
+                    v
+                };
+                return Err(Differences::of_values(
+                    &with_insights(&stored, &stored_insights),
+                    &with_insights(compilation, insights),
+                    &["id"],
+                )
+                .conflict("compilation", compilation.id.as_str(), None));
             }
             return Ok(());
         }
@@ -799,7 +789,7 @@ fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
         }
         Some((kind, current)) => {
             if kind != page.kind.as_str() {
-                return Err(conflict("page kind", page.id.as_str(), kind, page.kind));
+                return Err(conflict("page kind", page.id.as_str(), &kind, &page.kind));
             }
             if let Some(current) = current {
                 let prev = read_page_revision(tx, &page.id, *current)?;
@@ -853,10 +843,7 @@ fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
                     missing: t.to_string(),
                 }
             }
-            source => StoreError::Sqlite {
-                context: "inserting a page link",
-                source,
-            },
+            source => crate::error::sql_error("inserting a page link", source),
         })?;
     }
     tx.execute(

@@ -1,5 +1,6 @@
 //! Raw inputs: source messages and agent runs.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::Utc;
@@ -9,6 +10,7 @@ use crate::db::{Db, Row, Tx};
 use serde::Serialize;
 use trajwiki_core::{Attachment, MessageId, Namespace, Outcome, Run, RunId, SourceMessage, Step};
 
+use crate::conflict::Differences;
 use crate::error::{Result, SqlContext, StoreError};
 use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
 
@@ -23,9 +25,10 @@ pub struct IngestReport {
     pub new_namespaces: Vec<String>,
 }
 
+/// A message in a line: where it is, who said what and when, its text quoted as JSON.
 fn describe_message(m: &SourceMessage) -> String {
     format!(
-        "{}{} session {} #{} at {} by {}: {:?}",
+        "{}{} session {} #{} at {} by {}: {}",
         m.external_ref
             .as_deref()
             .map(|r| format!("[{r}] "))
@@ -35,18 +38,29 @@ fn describe_message(m: &SourceMessage) -> String {
         m.seq,
         fmt_ts(&m.timestamp),
         m.speaker,
-        truncate(&m.text, 120),
+        quoted(&truncate(&m.text, 120)),
     )
 }
 
+/// A run in a line: its ref, task, length and outcome, in words.
 fn describe_run(r: &Run) -> String {
+    let outcome = match (r.outcome.success, r.outcome.reward) {
+        (None, None) => "no recorded outcome".to_string(),
+        (Some(s), None) => format!("success {s}"),
+        (None, Some(x)) => format!("reward {x}"),
+        (Some(s), Some(x)) => format!("success {s}, reward {x}"),
+    };
     format!(
-        "[{}] task {:?}, {} steps, outcome {:?}",
+        "[{}] task {}, {} steps, {outcome}",
         r.external_ref,
-        truncate(&r.task, 80),
+        quoted(&truncate(&r.task, 80)),
         r.steps.len(),
-        r.outcome
     )
+}
+
+/// A text as a JSON string.
+fn quoted(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -101,136 +115,257 @@ fn close_batch(tx: Tx<'_>, batch: i64, report: &IngestReport) -> Result<()> {
     tx.commit().ctx("committing an ingest")
 }
 
+/// Where an appended message goes in its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// At the position the message holds (`seq`), as a file's messages: ingesting the file
+    /// again finds each message at its position (or by its ref) and adds nothing.
+    Given,
+    /// After the last message of its session, chosen inside the write transaction, under the
+    /// write lock (SQLite's, or the namespace's advisory lock on PostgreSQL), so that appends
+    /// from any number of processes take positions in turn, never the same one. The message's
+    /// own `seq` is ignored and its id derived again from the position it takes, unless it has a
+    /// ref: a stored message with that ref is this message (`unchanged` when all but the
+    /// position is equal, a conflict naming the field otherwise). Equal content never makes two
+    /// messages one: "ok" said twice is two messages.
+    Next,
+}
+
+/// A message to append, and where it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Append {
+    /// The message (with [`Place::Next`], its `seq` and id are replaced by the position it takes).
+    pub message: SourceMessage,
+    /// Where it goes.
+    pub place: Place,
+}
+
+impl Append {
+    /// A message at its own position.
+    pub fn given(message: SourceMessage) -> Append {
+        Append {
+            message,
+            place: Place::Given,
+        }
+    }
+
+    /// A message after the last one of its session.
+    pub fn next(message: SourceMessage) -> Append {
+        Append {
+            message,
+            place: Place::Next,
+        }
+    }
+}
+
+/// The conflict of two messages: the fields that differ (the id aside, and those in
+/// `ignored`), each message described after its values.
+fn message_conflict(
+    kind: &'static str,
+    id: String,
+    existing: &SourceMessage,
+    incoming: &SourceMessage,
+    ignored: &[&str],
+) -> StoreError {
+    let mut skip = vec!["id"];
+    skip.extend_from_slice(ignored);
+    Differences::of(existing, incoming, &skip).conflict(
+        kind,
+        id,
+        Some((describe_message(existing), describe_message(incoming))),
+    )
+}
+
+/// Whether two messages are equal but for their position (and so their id, when it derives
+/// from the position).
+fn same_but_position(a: &SourceMessage, b: &SourceMessage) -> bool {
+    a == &SourceMessage {
+        id: a.id.clone(),
+        seq: a.seq,
+        ..b.clone()
+    }
+}
+
+/// The conflict of two runs with one id: the fields that differ, each run described after them.
+fn run_conflict(existing: &Run, incoming: &Run) -> StoreError {
+    Differences::of(existing, incoming, &["id"]).conflict(
+        "run",
+        incoming.id.to_string(),
+        Some((describe_run(existing), describe_run(incoming))),
+    )
+}
+
+/// The position after the last message of a session, read inside the write transaction.
+fn next_position(tx: &Tx<'_>, ns: &Namespace, session: u32) -> Result<u32> {
+    let last: i64 = tx
+        .query_row(
+            "SELECT coalesce(max(seq), 0) FROM messages WHERE namespace = ?1 AND session = ?2",
+            params![ns.as_str(), session],
+            |row| row.get(0),
+        )
+        .ctx("reading a session's last position")?;
+    u32::try_from(last + 1).map_err(|_| StoreError::SessionFull {
+        namespace: ns.to_string(),
+        session,
+        last: u32::try_from(last).unwrap_or(u32::MAX),
+    })
+}
+
 impl Store {
-    /// Ingests a batch of messages in one transaction. Messages already stored with the same
-    /// content are skipped; a message whose id is stored with other content (or that appears
-    /// twice in the batch with different content) fails the whole batch with a
-    /// [`StoreError::Conflict`] naming both versions.
+    /// Ingests a batch of messages, each at its own position, in one transaction. Messages
+    /// already stored with the same content are skipped; a message whose id is stored with other
+    /// content (or that appears twice in the batch with different content) fails the whole batch
+    /// with a [`StoreError::Conflict`] naming the fields that differ.
     pub fn ingest_messages(
         &mut self,
         source: &str,
         messages: &[SourceMessage],
     ) -> Result<IngestReport> {
-        let namespaces = batch_namespaces(messages.iter().map(|m| &m.namespace));
+        let items: Vec<(Cow<'_, SourceMessage>, Place)> = messages
+            .iter()
+            .map(|m| (Cow::Borrowed(m), Place::Given))
+            .collect();
+        self.write_messages(source, items)
+    }
+
+    /// Appends messages in one transaction: each at its own position or after the last of its
+    /// session (see [`Place`]), positions chosen under the write lock. As
+    /// [`ingest_messages`](Store::ingest_messages) otherwise.
+    pub fn append_messages(&mut self, source: &str, messages: &[Append]) -> Result<IngestReport> {
+        let items: Vec<(Cow<'_, SourceMessage>, Place)> = messages
+            .iter()
+            .map(|a| (Cow::Borrowed(&a.message), a.place))
+            .collect();
+        self.write_messages(source, items)
+    }
+
+    fn write_messages(
+        &mut self,
+        source: &str,
+        items: Vec<(Cow<'_, SourceMessage>, Place)>,
+    ) -> Result<IngestReport> {
+        let namespaces = batch_namespaces(items.iter().map(|(m, _)| &m.namespace));
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "messages")?;
-        let mut seen: HashMap<&MessageId, (&SourceMessage, String)> = HashMap::new();
-        {
-            let mut lookup = tx
-                .prepare("SELECT content_hash FROM messages WHERE id = ?1")
-                .ctx("preparing an ingest")?;
-            let mut insert = tx
-                .prepare(
-                    "INSERT INTO messages (id, namespace, session, seq, speaker, text, timestamp, attachments, external_ref, content_hash, batch)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                )
-                .ctx("preparing an ingest")?;
-            let mut by_position = tx
-                .prepare(
-                    "SELECT id FROM messages WHERE namespace = ?1 AND session = ?2 AND seq = ?3",
-                )
-                .ctx("preparing an ingest")?;
-            for msg in messages {
-                let hash = msg.content_hash();
-                if let Some((prev, prev_hash)) = seen.get(&msg.id) {
-                    if *prev_hash != hash {
-                        return Err(StoreError::Conflict {
-                            kind: "message",
-                            id: msg.id.to_string(),
-                            existing: describe_message(prev),
-                            incoming: describe_message(msg),
-                        });
-                    }
-                    report.unchanged += 1;
-                    continue;
-                }
-                seen.insert(&msg.id, (msg, hash.clone()));
-                let stored: Option<String> = lookup
-                    .query_row([msg.id.as_str()], |row| row.get(0))
-                    .optional()
-                    .ctx("looking up a message")?;
-                match stored {
-                    Some(stored) if stored == hash => report.unchanged += 1,
-                    Some(_) => {
-                        drop(lookup);
-                        drop(insert);
-                        drop(by_position);
-                        let existing = self_message(&tx, &msg.id)?;
-                        return Err(StoreError::Conflict {
-                            kind: "message",
-                            id: msg.id.to_string(),
-                            existing: existing.map(|m| describe_message(&m)).unwrap_or_default(),
-                            incoming: describe_message(msg),
-                        });
-                    }
-                    None => {
-                        ensure_namespace(&tx, &msg.namespace, &mut report)?;
-                        let occupant: Option<String> = by_position
-                            .query_row(
-                                params![msg.namespace.as_str(), msg.session, msg.seq],
-                                |row| row.get(0),
-                            )
-                            .optional()
-                            .ctx("looking up a message position")?;
-                        if let Some(occupant) = occupant {
-                            drop(lookup);
-                            drop(insert);
-                            drop(by_position);
-                            let existing = MessageId::parse(&occupant)
-                                .ok()
-                                .map(|id| self_message(&tx, &id))
-                                .transpose()?
-                                .flatten();
-                            return Err(StoreError::Conflict {
-                                kind: "message position",
-                                id: format!(
-                                    "{} session {} #{}",
-                                    msg.namespace, msg.session, msg.seq
-                                ),
-                                existing: existing
-                                    .map(|m| describe_message(&m))
-                                    .unwrap_or(occupant),
-                                incoming: describe_message(msg),
-                            });
+        // The messages of this batch by id, with their content hashes.
+        let mut seen: HashMap<MessageId, (SourceMessage, String)> = HashMap::new();
+        for (msg, place) in items {
+            let msg = match place {
+                Place::Given => msg,
+                Place::Next => {
+                    if let Some(r) = &msg.external_ref {
+                        // A message with a stored ref is that message, wherever it is.
+                        let id = MessageId::derive(
+                            &msg.namespace,
+                            &SourceMessage::identity_key(msg.session, 0, Some(r)),
+                        );
+                        let earlier = match seen.get(&id) {
+                            Some((m, _)) => Some(m.clone()),
+                            None => self_message(&tx, &id)?,
+                        };
+                        if let Some(stored) = earlier {
+                            if !same_but_position(&stored, &msg) {
+                                return Err(message_conflict(
+                                    "message",
+                                    id.to_string(),
+                                    &stored,
+                                    &msg,
+                                    &["seq"],
+                                ));
+                            }
+                            report.unchanged += 1;
+                            continue;
                         }
-                        insert
-                            .execute(params![
-                                msg.id.as_str(),
-                                msg.namespace.as_str(),
-                                msg.session,
-                                msg.seq,
-                                msg.speaker,
-                                msg.text,
-                                fmt_ts(&msg.timestamp),
-                                to_json(&msg.attachments),
-                                msg.external_ref,
-                                hash,
-                                batch,
-                            ])
-                            .map_err(|source| match source {
-                                rusqlite::Error::SqliteFailure(e, _)
-                                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                                {
-                                    StoreError::Conflict {
-                                        kind: "message ref",
-                                        id: msg
-                                            .external_ref
-                                            .clone()
-                                            .unwrap_or_else(|| msg.id.to_string()),
-                                        existing: "another message with this ref".into(),
-                                        incoming: describe_message(msg),
-                                    }
-                                }
-                                source => StoreError::Sqlite {
-                                    context: "inserting a message",
-                                    source,
-                                },
-                            })?;
-                        report.added += 1;
                     }
+                    let seq = next_position(&tx, &msg.namespace, msg.session)?;
+                    let m = msg.into_owned();
+                    Cow::Owned(SourceMessage::new(
+                        m.namespace,
+                        m.session,
+                        seq,
+                        m.speaker,
+                        m.text,
+                        m.timestamp,
+                        m.attachments,
+                        m.external_ref,
+                    ))
+                }
+            };
+            let hash = msg.content_hash();
+            if let Some((prev, prev_hash)) = seen.get(&msg.id) {
+                if *prev_hash != hash {
+                    return Err(message_conflict(
+                        "message",
+                        msg.id.to_string(),
+                        prev,
+                        &msg,
+                        &[],
+                    ));
+                }
+                report.unchanged += 1;
+                continue;
+            }
+            let stored: Option<String> = tx
+                .prepare_cached("SELECT content_hash FROM messages WHERE id = ?1")
+                .ctx("preparing an ingest")?
+                .query_row([msg.id.as_str()], |row| row.get(0))
+                .optional()
+                .ctx("looking up a message")?;
+            match stored {
+                Some(stored) if stored == hash => report.unchanged += 1,
+                Some(_) => {
+                    let id = msg.id.to_string();
+                    return Err(match self_message(&tx, &msg.id)? {
+                        Some(existing) => message_conflict("message", id, &existing, &msg, &[]),
+                        None => StoreError::Conflict {
+                            kind: "message",
+                            id,
+                            fields: Vec::new(),
+                            existing: "a record that cannot be read".into(),
+                            incoming: describe_message(&msg),
+                        },
+                    });
+                }
+                None => {
+                    ensure_namespace(&tx, &msg.namespace, &mut report)?;
+                    let occupant: Option<String> = tx
+                        .prepare_cached(
+                            "SELECT id FROM messages WHERE namespace = ?1 AND session = ?2 AND seq = ?3",
+                        )
+                        .ctx("preparing an ingest")?
+                        .query_row(
+                            params![msg.namespace.as_str(), msg.session, msg.seq],
+                            |row| row.get(0),
+                        )
+                        .optional()
+                        .ctx("looking up a message position")?;
+                    if let Some(occupant) = occupant {
+                        let position =
+                            format!("{} session {} #{}", msg.namespace, msg.session, msg.seq);
+                        let existing = MessageId::parse(&occupant)
+                            .ok()
+                            .map(|id| self_message(&tx, &id))
+                            .transpose()?
+                            .flatten();
+                        return Err(match existing {
+                            Some(existing) => {
+                                message_conflict("message position", position, &existing, &msg, &[])
+                            }
+                            None => StoreError::Conflict {
+                                kind: "message position",
+                                id: position,
+                                fields: Vec::new(),
+                                existing: occupant,
+                                incoming: describe_message(&msg),
+                            },
+                        });
+                    }
+                    insert_message(&tx, &msg, &hash, batch)?;
+                    report.added += 1;
                 }
             }
+            seen.insert(msg.id.clone(), (msg.into_owned(), hash));
         }
         close_batch(tx, batch, &report)?;
         Ok(report)
@@ -248,12 +383,7 @@ impl Store {
             let hash = run.content_hash();
             if let Some((prev, prev_hash)) = seen.get(&run.id) {
                 if *prev_hash != hash {
-                    return Err(StoreError::Conflict {
-                        kind: "run",
-                        id: run.id.to_string(),
-                        existing: describe_run(prev),
-                        incoming: describe_run(run),
-                    });
+                    return Err(run_conflict(prev, run));
                 }
                 report.unchanged += 1;
                 continue;
@@ -270,12 +400,15 @@ impl Store {
             match stored {
                 Some(stored) if stored == hash => report.unchanged += 1,
                 Some(_) => {
-                    let existing = read_run(&tx, &run.id)?;
-                    return Err(StoreError::Conflict {
-                        kind: "run",
-                        id: run.id.to_string(),
-                        existing: existing.map(|r| describe_run(&r)).unwrap_or_default(),
-                        incoming: describe_run(run),
+                    return Err(match read_run(&tx, &run.id)? {
+                        Some(existing) => run_conflict(&existing, run),
+                        None => StoreError::Conflict {
+                            kind: "run",
+                            id: run.id.to_string(),
+                            fields: Vec::new(),
+                            existing: "a record that cannot be read".into(),
+                            incoming: describe_run(run),
+                        },
                     });
                 }
                 None => {
@@ -392,6 +525,46 @@ impl Store {
         }
         Ok(runs)
     }
+}
+
+/// Inserts one message of ingest batch `batch`.
+fn insert_message(tx: &Tx<'_>, msg: &SourceMessage, hash: &str, batch: i64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO messages (id, namespace, session, seq, speaker, text, timestamp, attachments, external_ref, content_hash, batch)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .ctx("preparing an ingest")?
+    .execute(params![
+        msg.id.as_str(),
+        msg.namespace.as_str(),
+        msg.session,
+        msg.seq,
+        msg.speaker,
+        msg.text,
+        fmt_ts(&msg.timestamp),
+        to_json(&msg.attachments),
+        msg.external_ref,
+        hash,
+        batch,
+    ])
+    .map_err(|source| match source {
+        rusqlite::Error::SqliteFailure(e, _)
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::Conflict {
+                kind: "message ref",
+                id: msg
+                    .external_ref
+                    .clone()
+                    .unwrap_or_else(|| msg.id.to_string()),
+                fields: vec!["ref".into()],
+                existing: "another message with this ref".into(),
+                incoming: describe_message(msg),
+            }
+        }
+        source => crate::error::sql_error("inserting a message", source),
+    })?;
+    Ok(())
 }
 
 pub(crate) const MESSAGE_SELECT: &str =

@@ -403,6 +403,7 @@ impl Store {
                 return Err(StoreError::Conflict {
                     kind: "vector row",
                     id: format!("{ns}/{model}"),
+                    fields: Vec::new(),
                     existing: format!("rows up to message rowid {last}"),
                     incoming: format!("a row for message rowid {rowid}"),
                 });

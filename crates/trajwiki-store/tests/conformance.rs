@@ -9,7 +9,8 @@ use chrono::NaiveDate;
 use rusqlite::Connection;
 use trajwiki_core::*;
 use trajwiki_store::{
-    MemoryBatch, Store, StoreError, VectorDtype, DB_FILE, POSTGRES_SCHEMA_VERSION, SCHEMA_VERSION,
+    Append, MemoryBatch, Place, Store, StoreError, VectorDtype, DB_FILE, POSTGRES_SCHEMA_VERSION,
+    SCHEMA_VERSION,
 };
 
 #[path = "support/pg.rs"]
@@ -104,6 +105,9 @@ on_both!(
     delete_namespace_removes_everything,
     index_state_moves_for_any_connections_writes,
     vectors_round_trip_and_append,
+    appends_take_the_next_position_and_refs_recognise_retries,
+    conflicts_name_the_fields_that_differ,
+    concurrent_appends_take_distinct_positions,
 );
 
 fn ts(day: u32) -> Timestamp {
@@ -876,4 +880,185 @@ fn postgres_writers_take_turns_per_namespace() {
         .is_err());
     held.commit().unwrap();
     assert_eq!(conf.recv_timeout(wait).unwrap().unwrap(), added);
+}
+
+/// A message of namespace `chat` without a position of its own (`seq` 0, which
+/// [`Place::Next`] replaces).
+fn said(text: &str, external_ref: Option<&str>) -> SourceMessage {
+    SourceMessage::new(
+        Namespace::new("chat").unwrap(),
+        5,
+        0,
+        "Ann".into(),
+        text.into(),
+        ts(1),
+        vec![],
+        external_ref.map(str::to_string),
+    )
+}
+
+/// (seq, text, ref) of each message of session 5 of `chat`.
+fn session5(store: &Store) -> Vec<(u32, String, Option<String>)> {
+    store
+        .session_messages(&Namespace::new("chat").unwrap(), 5)
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.seq, m.text, m.external_ref))
+        .collect()
+}
+
+fn appends_take_the_next_position_and_refs_recognise_retries(fresh: Fresh) {
+    let mut store = fresh.open();
+    let next = |m: SourceMessage| Append::next(m);
+    // "ok" three times, in three batches, then twice in one: five messages, in order.
+    for _ in 0..3 {
+        let r = store
+            .append_messages("t", &[next(said("ok", None))])
+            .unwrap();
+        assert_eq!((r.added, r.unchanged), (1, 0));
+    }
+    let r = store
+        .append_messages("t", &[next(said("ok", None)), next(said("ok", None))])
+        .unwrap();
+    assert_eq!(r.added, 2);
+    let seqs: Vec<u32> = session5(&store).iter().map(|m| m.0).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    // A message at its own position, then one after it.
+    let mut at9 = said("nine", None);
+    at9 = SourceMessage::new(
+        at9.namespace,
+        5,
+        9,
+        at9.speaker,
+        at9.text,
+        at9.timestamp,
+        vec![],
+        None,
+    );
+    store
+        .append_messages("t", &[Append::given(at9.clone()), next(said("ten", None))])
+        .unwrap();
+    assert_eq!(session5(&store).last().unwrap().0, 10);
+    // Re-ingesting positioned messages stays a no-op.
+    assert_eq!(store.ingest_messages("t", &[at9]).unwrap().unchanged, 1);
+    // A ref: the first time a new message; again, wherever the session is now, unchanged; a new
+    // ref with the same words, a new message.
+    assert_eq!(
+        store
+            .append_messages("t", &[next(said("ok", Some("r1")))])
+            .unwrap()
+            .added,
+        1
+    );
+    store
+        .append_messages("t", &[next(said("more", None))])
+        .unwrap();
+    let again = store
+        .append_messages(
+            "t",
+            &[next(said("ok", Some("r1"))), next(said("ok", Some("r1")))],
+        )
+        .unwrap();
+    assert_eq!((again.added, again.unchanged), (0, 2));
+    assert_eq!(
+        store
+            .append_messages("t", &[next(said("ok", Some("r2")))])
+            .unwrap()
+            .added,
+        1
+    );
+    let all = session5(&store);
+    let seqs: Vec<u32> = all.iter().map(|m| m.0).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 9, 10, 11, 12, 13]);
+    assert_eq!(all[7], (11, "ok".into(), Some("r1".into())));
+    // The stored ref with other words: a conflict naming the field, nothing stored.
+    let before = store.stats().unwrap();
+    match store
+        .append_messages(
+            "t",
+            &[next(said("new", None)), next(said("not ok", Some("r1")))],
+        )
+        .unwrap_err()
+    {
+        StoreError::Conflict { fields, .. } => assert_eq!(fields, ["text"]),
+        other => panic!("expected a conflict, got {other}"),
+    }
+    assert_eq!(store.stats().unwrap(), before);
+    assert!(store.check().unwrap().ok());
+    assert_eq!(Place::Next, next(said("x", None)).place);
+}
+
+fn conflicts_name_the_fields_that_differ(fresh: Fresh) {
+    let (fresh, mut store, msgs, _batch) = filled_store(fresh);
+    // Only the attachment's caption differs: the versions read apart.
+    let mut changed = msgs[1].clone();
+    changed.attachments[0].caption = Some("a photo of a cat".into());
+    let err = store.ingest_messages("t", &[changed]).unwrap_err();
+    let text = err.to_string();
+    match &err {
+        StoreError::Conflict { fields, .. } => assert_eq!(fields, &["attachments"]),
+        other => panic!("expected a conflict, got {other}"),
+    }
+    assert!(text.contains("field `attachments` differs"), "{text}");
+    assert!(
+        text.contains("a photo of a dog") && text.contains("a photo of a cat"),
+        "{text}"
+    );
+    // A run whose outcome differs: named in words and JSON, no Rust debug text.
+    store.ingest_runs("t", &[run()]).unwrap();
+    let mut failed = run();
+    failed.outcome = Outcome {
+        success: Some(false),
+        reward: None,
+    };
+    let err = store.ingest_runs("t", &[failed]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, StoreError::Conflict { fields, .. } if fields == &["outcome"]),
+        "{text}"
+    );
+    for debug in ["Outcome {", "Some(", "None"] {
+        assert!(!text.contains(debug), "{text}");
+    }
+    assert!(
+        text.contains("success false") && text.contains("success true, reward 1"),
+        "{text}"
+    );
+    // A derived record: its fields, as JSON.
+    let (_, mut store2, _, mut batch) = filled_store(Fresh::new(fresh.backend).unwrap());
+    batch.claims[0].text = "Ann lives in Paris".into();
+    let text = store2.commit_memory(&batch).unwrap_err().to_string();
+    assert!(
+        text.contains("field `text` differs") && text.contains("\"Ann lives in Paris\""),
+        "{text}"
+    );
+    assert!(!text.contains("Claim {"), "{text}");
+}
+
+fn concurrent_appends_take_distinct_positions(fresh: Fresh) {
+    // The namespace exists before the writers start.
+    fresh
+        .open()
+        .append_messages("seed", &[Append::next(said("first", None))])
+        .unwrap();
+    let (writers, each) = (4, 10);
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let fresh = &fresh;
+            scope.spawn(move || {
+                let mut store = fresh.open();
+                for i in 0..each {
+                    store
+                        .append_messages("w", &[Append::next(said(&format!("{w}/{i}"), None))])
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let store = fresh.open();
+    let all = session5(&store);
+    let seqs: Vec<u32> = all.iter().map(|m| m.0).collect();
+    let n = 1 + writers * each;
+    assert_eq!(seqs, (1..=n as u32).collect::<Vec<_>>());
+    assert!(store.check().unwrap().ok());
 }
