@@ -374,3 +374,104 @@ fn parallel_builds_of_one_namespace_agree() {
     assert_eq!(export(&store), export(&alone));
     ok(&["check", "--store", s(&store)]);
 }
+
+/// `trajwiki` run as the unprivileged user 65534 (root ignores file modes, so only another
+/// user sees a store it may not write); `None`, with a SKIP message, where this process cannot
+/// change users or that user cannot run the binary.
+fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_trajwiki"))
+        .args(args)
+        .output();
+    match out {
+        Ok(o) if o.status.code() != Some(127) && o.status.code() != Some(126) => Some((
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )),
+        Ok(o) => {
+            eprintln!(
+                "SKIP: user 65534 cannot run {}: {}",
+                env!("CARGO_BIN_EXE_trajwiki"),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("SKIP: setpriv cannot run here: {e}");
+            None
+        }
+    }
+}
+
+/// A store of another user's (built by root, read by user 65534): write-protected by its modes,
+/// or only by its owner; either way reads succeed (with and without `--read-only`), a write is
+/// refused as a write to a read-only store, and no message calls the store damaged.
+#[test]
+fn another_users_store_is_read() {
+    let probe = as_nobody(&["--version"]);
+    match &probe {
+        None => return,
+        Some((0, _, _)) => {}
+        Some((code, _, err)) => {
+            eprintln!("SKIP: setpriv cannot switch to user 65534 here (exit {code}): {err}");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let built = common::demo_store(dir.path());
+    let chmod = |mode: &str, path: &Path| {
+        let st = std::process::Command::new("chmod")
+            .args(["-R", mode, s(path)])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    // A temporary folder everyone may enter, holding a copy of the store per case.
+    chmod("0755", dir.path());
+    let copy = |name: &str| {
+        let to = dir.path().join(name);
+        let st = std::process::Command::new("cp")
+            .args(["-r", s(&built), s(&to)])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        to
+    };
+    let by_mode = copy("protected");
+    chmod("a-w,a+rX", &by_mode);
+    let by_owner = copy("owned");
+    chmod("u+w,go-w,a+rX", &by_owner);
+    for store in [&by_mode, &by_owner] {
+        let before = std::fs::read(store.join("trajwiki.db")).unwrap();
+        let reads: [&[&str]; 4] = [
+            &[
+                "query",
+                "--namespace",
+                "demo",
+                "--model",
+                "hashing",
+                "pottery",
+            ],
+            &["export", "--namespace", "demo"],
+            &["stats"],
+            &["show", "--namespace", "demo", "S1:3"],
+        ];
+        for extra in [&["--read-only"][..], &[]] {
+            for read in reads {
+                let mut args = read.to_vec();
+                args.extend(["--store", s(store)]);
+                args.extend(extra);
+                let (code, out, err) = as_nobody(&args).unwrap();
+                assert_eq!(code, 0, "{args:?} as user 65534: {err}");
+                assert!(!out.is_empty(), "{args:?}");
+            }
+        }
+        let (code, _, err) = as_nobody(&["ingest", "--store", s(store), s(&demo())]).unwrap();
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("read only"), "{err}");
+        assert!(!err.contains("damaged"), "{err}");
+        assert_eq!(std::fs::read(store.join("trajwiki.db")).unwrap(), before);
+    }
+}

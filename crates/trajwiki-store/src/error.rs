@@ -57,6 +57,17 @@ pub enum StoreError {
         /// What it is instead.
         reason: String,
     },
+    /// The store's files cannot be read by this user as they are: another user's store whose
+    /// write-ahead log holds commits (they are read once its owner opens the store), or files
+    /// this user may not read.
+    #[error("store database {path} cannot be read by this user (its directory does not let this user share its write-ahead log, or its files are not readable); ask its owner to open it once (which folds the log into the database), or give this user read access")]
+    Access {
+        /// The database file.
+        path: PathBuf,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// A store of an older schema opened read only: it cannot be upgraded.
     #[error("store {path} has schema version {found} and this trajwiki needs {supported}; opened read only it cannot be upgraded (any command that writes, run by a user who may write it, upgrades it)")]
     NeedsUpgrade {

@@ -263,17 +263,27 @@ impl Store {
         let protected = meta.permissions().readonly()
             || std::fs::metadata(&dir).is_ok_and(|m| m.permissions().readonly());
         let read_only = access == Access::ReadOnly || protected;
-        let conn = if read_only {
-            open_read_only(&path)?
+        let (conn, read_only) = if read_only {
+            (open_read_only(&path)?, true)
         } else {
-            Connection::open_with_flags(
+            let conn = Connection::open_with_flags(
                 &path,
                 OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
-            .ctx("opening the database")?
+            .ctx("opening the database")?;
+            conn.busy_timeout(BUSY_TIMEOUT)
+                .ctx("setting the busy timeout")?;
+            match probe(&conn) {
+                // A store this user may not write (another user's, on a read-only mount) whose
+                // mode bits do not say so: read only, as one whose bits do.
+                Err(e) if is_access_error(&e) => (open_read_only(&path)?, true),
+                // SQLite opens a file it may not write read only without saying so.
+                _ => {
+                    let read_only = conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
+                    (conn, read_only)
+                }
+            }
         };
-        // SQLite opens a file it may not write read only without saying so.
-        let read_only = read_only || conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true);
         conn.busy_timeout(BUSY_TIMEOUT)
             .ctx("setting the busy timeout")?;
         // Whose database is it? Read before anything is changed in it.
@@ -562,8 +572,17 @@ fn identify(conn: &Connection, path: &Path, may_create: bool) -> Result<u32> {
         path: path.to_path_buf(),
         reason,
     };
-    let (app, version, objects, ours) =
-        found.map_err(|e| foreign(format!("it is damaged or not an SQLite database ({e})")))?;
+    let (app, version, objects, ours) = found.map_err(|e| match e.sqlite_error_code() {
+        // The header was checked: only a damaged file is called one.
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            foreign(format!("it is damaged ({e})"))
+        }
+        _ if is_access_error(&e) => StoreError::Access {
+            path: path.to_path_buf(),
+            source: e,
+        },
+        _ => error::sql_error("reading the schema", e),
+    })?;
     let empty = app == 0 && version == 0 && objects == 0;
     // Schema 5 sets the application id; earlier stores are told by their version and tables.
     let known = app == APPLICATION_ID || (app == 0 && version >= 1 && ours);
@@ -662,19 +681,49 @@ fn create(dir: &Path) -> Result<()> {
 }
 
 /// Opens a database read only. The shared-memory file of WAL mode is made beside it when the
-/// directory allows; when it does not, the file is read as immutable (no locks, no log).
+/// directory allows; when it does not (another user's store, a read-only mount), the file is read
+/// as immutable (no locks, no log) — unless a write-ahead log beside it holds commits, which an
+/// immutable read would miss.
 fn open_read_only(path: &Path) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
     let conn = Connection::open_with_flags(uri(""), flags).ctx("opening the database")?;
-    match conn.query_row("SELECT count(*) FROM sqlite_master", (), |_| Ok(())) {
-        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::CannotOpen => {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .ctx("setting the busy timeout")?;
+    match probe(&conn) {
+        Err(e) if is_access_error(&e) => {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                return Err(StoreError::Access {
+                    path: path.to_path_buf(),
+                    source: e,
+                });
+            }
             Connection::open_with_flags(uri("&immutable=1"), flags).ctx("opening the database")
         }
         _ => Ok(conn),
     }
+}
+
+/// A first read of the database: what tells whether this user can read it as opened.
+fn probe(conn: &Connection) -> rusqlite::Result<()> {
+    conn.query_row("SELECT count(*) FROM sqlite_master", (), |_| Ok(()))
+}
+
+/// Whether an error says this user may not read or write the store's files (or make the
+/// shared-memory file beside them), rather than anything about the database in them.
+fn is_access_error(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(
+            rusqlite::ErrorCode::ReadOnly
+                | rusqlite::ErrorCode::CannotOpen
+                | rusqlite::ErrorCode::PermissionDenied
+        )
+    )
 }
 
 /// A path as the path of a `file:` URI: every byte outside the unreserved set and `/`
