@@ -39,6 +39,22 @@ pub enum TraceError {
         /// The namespace.
         namespace: Namespace,
     },
+    /// Compiling stopped at a run: those before it are committed (each with its insights),
+    /// the rest are not. Compiling again keeps the committed ones and does the rest.
+    #[error("compiling the runs of namespace {namespace} stopped at run {failed} ({committed} of {runs} compilations are committed; compiling again does the rest)")]
+    Partial {
+        /// The namespace.
+        namespace: Namespace,
+        /// Compilations committed before the failure.
+        committed: usize,
+        /// Runs to compile.
+        runs: usize,
+        /// The run that failed (its external ref).
+        failed: String,
+        /// Why.
+        #[source]
+        source: Box<TraceError>,
+    },
     /// No run or insight with this id.
     #[error("no {kind} {id} in this store")]
     Unknown {
@@ -94,7 +110,8 @@ pub fn namespaces_with_runs(store: &Store) -> Result<Vec<Namespace>, TraceError>
 
 /// Compiles every run of `ns` and stores each compilation with its insights in one transaction
 /// per run. Compiling again with the same compiler is a no-op; a compilation that fails
-/// validation stops the namespace before that run is written.
+/// validation (or a commit that fails: a full disk) stops the namespace before that run is
+/// written, with [`TraceError::Partial`] saying how many were committed.
 pub fn compile_namespace(
     store: &mut Store,
     ns: &Namespace,
@@ -129,10 +146,19 @@ pub fn compile_runs(
         fallbacks: Vec::new(),
         ms: 0,
     };
-    for run in runs {
-        let compiled = compiler.compile(run)?;
-        trajwiki_trace::validate(run, &compiled)?;
-        store.commit_compilation(&compiled.compilation, &compiled.insights)?;
+    for (done, run) in runs.iter().enumerate() {
+        let stopped = |source: TraceError| TraceError::Partial {
+            namespace: ns.clone(),
+            committed: done,
+            runs: runs.len(),
+            failed: run.external_ref.clone(),
+            source: Box::new(source),
+        };
+        let compiled = compiler.compile(run).map_err(|e| stopped(e.into()))?;
+        trajwiki_trace::validate(run, &compiled).map_err(|e| stopped(e.into()))?;
+        store
+            .commit_compilation(&compiled.compilation, &compiled.insights)
+            .map_err(|e| stopped(e.into()))?;
         if compiled.compilation.compiler != compiler.name() {
             report.fallbacks.push(run.external_ref.clone());
         }

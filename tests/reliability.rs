@@ -475,3 +475,207 @@ fn another_users_store_is_read() {
         assert_eq!(std::fs::read(store.join("trajwiki.db")).unwrap(), before);
     }
 }
+
+/// A small tmpfs mounted for a test, unmounted when dropped; `None` (with a SKIP message) where
+/// this process may not mount one (not root, no mount permission in a container).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Tmpfs { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "SKIP: cannot mount a tmpfs to fill up here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIP: cannot run mount here: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fills the file system up to `keep` bytes left free (`fill` holds the rest).
+    fn fill_leaving(&self, keep: u64) {
+        let filler = self.path().join("fill");
+        let _ = std::fs::remove_file(&filler);
+        let out = std::process::Command::new("df")
+            .args(["-B1", "--output=avail"])
+            .arg(self.path())
+            .output()
+            .unwrap();
+        let avail: u64 = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let file = std::fs::File::create(&filler).unwrap();
+        // Written, not sparse: tmpfs counts written pages.
+        let mut left = avail.saturating_sub(keep);
+        let chunk = vec![0u8; 1 << 16];
+        let mut w = std::io::BufWriter::new(file);
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            if std::io::Write::write_all(&mut w, &chunk[..n]).is_err() {
+                break;
+            }
+            left -= n as u64;
+        }
+        let _ = std::io::Write::flush(&mut w);
+    }
+
+    fn unfill(&self) {
+        let _ = std::fs::remove_file(self.path().join("fill"));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Copies the store directory `from` to `to` (replacing it).
+fn copy_store(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    let st = std::process::Command::new("cp")
+        .args(["-r", s(from), s(to)])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A full disk is named as such: a delete that could not overwrite the freed space says the
+/// disk is full (never "another process is reading") and fails until `--scrub` has overwritten
+/// it; an HTTP append is 507 `storage_full`; `trace compile` says how many compilations it
+/// committed before the disk filled.
+#[test]
+fn a_full_disk_is_named() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let marker = "QXZMARKERZXQ";
+    let scratch = tempfile::tempdir().unwrap();
+    // The store as it was before each try, kept off the small disk.
+    let pristine = scratch.path().join("pristine");
+    ok(&["ingest", "--store", s(&pristine), s(&demo())]);
+    ok(&[
+        "ingest",
+        "--store",
+        s(&pristine),
+        s(&demo_as(scratch.path(), "secret", marker)),
+    ]);
+    build(&pristine, "secret");
+    let store = disk.path().join("store");
+
+    // Delete, with less and less space left: the delete is refused whole, or done but its
+    // freed space not overwritten; either way the message names the full disk.
+    let mut unscrubbed = 0;
+    for keep_kb in (100..=900).rev().step_by(50) {
+        copy_store(&pristine, &store);
+        disk.fill_leaving(keep_kb * 1024);
+        let (code, out, err) = trajwiki(&[
+            "delete",
+            "--store",
+            s(&store),
+            "--namespace",
+            "secret",
+            "--yes",
+        ]);
+        disk.unfill();
+        assert!(!err.contains("another process"), "{keep_kb} KB free: {err}");
+        if code == 0 {
+            assert_eq!(
+                occurrences(&store, marker.as_bytes()),
+                0,
+                "{keep_kb} KB: {out}"
+            );
+            continue;
+        }
+        assert_eq!(code, 1, "{keep_kb} KB free: {err}");
+        assert!(
+            err.contains("disk holding the store is full"),
+            "{keep_kb} KB free: {err}"
+        );
+        if out.contains("deleted namespace secret") {
+            // Deleted, not yet overwritten: said, and finished by --scrub once there is space.
+            unscrubbed += 1;
+            assert!(err.contains("its text is still in the files"), "{err}");
+            assert!(err.contains("--scrub"), "{err}");
+            ok(&["delete", "--store", s(&store), "--scrub"]);
+            assert_eq!(occurrences(&store, marker.as_bytes()), 0);
+        } else {
+            // Refused whole: the namespace is as it was.
+            assert!(stats(&store)["messages"].as_u64() == Some(24), "{err}");
+        }
+        ok(&["check", "--store", s(&store)]);
+    }
+    assert!(
+        unscrubbed > 0,
+        "no amount of free space left a delete done but not overwritten"
+    );
+
+    // An append over HTTP on a full disk: 507 storage_full, nothing stored.
+    copy_store(&pristine, &store);
+    let server = common::serve_hashing(s(&store), &[]);
+    let big = "word ".repeat(40_000);
+    let body = serde_json::json!({"messages": [{"speaker": "Ann", "text": big, "timestamp": "2024-05-01T10:00:00"}], "build": false});
+    disk.fill_leaving(0);
+    let (status, report) = common::http(
+        &format!("{}/v1/namespaces/demo/messages", server.url),
+        Some(&body.to_string()),
+        None,
+    );
+    disk.unfill();
+    assert_eq!(status, 507, "{report}");
+    assert_eq!(report["error"]["code"], "storage_full", "{report}");
+    drop(server);
+    assert_eq!(stats(&store)["messages"].as_u64(), Some(24));
+
+    // trace compile on a disk that fills part way: it says how many it committed.
+    let runs = scratch.path().join("runs.jsonl");
+    let mut lines = String::new();
+    for i in 0..36 {
+        let steps: Vec<serde_json::Value> = (0..6)
+            .map(|j| serde_json::json!({"action": format!("step {j} of run {i}"), "observation": format!("observation {j} of run {i}: {}", "the room is quiet ".repeat(150))}))
+            .collect();
+        let run = serde_json::json!({"id": format!("r{i}"), "env": "lab", "task": format!("task {i}: find the key"), "success": i % 2 == 0, "steps": steps});
+        lines.push_str(&format!("{run}\n"));
+    }
+    std::fs::write(&runs, lines).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&runs)]);
+    disk.fill_leaving(160 * 1024);
+    let (code, _, err) = trajwiki(&["trace", "compile", "--store", s(&store), "-q"]);
+    disk.unfill();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("disk holding the store is full"), "{err}");
+    let committed = stats(&store)["compilations"].as_u64().unwrap();
+    assert!(
+        0 < committed && committed < 36,
+        "{committed} committed: {err}"
+    );
+    assert!(
+        err.contains(&format!("{committed} of 36 compilations are committed")),
+        "{committed} committed: {err}"
+    );
+    ok(&["trace", "compile", "--store", s(&store), "-q"]);
+    assert_eq!(stats(&store)["compilations"].as_u64(), Some(36));
+}

@@ -200,6 +200,7 @@ impl Classify for TraceError {
     fn kind(&self) -> Kind {
         match self {
             TraceError::Pipeline(e) => e.kind(),
+            TraceError::Partial { source, .. } => source.kind(),
             TraceError::Compile(_) | TraceError::Memory(_) => Kind::Other,
             TraceError::NoRuns(_)
             | TraceError::NotCompiled(_)

@@ -550,15 +550,26 @@ impl Memory {
     /// Removes a namespace and everything in it for good (messages, runs, memory, wiki and their
     /// history, vector files, the cached embeddings of texts no other namespace holds), in one
     /// transaction, then overwrites the freed space so that no file of the store keeps the
-    /// deleted text. Returns whether it existed.
+    /// deleted text. Returns whether it existed. Raises `StoreError` when the records are
+    /// deleted but the freed space could not be overwritten (a full disk, another process
+    /// reading), naming why; deleting again (or `trajwiki delete --scrub`) finishes it.
     fn delete(&self, py: Python<'_>, namespace: &str) -> PyResult<bool> {
         let ns = self::namespace(namespace)?;
-        py.detach(|| {
-            let mut store = self.store();
-            let deleted = store.delete_namespace(&ns);
-            deleted.map(|d| d.existed)
-        })
-        .or_raise()
+        let deleted = py
+            .detach(|| {
+                let mut store = self.store();
+                store.delete_namespace(&ns)
+            })
+            .or_raise()?;
+        match deleted.not_scrubbed {
+            None | Some(trajwiki_store::NotScrubbed::Postgres) => Ok(deleted.existed),
+            Some(why) => Err(raise(
+                Kind::Store,
+                format!(
+                    "deleted namespace {ns}, but its text is still in the files of the store: the freed space could not be overwritten because {why}"
+                ),
+            )),
+        }
     }
 
     /// Adds agent runs: dicts in the runs JSONL layout (`id`, `task`, `steps` of `action` and

@@ -1,6 +1,7 @@
 //! `trajwiki delete`.
 
 use trajwiki_core::Namespace;
+use trajwiki_store::NotScrubbed;
 
 use super::{Global, StoreArg, UsageError};
 
@@ -9,27 +10,53 @@ pub(crate) struct DeleteArgs {
     #[command(flatten)]
     store: StoreArg,
     /// The namespace to delete, with everything in it.
-    #[arg(long)]
-    namespace: String,
+    #[arg(long, required_unless_present = "scrub")]
+    namespace: Option<String>,
     /// Delete without asking: without it, the command says what it would delete and stops.
     #[arg(long)]
     yes: bool,
+    /// Only overwrite the space earlier deletes freed (what a delete does after its records are
+    /// gone), when a delete could not: the disk was full, another process was reading.
+    #[arg(long, conflicts_with_all = ["namespace", "yes"])]
+    scrub: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
 }
 
+/// A delete whose records are gone but whose text is still in the store's files.
+#[derive(Debug, thiserror::Error)]
+#[error("deleted namespace {namespace}, but its text is still in the files of {store}: the freed space could not be overwritten because {why}; {next}")]
+pub(crate) struct NotScrubbedError {
+    namespace: String,
+    store: String,
+    why: NotScrubbed,
+    next: String,
+}
+
 pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
     let mut store = args.store.open()?;
-    let ns = Namespace::new(args.namespace.as_str())?;
+    let shown = store.dir().display().to_string();
+    let again = format!("run `trajwiki delete --store {shown} --scrub` to finish");
+    let Some(name) = args.namespace.as_deref() else {
+        // `--scrub`.
+        return match store.scrub() {
+            Ok(()) => {
+                global.say(format!(
+                    "the space freed in {shown} is overwritten: no file of the store holds deleted text"
+                ));
+                Ok(())
+            }
+            Err(why) => Err(anyhow::anyhow!(
+                "the space freed in {shown} could not be overwritten: {why}"
+            )),
+        };
+    };
+    let ns = Namespace::new(name)?;
     let (messages, runs) = store.namespace_counts(&ns)?;
     // A namespace exists while it holds messages or runs.
     if messages == 0 && runs == 0 {
-        return Err(UsageError(format!(
-            "namespace {ns} does not exist in {}",
-            store.dir().display()
-        ))
-        .into());
+        return Err(UsageError(format!("namespace {ns} does not exist in {shown}")).into());
     }
     if !args.yes {
         return Err(UsageError(format!(
@@ -49,11 +76,26 @@ pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
             deleted.files
         )?;
     }
-    if !deleted.scrubbed {
-        global.say(format!(
-            "note: the freed space of {} could not be overwritten yet (another process is reading the store); the records are deleted, and the next `trajwiki delete` overwrites it",
-            store.dir().display()
-        ));
+    match deleted.not_scrubbed {
+        None => Ok(()),
+        // Not ours to overwrite: said, not failed.
+        Some(why @ NotScrubbed::Postgres) => {
+            global.say(format!("note: {why}"));
+            Ok(())
+        }
+        Some(why) => {
+            let next = match why {
+                NotScrubbed::StorageFull => format!("free space on its disk, then {again}"),
+                NotScrubbed::Busy => format!("when the other process is done, {again}"),
+                _ => again,
+            };
+            Err(NotScrubbedError {
+                namespace: ns.to_string(),
+                store: shown,
+                why,
+                next,
+            }
+            .into())
+        }
     }
-    Ok(())
 }

@@ -163,7 +163,8 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
                     Some(Arc::new(cache) as Arc<dyn ResponseCache>),
                 );
                 let compiler = LlmCompiler::new(&client);
-                let report = compile_namespace(&mut store, ns, &compiler)?;
+                let report = compile_namespace(&mut store, ns, &compiler)
+                    .map_err(|e| stopped(e, &reports))?;
                 for (run, why) in compiler.fallbacks() {
                     global.say(format!(
                         "warning: run {} of {ns} compiled deterministically: {why}",
@@ -172,7 +173,8 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
                 }
                 report
             }
-            None => compile_namespace(&mut store, ns, &DeterministicCompiler)?,
+            None => compile_namespace(&mut store, ns, &DeterministicCompiler)
+                .map_err(|e| stopped(e, &reports))?,
         };
         reports.push(report);
         bar.inc(1);
@@ -207,6 +209,23 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// A failed compile, with the namespaces compiled whole before it (the failure itself says how
+/// many runs of its namespace were committed).
+fn stopped(e: TraceError, done: &[CompileReport]) -> anyhow::Error {
+    let e = anyhow::Error::from(e);
+    if done.is_empty() {
+        return e;
+    }
+    let names: Vec<String> = done
+        .iter()
+        .map(|r| format!("{} ({} runs)", r.namespace, r.runs))
+        .collect();
+    e.context(format!(
+        "trace compile stopped; compiled and committed before: {}",
+        names.join(", ")
+    ))
 }
 
 /// Trace errors a user can fix (unknown ids or namespaces, nothing compiled) exit with 2.

@@ -187,6 +187,39 @@ pub struct Deleted {
     /// Whether the freed space was overwritten, so that no file of the store holds the deleted
     /// text any more.
     pub scrubbed: bool,
+    /// Why it was not, when it was not (and the namespace existed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_scrubbed: Option<NotScrubbed>,
+}
+
+/// Why the space a delete freed still holds deleted bytes (see [`Store::scrub`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotScrubbed {
+    /// A PostgreSQL store: its own vacuum reuses the space, when it does; not trajwiki's to
+    /// promise.
+    Postgres,
+    /// Another process was reading the store, which holds the write-ahead log back.
+    Busy,
+    /// The disk is full: the database could not be rewritten without the freed pages.
+    StorageFull,
+    /// The rewrite failed otherwise: SQLite's message.
+    Failed(String),
+}
+
+impl std::fmt::Display for NotScrubbed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotScrubbed::Postgres => f.write_str(
+                "PostgreSQL keeps deleted rows' bytes until its own vacuum reuses their space",
+            ),
+            NotScrubbed::Busy => f.write_str("another process is reading the store"),
+            NotScrubbed::StorageFull => f.write_str(
+                "the disk holding the store is full (rewriting the database needs free space about its size)",
+            ),
+            NotScrubbed::Failed(e) => write!(f, "rewriting the database failed: {e}"),
+        }
+    }
 }
 
 /// How a store is opened.
@@ -466,33 +499,45 @@ impl Store {
         }
         tx.commit().ctx("committing a delete")?;
         vectors::remove_files(&files)?;
-        let scrubbed = existed && self.scrub();
+        let not_scrubbed = if existed { self.scrub().err() } else { None };
         Ok(Deleted {
             existed,
             messages,
             runs,
             embeddings: removed as u64,
             files: files.len(),
-            scrubbed,
+            scrubbed: existed && not_scrubbed.is_none(),
+            not_scrubbed,
         })
     }
 
     /// Overwrites what deletes freed: the log checkpointed into the database and truncated,
-    /// the database rewritten without its free pages, the log truncated again. Whether every
-    /// step completed.
-    fn scrub(&mut self) -> bool {
-        // PostgreSQL keeps deleted rows' bytes until its own vacuum reuses the space: not ours
-        // to promise.
+    /// the database rewritten without its free pages, the log truncated again, so that no file
+    /// of the store holds deleted bytes. [`Store::delete_namespace`] does this after each
+    /// delete; called again, it finishes one that could not (a full disk, another reader).
+    pub fn scrub(&mut self) -> std::result::Result<(), NotScrubbed> {
         let Some(conn) = self.conn.sqlite() else {
-            return false;
+            return Err(NotScrubbed::Postgres);
         };
-        let checkpoint = |conn: &Connection| -> bool {
-            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", (), |r| {
+        let why = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => NotScrubbed::StorageFull,
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                NotScrubbed::Busy
+            }
+            _ => NotScrubbed::Failed(e.to_string()),
+        };
+        let checkpoint = |conn: &Connection| -> std::result::Result<(), NotScrubbed> {
+            match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", (), |r| {
                 r.get::<_, i64>(0)
-            })
-            .is_ok_and(|busy| busy == 0)
+            }) {
+                Ok(0) => Ok(()),
+                Ok(_) => Err(NotScrubbed::Busy),
+                Err(e) => Err(why(e)),
+            }
         };
-        let done = checkpoint(conn) && conn.execute_batch("VACUUM").is_ok() && checkpoint(conn);
+        let done = checkpoint(conn)
+            .and_then(|()| conn.execute_batch("VACUUM").map_err(why))
+            .and_then(|()| checkpoint(conn));
         let _ = conn.pragma_update(None, "secure_delete", false);
         done
     }
