@@ -563,31 +563,33 @@ fn copy_store(from: &Path, to: &Path) {
     assert!(st.success());
 }
 
-/// A full disk is named as such: a delete that could not overwrite the freed space says the
-/// disk is full (never "another process is reading") and fails until `--scrub` has overwritten
-/// it; an HTTP append is 507 `storage_full`; `trace compile` says how many compilations it
-/// committed before the disk filled.
-#[test]
-fn a_full_disk_is_named() {
-    let Some(disk) = Tmpfs::mount("8m") else {
-        return;
-    };
-    let marker = "QXZMARKERZXQ";
-    let scratch = tempfile::tempdir().unwrap();
-    // The store as it was before each try, kept off the small disk.
-    let pristine = scratch.path().join("pristine");
+/// The demo conversation and a `secret` namespace (with `marker`), built, in `dir/pristine`: a
+/// store to copy onto a small disk before each try.
+fn pristine_store(dir: &Path, marker: &str) -> PathBuf {
+    let pristine = dir.join("pristine");
     ok(&["ingest", "--store", s(&pristine), s(&demo())]);
     ok(&[
         "ingest",
         "--store",
         s(&pristine),
-        s(&demo_as(scratch.path(), "secret", marker)),
+        s(&demo_as(dir, "secret", marker)),
     ]);
     build(&pristine, "secret");
-    let store = disk.path().join("store");
+    pristine
+}
 
-    // Delete, with less and less space left: the delete is refused whole, or done but its
-    // freed space not overwritten; either way the message names the full disk.
+/// A delete on a full disk names it: the delete is refused whole, or done with its freed space
+/// not overwritten, which it says (never "another process is reading") and fails until
+/// `delete --scrub` has overwritten it.
+#[test]
+fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let marker = "QXZMARKERZXQ";
+    let scratch = tempfile::tempdir().unwrap();
+    let pristine = pristine_store(scratch.path(), marker);
+    let store = disk.path().join("store");
     let mut unscrubbed = 0;
     for keep_kb in (100..=900).rev().step_by(50) {
         copy_store(&pristine, &store);
@@ -632,9 +634,17 @@ fn a_full_disk_is_named() {
         unscrubbed > 0,
         "no amount of free space left a delete done but not overwritten"
     );
+}
 
-    // An append over HTTP on a full disk: 507 storage_full, nothing stored.
-    copy_store(&pristine, &store);
+/// An append over HTTP on a full disk: 507 `storage_full`, nothing stored.
+#[test]
+fn an_append_on_a_full_disk_is_507_storage_full() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let store = disk.path().join("store");
+    copy_store(&pristine_store(scratch.path(), "unused"), &store);
     let server = common::serve_hashing(s(&store), &[]);
     let big = "word ".repeat(40_000);
     let body = serde_json::json!({"messages": [{"speaker": "Ann", "text": big, "timestamp": "2024-05-01T10:00:00"}], "build": false});
@@ -649,8 +659,17 @@ fn a_full_disk_is_named() {
     assert_eq!(report["error"]["code"], "storage_full", "{report}");
     drop(server);
     assert_eq!(stats(&store)["messages"].as_u64(), Some(24));
+}
 
-    // trace compile on a disk that fills part way: it says how many it committed.
+/// `trace compile` on a disk that fills part way says how many compilations it committed;
+/// compiling again does the rest.
+#[test]
+fn trace_compile_on_a_full_disk_says_what_it_committed() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let store = disk.path().join("store");
     let runs = scratch.path().join("runs.jsonl");
     let mut lines = String::new();
     for i in 0..36 {
