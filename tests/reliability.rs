@@ -698,3 +698,19 @@ fn trace_compile_on_a_full_disk_says_what_it_committed() {
     ok(&["trace", "compile", "--store", s(&store), "-q"]);
     assert_eq!(stats(&store)["compilations"].as_u64(), Some(36));
 }
+
+/// Opening a store on a disk with no room left names the full disk, not a "disk I/O error".
+#[test]
+fn opening_a_store_on_a_full_disk_names_it() {
+    let Some(disk) = Tmpfs::mount("4m") else {
+        return;
+    };
+    let store = disk.path().join("store");
+    ok(&["ingest", "--store", s(&store), s(&demo())]);
+    disk.fill_leaving(0);
+    let (code, _, err) = trajwiki(&["stats", "--store", s(&store)]);
+    disk.unfill();
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("disk holding the store is full"), "{err}");
+    ok(&["stats", "--store", s(&store)]);
+}

@@ -287,6 +287,21 @@ impl Store {
     }
 
     fn connect(dir: PathBuf, access: Access) -> Result<Store> {
+        let shown = dir.clone();
+        Self::connect_to(dir, access).map_err(|e| match e {
+            // SQLite sizes its shared-memory file as it opens a store, and says only "disk I/O
+            // error" when the disk has no room for it.
+            StoreError::Sqlite { context, source }
+                if source.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+                    && disk_is_full(&shown) =>
+            {
+                StoreError::StorageFull { context, source }
+            }
+            e => e,
+        })
+    }
+
+    fn connect_to(dir: PathBuf, access: Access) -> Result<Store> {
         let path = dir.join(DB_FILE);
         let meta = match std::fs::metadata(&path) {
             Ok(meta) if meta.is_file() => meta,
@@ -750,6 +765,20 @@ fn open_read_only(path: &Path) -> Result<Connection> {
             Connection::open_with_flags(uri("&immutable=1"), flags).ctx("opening the database")
         }
         _ => Ok(conn),
+    }
+}
+
+/// Whether the file system holding `dir` has (next to) no space left: less than SQLite needs
+/// to size a shared-memory file.
+fn disk_is_full(dir: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        rustix::fs::statvfs(dir).is_ok_and(|s| s.f_bavail.saturating_mul(s.f_frsize) < 64 * 1024)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        false
     }
 }
 
