@@ -38,8 +38,12 @@ def test_add_is_idempotent_by_ref_or_seq_and_continues_sessions(tmp_path: Path) 
     later = {"role": "Ann", "content": "Bergen again.", "timestamp": "2024-03-02T10:00:00"}
     assert m.add([{**later, "ref": "later"}], namespace="ann")["added"] == 1
     assert m.add([{**later, "ref": "later"}], namespace="ann")["unchanged"] == 1
-    assert m.add([{**later, "seq": 4}], namespace="ann")["added"] == 0
+    assert m.add([{**later, "seq": 9}], namespace="ann")["added"] == 1
+    assert m.add([{**later, "seq": 9}], namespace="ann")["unchanged"] == 1
+    # Without a ref or seq: a new message, after the last one (position 10).
     assert m.add([later], namespace="ann")["added"] == 1
+    with pytest.raises(InputError, match="field `ref` differs"):
+        m.add([{**later, "seq": 10, "ref": "other"}], namespace="ann")
     assert m.namespaces() == ["ann"]
 
 

@@ -246,7 +246,10 @@ impl Store {
                             report.problems.push(Problem {
                                 invariant: "claim quote occurs in a source",
                                 id,
-                                detail: format!("quote {quote:?} is in none of its sources"),
+                                detail: format!(
+                                    "quote {} is in none of its sources",
+                                    serde_json::Value::from(quote.as_str())
+                                ),
                             });
                         }
                     }
@@ -280,7 +283,12 @@ impl Store {
                             .iter()
                             .zip(&replayed)
                             .find(|(a, b)| a != b)
-                            .map(|(a, b)| format!("stored {a:?}, replayed {b:?}"))
+                            .map(|(a, b)| {
+                                format!(
+                                    "stored claim {} {}, replayed claim {} {}",
+                                    a.0, a.1, b.0, b.1
+                                )
+                            })
                             .unwrap_or_else(|| {
                                 format!(
                                     "{} stored states, {} replayed",
@@ -442,7 +450,9 @@ fn collect_pairs(c: &Db, sql: &str) -> Result<Vec<(String, String)>> {
             let b = match b {
                 rusqlite::types::Value::Integer(i) => i.to_string(),
                 rusqlite::types::Value::Text(t) => t,
-                other => format!("{other:?}"),
+                rusqlite::types::Value::Null => "null".into(),
+                rusqlite::types::Value::Real(x) => x.to_string(),
+                rusqlite::types::Value::Blob(b) => format!("a blob of {} bytes", b.len()),
             };
             Ok((row.get::<String>(0)?, b))
         })

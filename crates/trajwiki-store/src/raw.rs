@@ -169,7 +169,17 @@ fn message_conflict(
 ) -> StoreError {
     let mut skip = vec!["id"];
     skip.extend_from_slice(ignored);
-    Differences::of(existing, incoming, &skip).conflict(
+    // Fields by the names the input formats give them.
+    let json = |m: &SourceMessage| {
+        let mut v = serde_json::to_value(m).unwrap_or_default();
+        if let Some(obj) = v.as_object_mut() {
+            if let Some(r) = obj.remove("external_ref") {
+                obj.insert("ref".into(), r);
+            }
+        }
+        v
+    };
+    Differences::of_values(&json(existing), &json(incoming), &skip).conflict(
         kind,
         id,
         Some((describe_message(existing), describe_message(incoming))),
