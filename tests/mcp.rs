@@ -503,13 +503,25 @@ fn stdio_answers_lines_that_are_not_json_with_parse_errors() {
     input.extend_from_slice(format!("{init}\n").as_bytes());
     stdin.write_all(&input).unwrap();
     stdin.flush().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Read on a thread of its own, so that a line never answered fails the test, not hangs it.
+    let stdout = child.stdout.take().unwrap();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if sender.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
     let mut answers = Vec::new();
-    for _ in 0..3 {
-        let line = lines.next().expect("an answer line").unwrap();
+    for i in 0..3 {
+        let line = received
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no answer {i} after {answers:?}"));
         answers.push(serde_json::from_str::<Value>(&line).unwrap());
     }
     drop(stdin);
+    let _ = child.kill();
     let _ = child.wait();
     for (i, reason) in [(0, "not JSON"), (1, "not UTF-8")] {
         let a = &answers[i];

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{http as call, s, trajwiki, Served};
+use common::{http as call, s, Served};
 use serde_json::{json, Value};
 
 /// An answer read off the wire.
@@ -85,6 +85,45 @@ fn serve(store: &Path, extra: &[&str]) -> Served {
     common::serve_hashing(s(store), extra)
 }
 
+/// Runs `trajwiki serve` on `store` with `args`, which must be refused before it listens:
+/// (exit code, stderr). A server that starts instead is stopped, and the test fails.
+fn refused(store: &Path, args: &[&str]) -> (i32, String) {
+    let mut child = common::bin()
+        .args([
+            "serve",
+            "--store",
+            s(store),
+            "--port",
+            "0",
+            "--model",
+            "hashing",
+        ])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code().unwrap_or(-1), err);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve {args:?} was not refused: it is serving");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The namespaces a server lists.
 fn namespaces(server: &Served) -> Vec<String> {
     let (status, list) = call(&format!("{}/v1/namespaces", server.url), None, None);
@@ -101,7 +140,7 @@ fn namespaces(server: &Served) -> Vec<String> {
 fn a_rebound_name_is_refused_on_every_route() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::demo_store(dir.path());
-    let server = serve(&store, &["--allowed-host", "memory.example.com"]);
+    let server = serve(&store, &[]);
     let evil = [("Host", "evil.example.com")];
     let search = br#"{"question": "Which class did Maya sign up for?"}"#;
     for (method, path, body) in [
@@ -137,15 +176,9 @@ fn a_rebound_name_is_refused_on_every_route() {
     .failed(403, "forbidden_host");
     assert_eq!(namespaces(&server), ["demo"], "nothing was deleted");
 
-    // Our own names, with or without the port, and the --allowed-host name.
+    // Our own names, with or without the port.
     let own = format!("localhost:{port}");
-    for host in [
-        own.as_str(),
-        "localhost",
-        "127.0.0.1",
-        "[::1]",
-        "memory.example.com",
-    ] {
+    for host in [own.as_str(), "localhost", "127.0.0.1", "[::1]"] {
         let answer = raw(&server, "GET", "/v1/namespaces", &[("Host", host)], b"");
         assert_eq!(answer.status, 200, "{host}: {answer:?}");
     }
@@ -182,23 +215,35 @@ fn a_rebound_name_is_refused_on_every_route() {
         search,
     );
     assert_eq!(answer.status, 200, "{answer:?}");
+    drop(server);
+
+    // A name the operator gives is answered to, with any port or the one given.
+    let server = serve(
+        &store,
+        &[
+            "--allowed-host",
+            "memory.example.com",
+            "--allowed-host",
+            "app.example.com:3000",
+        ],
+    );
+    for (host, status) in [
+        ("memory.example.com", 200),
+        ("MEMORY.example.com:8700", 200),
+        ("app.example.com:3000", 200),
+        ("app.example.com:3001", 403),
+        ("evil.example.com", 403),
+    ] {
+        let answer = raw(&server, "GET", "/v1/namespaces", &[("Host", host)], b"");
+        assert_eq!(answer.status, status, "{host}: {answer:?}");
+    }
 
     // `*` turns the check off, so it needs a token; a bad entry is refused before listening.
     for (extra, needle) in [
         (vec!["--allowed-host", "*"], "--token"),
         (vec!["--allowed-host", "a b"], "--allowed-host"),
     ] {
-        let mut args = vec![
-            "serve",
-            "--store",
-            s(&store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-        ];
-        args.extend(extra);
-        let (code, _, err) = trajwiki(&args);
+        let (code, err) = refused(&store, &extra);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains(needle), "{err}");
     }
@@ -343,17 +388,7 @@ fn slow_clients_are_cut_off_and_health_answers_again() {
         ["--max-connections", "0"],
     ] {
         let flag = format!("{}={}", bad[0], bad[1]);
-        let args = [
-            "serve",
-            "--store",
-            s(&store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-            &flag,
-        ];
-        let (code, _, err) = trajwiki(&args);
+        let (code, err) = refused(&store, &[&flag]);
         assert_eq!(code, 2, "{bad:?}: {err}");
         assert!(err.contains(bad[0]), "{err}");
     }
@@ -422,17 +457,7 @@ fn tokens_are_strong_off_loopback_and_errors_name_no_path() {
         ),
         (vec!["--token", " "], "whitespace"),
     ] {
-        let mut all = vec![
-            "serve",
-            "--store",
-            s(&store),
-            "--port",
-            "0",
-            "--model",
-            "hashing",
-        ];
-        all.extend(args.iter().copied());
-        let (code, _, err) = trajwiki(&all);
+        let (code, err) = refused(&store, &args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }

@@ -31,7 +31,10 @@
 //! | `GET /v1/namespaces/{ns}/runs/{id}` | a run with every step, its compilation and insights |
 //! | `GET /v1/namespaces/{ns}/runs/grep?pattern=P&limit=N` | exact search of every run's task, actions and observations |
 //!
-//! With a token, `/v1/` routes need `Authorization: Bearer <token>`; request bodies are bounded.
+//! `GET /` redirects to the viewer (`/view`). With a token, `/v1/` routes need
+//! `Authorization: Bearer <token>`; request bodies are bounded. Every route is behind the
+//! perimeter (`src/server/perimeter.rs`): the `Host` (and `Origin`) must name this server, a POST needs
+//! `Content-Type: application/json`, and requests and connections have deadlines.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -399,7 +402,7 @@ impl IntoResponse for Failure {
 }
 
 /// The routes over `config`'s store, behind the perimeter (Host and Origin checks, JSON-only
-/// bodies, deadlines; see [`perimeter`]). Fails when the store cannot be opened.
+/// bodies, deadlines; see `src/server/perimeter.rs`). Fails when the store cannot be opened.
 pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
     let max_body_bytes = config.max_body_bytes;
     let limits = config.limits;
@@ -1269,7 +1272,8 @@ pub fn openapi_document() -> Value {
                 "type": "object", "properties": {"error": {"type": "object", "properties": {
                     "code": {"type": "string", "enum": ["bad_request", "bad_id", "not_found", "unknown_namespace",
                         "not_built", "no_runs", "not_compiled", "model_mismatch", "stale", "too_large",
-                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal"]},
+                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal",
+                        "busy", "method_not_allowed", "forbidden_host", "forbidden_origin", "timeout"]},
                     "message": {"type": "string"}}}}}}}}}
         },
         "security": [{"bearer": []}],
