@@ -71,7 +71,8 @@ pub(crate) struct McpArgs {
     /// Store: a directory, or a PostgreSQL URL (postgres://user@host/db).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
-    /// The namespace a tool call without one works in (else the store's only namespace).
+    /// Serve this namespace alone: a tool call without one works in it, a call naming another
+    /// finds nothing (without it: every namespace, a call without one in the store's only one).
     #[arg(long)]
     namespace: Option<String>,
     /// Offer the tool `add_messages`, which appends to the memory and builds.

@@ -263,6 +263,23 @@ fn build_config(store: &Store, ns: &Namespace) -> Result<trajwiki_memory::Memory
 /// A loaded index and the state of its namespace it was loaded at.
 type Kept = AtState<LoadedIndex>;
 
+#[cfg(test)]
+mod tests {
+    use super::without_name;
+
+    #[test]
+    fn the_store_location_is_taken_out_of_messages() {
+        let cut = without_name("cannot use vector file /srv/st/vectors/a.f16", "/srv/st");
+        assert_eq!(cut, "cannot use vector file <store>/vectors/a.f16");
+        assert_eq!(without_name("in /srv/st.", "/srv/st"), "in <store>.");
+        assert_eq!(without_name("in /srv/st.db", "/srv/st"), "in /srv/st.db");
+        assert_eq!(without_name("at /srv/st2/x", "/srv/st"), "at /srv/st2/x");
+        // A bare name is cut only as a path: the word stays.
+        let cut = without_name("the store holds store/vectors/a.f16", "store");
+        assert_eq!(cut, "the store holds <store>/vectors/a.f16");
+    }
+}
+
 /// The forms in which the store at `location` may appear in an error's text: as given, absolute
 /// and with links resolved; longest first.
 fn store_names(location: &std::path::Path) -> Vec<String> {
@@ -280,17 +297,26 @@ fn store_names(location: &std::path::Path) -> Vec<String> {
 }
 
 /// `text` with every occurrence of `name` that stands as a path of its own (not inside a longer
-/// word or file name; a path below it counts) replaced by `<store>`.
+/// word or file name; a path below it counts) replaced by `<store>`. A bare name (`--store
+/// store`, no separator in it) is a path only with a path below it: the word alone is left.
 fn without_name(text: &str, name: &str) -> String {
+    let bare = !name.contains(std::path::MAIN_SEPARATOR);
     let part_of_name = |c: char| c.is_alphanumeric() || "_-.~".contains(c);
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(name) {
         let before = rest[..at].chars().next_back();
-        let after = rest[at + name.len()..].chars().next();
+        let mut next = rest[at + name.len()..].chars();
+        let after = next.next();
+        // A full stop ends a sentence unless a name goes on after it (`st.db`).
+        let after_is_name = match after {
+            Some('.') => next.next().is_some_and(char::is_alphanumeric),
+            other => other.is_some_and(part_of_name),
+        };
         let (head, tail) = rest.split_at(at);
         out.push_str(head);
-        if before.is_some_and(part_of_name) || after.is_some_and(part_of_name) {
+        let below = after == Some(std::path::MAIN_SEPARATOR);
+        if before.is_some_and(part_of_name) || after_is_name || (bare && !below) {
             out.push_str(name);
         } else {
             out.push_str("<store>");
