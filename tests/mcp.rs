@@ -113,7 +113,11 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
     names.sort();
     assert_eq!(names, READ_TOOLS, "no add_messages without --allow-write");
 
+    // Scoped to demo: the other namespace is not listed.
     let listed = text(&client, "list_namespaces", json!({})).await;
+    assert_eq!(listed, "demo: 12 messages, 0 runs");
+    let everything = connect(&store, &[]).await;
+    let listed = text(&everything, "list_namespaces", json!({})).await;
     assert!(listed.contains("demo: 12 messages, 0 runs"), "{listed}");
     assert!(listed.contains("kitchen: 0 messages, 3 runs"), "{listed}");
 
@@ -194,14 +198,14 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
     // The run memory: first context → insight → its run's cited steps; grep → run.
     let kitchen = json!("kitchen");
     let ctx = text(
-        &client,
+        &everything,
         "first_context",
         json!({"task": "heat some egg and put it in the bin.", "namespace": kitchen}),
     )
     .await;
     let insight = first_id(&ctx, "ins_");
     let opened = text(
-        &client,
+        &everything,
         "open_insight",
         json!({"id": insight, "namespace": kitchen}),
     )
@@ -212,7 +216,7 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
     );
     assert!(opened.contains("cited steps:\n[step "), "{opened}");
     let hits = text(
-        &client,
+        &everything,
         "grep_runs",
         json!({"pattern": "microwave", "limit": 2, "namespace": kitchen}),
     )
@@ -220,7 +224,7 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
     assert_eq!(hits.lines().count(), 2, "{hits}");
     let run = first_id(&hits, "run_");
     let opened = text(
-        &client,
+        &everything,
         "open_run",
         json!({"id": run, "namespace": kitchen}),
     )
@@ -249,10 +253,11 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
             json!({"id": trajectory, "as_of": "soon"}),
             "bad_request",
         ),
+        // Outside the scope: not found, as a namespace that does not exist.
         (
             "grep_runs",
-            json!({"pattern": "", "namespace": kitchen}),
-            "bad_request",
+            json!({"pattern": "microwave", "namespace": kitchen}),
+            "unknown_namespace",
         ),
     ];
     for (tool, args, code) in cases {
@@ -263,7 +268,15 @@ async fn an_agent_follows_the_tools_down_to_the_evidence() {
             "{tool} {args}: {said}"
         );
     }
+    let (said, failed) = call(
+        &everything,
+        "grep_runs",
+        json!({"pattern": "", "namespace": kitchen}),
+    )
+    .await;
+    assert!(failed && said.starts_with("error bad_request: "), "{said}");
     client.cancel().await.unwrap();
+    everything.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -400,4 +413,127 @@ fn serve_offers_the_tools_over_streamable_http() {
     let said = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(said.lines().count(), 3, "{said}");
     assert!(said.lines().all(|l| l.starts_with("run_")), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_scopes_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let client = connect(&store, &["--namespace", "demo", "--allow-write"]).await;
+    let listed = text(&client, "list_namespaces", json!({})).await;
+    assert!(
+        listed.starts_with("demo:") && !listed.contains("kitchen"),
+        "{listed}"
+    );
+    // Another namespace, existing or not, is not found, and nothing is written to it.
+    let message = json!({"session": 9, "speaker": "Eve", "text": "Planted by another tenant.",
+        "timestamp": "2024-05-01T09:00:00", "ref": "X1:1"});
+    for (tool, args) in [
+        (
+            "add_messages",
+            json!({"namespace": "other", "messages": [message]}),
+        ),
+        (
+            "add_messages",
+            json!({"namespace": "kitchen", "messages": [message]}),
+        ),
+        (
+            "grep_runs",
+            json!({"namespace": "kitchen", "pattern": "microwave"}),
+        ),
+        (
+            "search_memory",
+            json!({"namespace": "kitchen", "question": "x"}),
+        ),
+    ] {
+        let (said, failed) = call(&client, tool, args.clone()).await;
+        assert!(
+            failed && said.starts_with("error unknown_namespace: "),
+            "{tool} {args}: {said}"
+        );
+    }
+    // Its own namespace, named or not, works.
+    let found = text(
+        &client,
+        "search_memory",
+        json!({"namespace": "demo", "question": "Which class did Maya sign up for?"}),
+    )
+    .await;
+    assert!(found.contains("pottery"), "{found}");
+    client.cancel().await.unwrap();
+    let stats: Value =
+        serde_json::from_str(&ok(&["stats", "--store", s(&store), "--json"])).unwrap();
+    assert_eq!(stats["messages"], 12, "{stats}");
+
+    // The same scope for serve's /mcp.
+    let server = common::serve_hashing(s(&store), &["--mcp-namespace", "demo"]);
+    let url = format!("{}/mcp", server.url);
+    let (status, answer) = rpc(
+        &url,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "grep_runs", "arguments": {"pattern": "microwave", "namespace": "kitchen"}}}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let said = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(said.starts_with("error unknown_namespace: "), "{said}");
+}
+
+#[test]
+fn stdio_answers_lines_that_are_not_json_with_parse_errors() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let mut child = common::bin()
+        .args(["mcp", "--store", s(&store), "--model", "hashing"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    let mut input = Vec::new();
+    input.extend_from_slice(b"{not json\n");
+    input.extend_from_slice(b"\xff\xfe{\"jsonrpc\": \"2.0\"}\n");
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(format!("{init}\n").as_bytes());
+    stdin.write_all(&input).unwrap();
+    stdin.flush().unwrap();
+    // Read on a thread of its own, so that a line never answered fails the test, not hangs it.
+    let stdout = child.stdout.take().unwrap();
+    let (sender, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if sender.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answers = Vec::new();
+    for i in 0..3 {
+        let line = received
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no answer {i} after {answers:?}"));
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    for (i, reason) in [(0, "not JSON"), (1, "not UTF-8")] {
+        let a = &answers[i];
+        assert_eq!(a["jsonrpc"], "2.0", "{a}");
+        assert_eq!(a["id"], Value::Null, "{a}");
+        assert_eq!(a["error"]["code"], -32700, "{a}");
+        assert!(
+            a["error"]["message"].as_str().unwrap().contains(reason),
+            "{a}"
+        );
+    }
+    // The service goes on: the next request is answered.
+    assert_eq!(answers[2]["id"], 1, "{}", answers[2]);
+    assert_eq!(answers[2]["result"]["serverInfo"]["name"], "trajwiki");
 }

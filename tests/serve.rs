@@ -207,7 +207,7 @@ fn serves_the_memory_as_json() {
     // still writing it may see the connection close; this one reads the answer first).
     let response = raw_request(
         &server,
-        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n{\"question\": \"",
+        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n{\"question\": \"",
     );
     assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     assert!(response.contains("too_large"), "{response}");
@@ -995,11 +995,17 @@ fn a_build_runs_as_a_job_with_progress_and_gives_the_cli_build() {
         (&json!("done"), &json!(0)),
         "{again}"
     );
-    let (status, nobody) = call(
-        &format!("{}/v1/namespaces/nobody/build", server.url),
-        Some(""),
-        None,
+    // A JSON object is needed, `{}` for the defaults: an empty body starts nothing.
+    failed(
+        call(
+            &format!("{}/v1/namespaces/nobody/build", server.url),
+            Some(""),
+            None,
+        ),
+        400,
+        "bad_request",
     );
+    let (status, nobody) = post(&server, "/v1/namespaces/nobody/build", &json!({}));
     assert_eq!(status, 202, "{nobody}");
     let nobody = wait(nobody["job"].as_str().unwrap());
     assert_eq!(nobody["status"], "failed", "{nobody}");
@@ -1011,7 +1017,7 @@ fn a_build_runs_as_a_job_with_progress_and_gives_the_cli_build() {
             "/v1/namespaces/demo/build",
             &json!({"rebuld": true}),
         ),
-        400,
+        422,
         "bad_request",
     );
 }

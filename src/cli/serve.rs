@@ -4,8 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use trajwiki::server::{McpOptions, ServerConfig};
+use trajwiki::server::{AllowedHosts, Limits, McpOptions, ServerConfig};
 use trajwiki_core::Namespace;
 use trajwiki_store::Store;
 
@@ -40,6 +41,26 @@ pub(crate) struct ServeArgs {
     /// Offer the MCP tool `add_messages` at /mcp (the JSON API appends regardless).
     #[arg(long)]
     mcp_allow_write: bool,
+    /// Scope the MCP tools at /mcp to this namespace: calls naming another find nothing.
+    #[arg(long)]
+    mcp_namespace: Option<String>,
+    /// A host name (optionally host:port) requests may carry in `Host` and `Origin`, beside
+    /// localhost and the bound address; repeatable. `*` allows every host (only with --token).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    allowed_hosts: Vec<String>,
+    /// Seconds a connection has to send a request's headers (idle kept-alive connections are
+    /// closed after as long).
+    #[arg(long, default_value_t = 10.0)]
+    header_timeout_secs: f64,
+    /// Seconds a request has, after its headers, for its body and its answer (503 after).
+    #[arg(long, default_value_t = 60.0)]
+    request_timeout_secs: f64,
+    /// Seconds `POST …/ask` has (an answer may take several language model calls).
+    #[arg(long, default_value_t = 600.0)]
+    ask_timeout_secs: f64,
+    /// The most connections served at once; more wait to be accepted.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
     /// The language model `POST …/ask` answers with (an OpenAI-compatible server).
     #[command(flatten)]
     llm: LlmArgs,
@@ -50,7 +71,8 @@ pub(crate) struct McpArgs {
     /// Store: a directory, or a PostgreSQL URL (postgres://user@host/db).
     #[arg(long, env = "TRAJWIKI_STORE", default_value = "trajwiki-store")]
     store: PathBuf,
-    /// The namespace a tool call without one works in (else the store's only namespace).
+    /// Serve this namespace alone: a tool call without one works in it, a call naming another
+    /// finds nothing (without it: every namespace, a call without one in the store's only one).
     #[arg(long)]
     namespace: Option<String>,
     /// Offer the tool `add_messages`, which appends to the memory and builds.
@@ -87,6 +109,9 @@ pub(crate) fn mcp(args: &McpArgs, global: Global) -> anyhow::Result<()> {
             allow_write: args.allow_write,
         },
         llm: None,
+        // Not over HTTP: no host is ever checked, no connection timed.
+        allowed_hosts: AllowedHosts::new(IpAddr::from([127, 0, 0, 1]), &[])?,
+        limits: Limits::default(),
     })?;
     Ok(())
 }
@@ -98,16 +123,41 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
             args.host
         ))
     })?;
-    let token = args.token.clone().filter(|t| !t.is_empty());
-    if args.token.is_some() && token.is_none() {
-        return Err(UsageError("--token: the token is empty".into()).into());
-    }
+    let token = args
+        .token
+        .as_deref()
+        .map(|t| checked_token(t, ip))
+        .transpose()?;
     if !ip.is_loopback() && token.is_none() {
         return Err(UsageError(format!(
             "--host {ip} is reachable from other machines: give --token (or TRAJWIKI_TOKEN) so that only those who hold it are served"
         ))
         .into());
     }
+    let allowed_hosts =
+        AllowedHosts::new(ip, &args.allowed_hosts).map_err(|e| UsageError(e.to_string()))?;
+    if allowed_hosts.allows_any() && token.is_none() {
+        return Err(UsageError(
+            "--allowed-host '*' turns off the Host check against DNS rebinding: give --token too, so that a web page cannot use the server"
+                .into(),
+        )
+        .into());
+    }
+    let limits = Limits {
+        header_timeout: seconds("--header-timeout-secs", args.header_timeout_secs)?,
+        request_timeout: seconds("--request-timeout-secs", args.request_timeout_secs)?,
+        ask_timeout: seconds("--ask-timeout-secs", args.ask_timeout_secs)?,
+        max_connections: args.max_connections,
+    };
+    if limits.max_connections == 0 {
+        return Err(UsageError("--max-connections: must be at least 1".into()).into());
+    }
+    let mcp_namespace = args
+        .mcp_namespace
+        .as_deref()
+        .map(Namespace::new)
+        .transpose()
+        .map_err(|e| UsageError(format!("--mcp-namespace: {e}")))?;
     let llm = args.llm.config()?;
     // The store is checked (and brought to the current schema) before the model is loaded.
     drop(Store::open_existing(&args.store)?);
@@ -121,10 +171,12 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         index_cache_bytes: args.index_cache_bytes,
         mcp: McpOptions {
-            namespace: None,
+            namespace: mcp_namespace,
             allow_write: args.mcp_allow_write,
         },
         llm,
+        allowed_hosts,
+        limits,
     })?;
     let addr = SocketAddr::new(ip, args.port);
     let listener = std::net::TcpListener::bind(addr)
@@ -135,6 +187,43 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
         "trajwiki serving {} on http://{bound}",
         args.store.display()
     );
-    trajwiki::server::serve(listener, router)?;
+    trajwiki::server::serve(listener, router, limits)?;
     Ok(())
+}
+
+/// The shortest token a server reachable from other machines takes.
+const MIN_REMOTE_TOKEN: usize = 16;
+
+/// `token` when it can guard a server bound to `ip`: not empty, no whitespace (a header's
+/// surrounding spaces are not kept, so such a token could never match), and on an address
+/// other machines reach at least [`MIN_REMOTE_TOKEN`] characters.
+fn checked_token(token: &str, ip: IpAddr) -> Result<String, UsageError> {
+    if token.is_empty() {
+        return Err(UsageError("--token: the token is empty".into()));
+    }
+    if token.chars().any(char::is_whitespace) {
+        return Err(UsageError(
+            "--token: the token holds whitespace; give one without (such as 32 random hex digits)"
+                .into(),
+        ));
+    }
+    let length = token.chars().count();
+    if !ip.is_loopback() && length < MIN_REMOTE_TOKEN {
+        return Err(UsageError(format!(
+            "--token: {length} characters is too short for --host {ip}, which other machines reach; give at least {MIN_REMOTE_TOKEN} (such as `openssl rand -hex 16`)"
+        )));
+    }
+    Ok(token.to_string())
+}
+
+/// A duration flag: a positive, finite number of seconds.
+fn seconds(flag: &str, value: f64) -> Result<Duration, UsageError> {
+    Duration::try_from_secs_f64(value)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            UsageError(format!(
+                "{flag} {value}: expected a positive number of seconds"
+            ))
+        })
 }

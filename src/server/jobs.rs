@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::Deserialize;
@@ -18,7 +19,7 @@ use serde_json::{json, Value};
 use trajwiki_core::Namespace;
 use trajwiki_store::Store;
 
-use super::{build_config, lock, namespace, AppState, Failure};
+use super::{build_config, lock, namespace, AppState, Failure, Segments};
 use crate::api::ApiError;
 use crate::pipeline::{build_namespace_kept, prefill_messages, BuildOptions};
 
@@ -96,7 +97,7 @@ impl Job {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BuildRequest {
     #[serde(default)]
@@ -108,16 +109,12 @@ pub(super) struct BuildRequest {
 /// `POST /v1/namespaces/{ns}/build`.
 pub(super) async fn start_build(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
-    body: axum::body::Bytes,
+    Segments(ns): Segments<String>,
+    body: Result<Json<BuildRequest>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), Failure> {
-    // The body is optional: none builds with the defaults.
-    let req: BuildRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        BuildRequest::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| Failure::bad_request(format!("the request body: {e}")))?
-    };
+    // A JSON object is required (`{}` for the defaults), as on every route that writes: a
+    // page of another site cannot send one without a CORS preflight.
+    let Json(req) = body.map_err(super::rejected)?;
     let ns = namespace(&ns)?;
     let job = {
         let mut jobs = lock(&state.jobs);
@@ -153,7 +150,10 @@ pub(super) async fn start_build(
             let ms = job.started.elapsed().as_millis();
             job.set(match outcome {
                 Ok(report) => JobState::Done { report, ms },
-                Err(error) => JobState::Failed { error, ms },
+                Err(error) => JobState::Failed {
+                    error: worker.public(error),
+                    ms,
+                },
             });
             let mut jobs = lock(&worker.jobs);
             jobs.finished.push_back(job.id.clone());
@@ -218,7 +218,7 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
 /// `GET /v1/jobs/{id}`.
 pub(super) async fn job(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Segments(id): Segments<String>,
 ) -> Result<Json<Value>, Failure> {
     let job = lock(&state.jobs).by_id.get(&id).cloned();
     match job {

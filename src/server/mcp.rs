@@ -4,8 +4,9 @@
 //! insights → compilations → runs → steps), over the same state as the JSON API: the same
 //! kept indexes, the same one writer per namespace.
 //!
-//! A tool's `namespace` may be left out when the server was started with one, or when the store
-//! holds a single namespace. Failures come back as tool errors (`isError`) with the JSON API's
+//! A server started with a namespace serves that one alone (a call naming another finds
+//! nothing); a tool's `namespace` may be left out then, or when the store holds a single
+//! namespace. Failures come back as tool errors (`isError`) with the JSON API's
 //! stable code, so that the agent reads them; stored text is escaped as the CLI prints it.
 
 use std::fmt::Write as _;
@@ -29,7 +30,8 @@ use crate::trace::TraceError;
 /// How the tools are offered.
 #[derive(Debug, Clone, Default)]
 pub struct McpOptions {
-    /// The namespace a tool call without one works in.
+    /// The one namespace served: a call without one works in it, a call naming another finds
+    /// nothing. `None`: every namespace of the store.
     pub namespace: Option<Namespace>,
     /// Whether `add_messages` is offered.
     pub allow_write: bool,
@@ -164,16 +166,22 @@ impl MemoryTools {
     }
 }
 
-/// The namespace a call works in: the one it names, else the server's, else the store's only one.
+/// The namespace a call works in: the one it names, else the server's, else the store's only
+/// one. A server started with a namespace is scoped to it: another is not found, as a
+/// namespace without messages is not.
 fn resolve(
     store: &Store,
     named: Option<String>,
-    default: Option<Namespace>,
+    scope: Option<Namespace>,
 ) -> Result<Namespace, Failure> {
     if let Some(name) = named.filter(|n| !n.is_empty()) {
-        return super::namespace(&name);
+        let ns = super::namespace(&name)?;
+        return match scope {
+            Some(scope) if scope != ns => Err(super::unknown_namespace(&ns)),
+            _ => Ok(ns),
+        };
     }
-    if let Some(ns) = default {
+    if let Some(ns) = scope {
         return Ok(ns);
     }
     let all = store.namespaces().map_err(Failure::from_store)?;
@@ -205,10 +213,14 @@ impl MemoryTools {
         description = "List the namespaces of the store (one per user or agent memory) with their message and run counts."
     )]
     async fn list_namespaces(&self) -> Result<String, String> {
+        let scope = self.options.namespace.clone();
         self.state
-            .with_store(|_, store| {
+            .with_store(move |_, store| {
                 let mut out = String::new();
-                for (ns, messages, runs) in super::listed(store)? {
+                let listed = super::listed(store)?
+                    .into_iter()
+                    .filter(|(ns, _, _)| scope.as_ref().is_none_or(|scope| scope == ns));
+                for (ns, messages, runs) in listed {
                     put!(out, "{ns}: {messages} messages, {runs} runs");
                 }
                 if out.is_empty() {
@@ -530,10 +542,7 @@ impl ServerHandler for MemoryTools {
              first_context for a new task, then open_insight, open_run and grep_runs.",
         );
         if let Some(ns) = &self.options.namespace {
-            let _ = write!(
-                instructions,
-                " Namespace: {ns} unless a call names another."
-            );
+            let _ = write!(instructions, " Namespace: {ns}, the only one served.");
         }
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("trajwiki", env!("CARGO_PKG_VERSION")))

@@ -31,10 +31,12 @@
 //! | `GET /v1/namespaces/{ns}/runs/{id}` | a run with every step, its compilation and insights |
 //! | `GET /v1/namespaces/{ns}/runs/grep?pattern=P&limit=N` | exact search of every run's task, actions and observations |
 //!
-//! With a token, `/v1/` routes need `Authorization: Bearer <token>`; request bodies are bounded.
+//! `GET /` redirects to the viewer (`/view`). With a token, `/v1/` routes need
+//! `Authorization: Bearer <token>`; request bodies are bounded. Every route is behind the
+//! perimeter (`src/server/perimeter.rs`): the `Host` (and `Origin`) must name this server, a POST needs
+//! `Content-Type: application/json`, and requests and connections have deadlines.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -61,9 +63,12 @@ use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineErro
 use crate::trace::TraceError;
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
+pub use perimeter::{serve, AllowedHostError, AllowedHosts, Limits};
 
 mod jobs;
 mod mcp;
+mod perimeter;
+mod stdio;
 
 /// What a server is started with.
 pub struct ServerConfig {
@@ -84,6 +89,10 @@ pub struct ServerConfig {
     /// The language model `POST …/ask` answers with; without one it answers with the evidence
     /// alone (status `no_answer_model`).
     pub llm: Option<trajwiki_llm::LlmConfig>,
+    /// The `Host` names requests must carry (against DNS rebinding).
+    pub allowed_hosts: AllowedHosts,
+    /// The deadlines of requests and the most connections served at once.
+    pub limits: Limits,
 }
 
 /// The state the handlers share.
@@ -105,6 +114,9 @@ struct AppState {
     /// Build jobs, by id: the running ones and the last finished ones.
     jobs: Mutex<jobs::Jobs>,
     llm: Option<trajwiki_llm::LlmConfig>,
+    /// The store's location as it may appear in an error's text (as given, and absolute),
+    /// longest first: taken out of every message a client sees.
+    store_names: Vec<String>,
 }
 
 /// At most this many idle connections are kept.
@@ -132,6 +144,16 @@ impl AppState {
         })
         .await
         .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
+        .map_err(|f| self.public(f))
+    }
+
+    /// `failure` as a client may see it: the store's location (a directory of the server's
+    /// machine, or a database URL) taken out of its message.
+    fn public(&self, mut failure: Failure) -> Failure {
+        for name in &self.store_names {
+            failure.message = without_name(&failure.message, name);
+        }
+        failure
     }
 
     /// The index of `ns`, from the cache while the namespace's [`IndexState`](trajwiki_store::IndexState) is the one it was
@@ -254,6 +276,70 @@ fn build_config(store: &Store, ns: &Namespace) -> Result<trajwiki_memory::Memory
 /// A loaded index and the state of its namespace it was loaded at.
 type Kept = AtState<LoadedIndex>;
 
+#[cfg(test)]
+mod tests {
+    use super::without_name;
+
+    #[test]
+    fn the_store_location_is_taken_out_of_messages() {
+        let cut = without_name("cannot use vector file /srv/st/vectors/a.f16", "/srv/st");
+        assert_eq!(cut, "cannot use vector file <store>/vectors/a.f16");
+        assert_eq!(without_name("in /srv/st.", "/srv/st"), "in <store>.");
+        assert_eq!(without_name("in /srv/st.db", "/srv/st"), "in /srv/st.db");
+        assert_eq!(without_name("at /srv/st2/x", "/srv/st"), "at /srv/st2/x");
+        // A bare name is cut only as a path: the word stays.
+        let cut = without_name("the store holds store/vectors/a.f16", "store");
+        assert_eq!(cut, "the store holds <store>/vectors/a.f16");
+    }
+}
+
+/// The forms in which the store at `location` may appear in an error's text: as given, absolute
+/// and with links resolved; longest first.
+fn store_names(location: &std::path::Path) -> Vec<String> {
+    let mut names = vec![location.display().to_string()];
+    if let Ok(absolute) = std::path::absolute(location) {
+        names.push(absolute.display().to_string());
+    }
+    if let Ok(resolved) = std::fs::canonicalize(location) {
+        names.push(resolved.display().to_string());
+    }
+    names.retain(|n| !n.is_empty());
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    names.dedup();
+    names
+}
+
+/// `text` with every occurrence of `name` that stands as a path of its own (not inside a longer
+/// word or file name; a path below it counts) replaced by `<store>`. A bare name (`--store
+/// store`, no separator in it) is a path only with a path below it: the word alone is left.
+fn without_name(text: &str, name: &str) -> String {
+    let bare = !name.contains(std::path::MAIN_SEPARATOR);
+    let part_of_name = |c: char| c.is_alphanumeric() || "_-.~".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(name) {
+        let before = rest[..at].chars().next_back();
+        let mut next = rest[at + name.len()..].chars();
+        let after = next.next();
+        // A full stop ends a sentence unless a name goes on after it (`st.db`).
+        let after_is_name = match after {
+            Some('.') => next.next().is_some_and(char::is_alphanumeric),
+            other => other.is_some_and(part_of_name),
+        };
+        let (head, tail) = rest.split_at(at);
+        out.push_str(head);
+        let below = after == Some(std::path::MAIN_SEPARATOR);
+        if before.is_some_and(part_of_name) || after_is_name || (bare && !below) {
+            out.push_str(name);
+        } else {
+            out.push_str("<store>");
+        }
+        rest = &tail[name.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -284,25 +370,39 @@ impl Failure {
     }
 
     fn from_store(e: StoreError) -> Self {
-        match e {
-            StoreError::Conflict { .. } => {
-                Failure::new(StatusCode::CONFLICT, "conflict", e.to_string())
-            }
-            StoreError::ReadOnly { .. } => {
-                Failure::new(StatusCode::FORBIDDEN, "read_only", e.to_string())
-            }
-            e if e.is_storage_full() => Failure::new(
-                StatusCode::INSUFFICIENT_STORAGE,
-                "storage_full",
-                e.to_string(),
-            ),
-            e => Failure::from(ApiError::Store(e)),
-        }
+        let (status, code) =
+            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+        Failure::new(status, code, e.to_string())
     }
+}
+
+/// The status and code of a store error that a client or the disk caused, when it is one: a
+/// conflicting write, a read-only store, a full session, a full disk.
+fn store_status(e: &StoreError) -> Option<(StatusCode, &'static str)> {
+    Some(match e {
+        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
+        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
+        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, "session_full"),
+        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
+        _ => return None,
+    })
+}
+
+/// A namespace without messages (or one outside an MCP server's scope), as a client is told:
+/// without the store's path, which the CLI's message names.
+fn unknown_namespace(ns: &Namespace) -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "unknown_namespace",
+        format!("namespace {ns} has no messages"),
+    )
 }
 
 impl From<ApiError> for Failure {
     fn from(e: ApiError) -> Self {
+        if let ApiError::UnknownNamespace { namespace, .. } = &e {
+            return unknown_namespace(namespace);
+        }
         let message = e.to_string();
         let (status, code) = match &e {
             ApiError::Id(_) => (StatusCode::BAD_REQUEST, "bad_id"),
@@ -315,7 +415,13 @@ impl From<ApiError> for Failure {
                 (StatusCode::CONFLICT, "model_mismatch")
             }
             ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, "stale"),
-            ApiError::Store(StoreError::Conflict { .. }) => (StatusCode::CONFLICT, "conflict"),
+            // Nothing to build from: the namespace holds no messages (yet).
+            ApiError::Pipeline(PipelineError::Empty(_)) => {
+                (StatusCode::NOT_FOUND, "unknown_namespace")
+            }
+            ApiError::Store(e) | ApiError::Pipeline(PipelineError::Store(e)) => {
+                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"))
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         Failure::new(status, code, message)
@@ -334,6 +440,11 @@ impl From<TraceError> for Failure {
                 Failure::new(StatusCode::NOT_FOUND, "not_found", message)
             }
             TraceError::Pipeline(e) => Failure::from(ApiError::Pipeline(e)),
+            // The cause's status (a full disk is 507), with what was committed before it.
+            TraceError::Partial { source, .. } => {
+                let cause = Failure::from(*source);
+                Failure::new(cause.status, cause.code, format!("{message}: {}", cause.message))
+            }
             _ => Failure::internal(message),
         }
     }
@@ -346,42 +457,42 @@ impl IntoResponse for Failure {
     }
 }
 
-/// The routes over `config`'s store. Fails when the store cannot be opened.
+/// The routes over `config`'s store, behind the perimeter (Host and Origin checks, JSON-only
+/// bodies, deadlines; see `src/server/perimeter.rs`). Fails when the store cannot be opened.
 pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
     let max_body_bytes = config.max_body_bytes;
+    let limits = config.limits;
+    let allowed_hosts = Arc::new(config.allowed_hosts.clone());
     let (state, mcp_options) = app_state(config)?;
+    let deadline = |limit: std::time::Duration| {
+        axum::middleware::from_fn_with_state(limit, perimeter::deadline)
+    };
+    let authorized = || axum::middleware::from_fn_with_state(Arc::clone(&state), authorize);
     let mcp = {
         let state = Arc::clone(&state);
-        let mut config = StreamableHttpServerConfig::default()
+        let config = StreamableHttpServerConfig::default()
             // One JSON answer per request, no sessions: every call stands alone.
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .with_sse_keep_alive(None)
-            .with_max_request_body_bytes(max_body_bytes);
-        if state.token.is_some() {
-            // The bearer token guards the route; the Host check (against DNS rebinding to a
-            // loopback server) would refuse the names it is reached by.
-            config = config.disable_allowed_hosts();
-        }
+            .with_max_request_body_bytes(max_body_bytes)
+            // The perimeter checks Host and Origin on every route, /mcp included, by one rule.
+            .disable_allowed_hosts();
         StreamableHttpService::new(
             move || Ok(MemoryTools::new(Arc::clone(&state), mcp_options.clone())),
             Arc::new(LocalSessionManager::default()),
             config,
         )
     };
-    let mcp =
-        Router::new()
-            .nest_service("/mcp", mcp)
-            .route_layer(axum::middleware::from_fn_with_state(
-                Arc::clone(&state),
-                authorize,
-            ));
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .route_layer(deadline(limits.request_timeout))
+        .route_layer(authorized());
     let v1 = Router::new()
         .route("/namespaces", get(namespaces))
         .route("/namespaces/{ns}", axum::routing::delete(delete_namespace))
         .route("/embeddings", post(embeddings))
         .route("/namespaces/{ns}/search", post(search))
-        .route("/namespaces/{ns}/ask", post(ask))
         .route("/namespaces/{ns}/messages", post(append))
         .route("/namespaces/{ns}/pages", get(pages))
         .route("/namespaces/{ns}/records/{id}", get(record))
@@ -393,30 +504,38 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/namespaces/{ns}/runs/grep", get(run_grep))
         .route("/namespaces/{ns}/runs/{id}", get(run))
         .route("/namespaces/{ns}/insights/{id}", get(insight))
-        .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            authorize,
-        ));
+        .route_layer(deadline(limits.request_timeout))
+        // An answer from a language model may take several of its calls.
+        .route(
+            "/namespaces/{ns}/ask",
+            post(ask).route_layer(deadline(limits.ask_timeout)),
+        )
+        .route_layer(authorized());
     let view = Router::new()
         .route("/view", get(view_namespaces))
         .route("/view/{ns}/", get(view_index))
         .route("/view/{ns}/query", get(view_query))
         .route("/view/{ns}/{*path}", get(view_file))
-        .route_layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            authorize,
-        ));
+        .route_layer(deadline(limits.request_timeout))
+        .route_layer(authorized());
     Ok(Router::new()
+        .route("/", get(to_viewer))
         .route("/health", get(health))
         .route("/openapi.json", get(openapi))
         .merge(view)
         .merge(mcp)
         .nest("/v1", v1)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
             max_body_bytes,
             refuse_declared_oversize,
+        ))
+        .layer(axum::middleware::from_fn(perimeter::require_json))
+        .layer(axum::middleware::from_fn_with_state(
+            allowed_hosts,
+            perimeter::check_host,
         ))
         .with_state(state))
 }
@@ -425,7 +544,7 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
 fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreError> {
     let first = Store::open_existing(&config.store)?;
     let state = Arc::new(AppState {
-        store_dir: config.store,
+        store_dir: config.store.clone(),
         embedder: config.embedder,
         backend: config.backend,
         token: config.token,
@@ -436,6 +555,7 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
         jobs: Mutex::new(jobs::Jobs::default()),
         llm: config.llm,
+        store_names: store_names(&config.store),
     });
     Ok((state, config.mcp))
 }
@@ -450,32 +570,16 @@ pub fn serve_mcp_stdio(config: ServerConfig) -> std::io::Result<()> {
         .thread_name("trajwiki-mcp")
         .build()?;
     runtime.block_on(async move {
+        // Lines that are not JSON are answered with parse errors before the service reads.
+        let stdio = stdio::checked_stdio();
         let service = MemoryTools::new(state, options)
-            .serve(rmcp::transport::stdio())
+            .serve((stdio.read, stdio.write))
             .await
             .map_err(std::io::Error::other)?;
         service.waiting().await.map_err(std::io::Error::other)?;
+        // What is still queued for standard output is written before the process ends.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdio.output).await;
         Ok(())
-    })
-}
-
-/// Serves `router` on `listener` until the process is interrupted (Ctrl-C).
-pub fn serve(listener: std::net::TcpListener, router: Router) -> std::io::Result<()> {
-    listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("trajwiki-serve")
-        .build()?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
     })
 }
 
@@ -537,6 +641,20 @@ async fn not_found() -> Failure {
     Failure::new(StatusCode::NOT_FOUND, "no_route", "no such route")
 }
 
+/// A route asked with a method it does not take (405, as JSON).
+async fn method_not_allowed(method: axum::http::Method) -> Failure {
+    Failure::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("this route does not take {method}"),
+    )
+}
+
+/// `GET /`: a person opening the server's address in a browser gets the viewer.
+async fn to_viewer() -> axum::response::Redirect {
+    axum::response::Redirect::to("/view")
+}
+
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
@@ -585,7 +703,7 @@ fn default_budget() -> usize {
 
 async fn search(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
     body: Result<Json<SearchRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
@@ -623,7 +741,7 @@ struct AskRequest {
 /// without a model, the evidence alone.
 async fn ask(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
     body: Result<Json<AskRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
@@ -686,7 +804,7 @@ fn parse_mode(name: Option<&str>) -> Result<Mode, Failure> {
 
 async fn pages(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
 ) -> Result<Json<Value>, Failure> {
     let ns = namespace(&ns)?;
     state
@@ -718,7 +836,7 @@ async fn pages(
 
 async fn record(
     State(state): State<Arc<AppState>>,
-    Path((ns, id)): Path<(String, String)>,
+    Segments((ns, id)): Segments<(String, String)>,
 ) -> Result<Json<Value>, Failure> {
     let ns = namespace(&ns)?;
     state
@@ -739,10 +857,9 @@ struct HistoryQuery {
 
 async fn history(
     State(state): State<Arc<AppState>>,
-    Path((ns, id)): Path<(String, String)>,
-    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+    Segments((ns, id)): Segments<(String, String)>,
+    Params(q): Params<HistoryQuery>,
 ) -> Result<Json<Value>, Failure> {
-    let Query(q) = query.map_err(|e| Failure::bad_request(e.body_text()))?;
     let ns = namespace(&ns)?;
     let as_of = match &q.as_of {
         Some(t) => Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
@@ -789,7 +906,7 @@ fn yes() -> bool {
 /// retry finds it (`unchanged`).
 async fn append(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
     headers: axum::http::HeaderMap,
     body: Result<Json<AppendRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
@@ -843,7 +960,7 @@ struct AppendRunsRequest {
 /// with the namespace's other writes.
 async fn append_runs(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
     body: Result<Json<AppendRunsRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
@@ -897,6 +1014,50 @@ async fn append_runs(
         .await
 }
 
+/// The route's path parameters, as [`Path`] reads them; one that cannot be read (a segment
+/// that is not UTF-8 once decoded) is a JSON failure like every other.
+pub(super) struct Segments<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Segments<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Failure;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Failure> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(Segments(value)),
+            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
+        }
+    }
+}
+
+/// The request's query string, as [`Query`] reads it; one that cannot be read (an unknown
+/// parameter, a number that is not one) is a JSON failure like every other.
+struct Params<T>(T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Params<T>
+where
+    T: serde::de::DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = Failure;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Failure> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(value)) => Ok(Params(value)),
+            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
+        }
+    }
+}
+
 /// A body that could not be read as the route's JSON.
 fn rejected(e: JsonRejection) -> Failure {
     let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -919,7 +1080,7 @@ struct ContextRequest {
 
 async fn run_context(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
     body: Result<Json<ContextRequest>, JsonRejection>,
 ) -> Result<Json<Value>, Failure> {
     let Json(req) = body.map_err(rejected)?;
@@ -952,7 +1113,7 @@ async fn run_context(
 
 async fn run(
     State(state): State<Arc<AppState>>,
-    Path((ns, id)): Path<(String, String)>,
+    Segments((ns, id)): Segments<(String, String)>,
 ) -> Result<Json<Value>, Failure> {
     let ns = namespace(&ns)?;
     let id = trajwiki_core::RunId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
@@ -970,7 +1131,7 @@ async fn run(
 
 async fn insight(
     State(state): State<Arc<AppState>>,
-    Path((ns, id)): Path<(String, String)>,
+    Segments((ns, id)): Segments<(String, String)>,
 ) -> Result<Json<Value>, Failure> {
     let ns = namespace(&ns)?;
     let id = trajwiki_core::InsightId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
@@ -1000,10 +1161,9 @@ fn default_grep_limit() -> usize {
 
 async fn run_grep(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
-    query: Result<Query<GrepQuery>, axum::extract::rejection::QueryRejection>,
+    Segments(ns): Segments<String>,
+    Params(q): Params<GrepQuery>,
 ) -> Result<Json<Value>, Failure> {
-    let Query(q) = query.map_err(|e| Failure::bad_request(e.body_text()))?;
     let ns = namespace(&ns)?;
     if q.pattern.is_empty() {
         return Err(Failure::bad_request("`pattern`: must not be empty"));
@@ -1021,7 +1181,7 @@ async fn run_grep(
 
 async fn delete_namespace(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
+    Segments(ns): Segments<String>,
 ) -> Result<Json<Value>, Failure> {
     let ns = namespace(&ns)?;
     state
@@ -1194,7 +1354,8 @@ pub fn openapi_document() -> Value {
                 "type": "object", "properties": {"error": {"type": "object", "properties": {
                     "code": {"type": "string", "enum": ["bad_request", "bad_id", "not_found", "unknown_namespace",
                         "not_built", "no_runs", "not_compiled", "model_mismatch", "stale", "too_large",
-                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal"]},
+                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal",
+                        "busy", "method_not_allowed", "forbidden_host", "forbidden_origin", "timeout"]},
                     "message": {"type": "string"}}}}}}}}}
         },
         "security": [{"bearer": []}],
@@ -1329,13 +1490,13 @@ fn view_nav(ns: &Namespace, question: &str, budget: usize) -> String {
     )
 }
 
-async fn view_index(state: State<Arc<AppState>>, Path(ns): Path<String>) -> Response {
-    view_file(state, Path((ns, "index.md".into()))).await
+async fn view_index(state: State<Arc<AppState>>, Segments(ns): Segments<String>) -> Response {
+    view_file(state, Segments((ns, "index.md".into()))).await
 }
 
 async fn view_file(
     State(state): State<Arc<AppState>>,
-    Path((ns, path)): Path<(String, String)>,
+    Segments((ns, path)): Segments<(String, String)>,
 ) -> Response {
     let ns = match namespace(&ns) {
         Ok(ns) => ns,
@@ -1373,8 +1534,8 @@ struct ViewQuery {
 
 async fn view_query(
     State(state): State<Arc<AppState>>,
-    Path(ns): Path<String>,
-    Query(q): Query<ViewQuery>,
+    Segments(ns): Segments<String>,
+    Params(q): Params<ViewQuery>,
 ) -> Response {
     let ns = match namespace(&ns) {
         Ok(ns) => ns,
