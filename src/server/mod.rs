@@ -443,7 +443,11 @@ impl From<TraceError> for Failure {
             // The cause's status (a full disk is 507), with what was committed before it.
             TraceError::Partial { source, .. } => {
                 let cause = Failure::from(*source);
-                Failure::new(cause.status, cause.code, format!("{message}: {}", cause.message))
+                Failure::new(
+                    cause.status,
+                    cause.code,
+                    format!("{message}: {}", cause.message),
+                )
             }
             _ => Failure::internal(message),
         }
@@ -1198,8 +1202,21 @@ async fn delete_namespace(
                 }
                 .into());
             }
+            if deleted.not_scrubbed == Some(trajwiki_store::NotScrubbed::StorageFull) {
+                // The records are gone, their bytes not yet: the client must hear it.
+                return Err(Failure::new(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    "storage_full",
+                    format!(
+                        "namespace {ns} is deleted, but the store's files still hold its text: {} (free space, then `trajwiki delete --scrub`)",
+                        trajwiki_store::NotScrubbed::StorageFull
+                    ),
+                ));
+            }
             Ok(Json(json!({
                 "namespace": ns, "deleted": true, "messages": deleted.messages, "runs": deleted.runs,
+                "scrubbed": deleted.scrubbed,
+                "not_scrubbed": deleted.not_scrubbed.as_ref().map(ToString::to_string),
             })))
         })
         .await
