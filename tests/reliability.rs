@@ -636,6 +636,60 @@ fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
     );
 }
 
+/// `DELETE /v1/namespaces/{ns}` on a full disk: either done and overwritten (200, `scrubbed`),
+/// or 507 `storage_full` saying that the text is still in the files; never a silent success.
+#[test]
+fn an_http_delete_on_a_full_disk_says_so() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let marker = "QXZMARKERZXQ";
+    let scratch = tempfile::tempdir().unwrap();
+    let pristine = pristine_store(scratch.path(), marker);
+    let store = disk.path().join("store");
+    let mut unscrubbed = 0;
+    for keep_kb in (100..=400).rev().step_by(10) {
+        copy_store(&pristine, &store);
+        let server = common::serve_hashing(s(&store), &[]);
+        disk.fill_leaving(keep_kb * 1024);
+        let answer = ureq::delete(&format!("{}/v1/namespaces/secret", server.url)).call();
+        disk.unfill();
+        drop(server);
+        let (status, body): (u16, serde_json::Value) = match answer {
+            Ok(r) => (
+                r.status(),
+                serde_json::from_str(&r.into_string().unwrap()).unwrap(),
+            ),
+            Err(ureq::Error::Status(code, r)) => (
+                code,
+                serde_json::from_str(&r.into_string().unwrap()).unwrap(),
+            ),
+            Err(e) => panic!("{keep_kb} KB free: {e}"),
+        };
+        if status == 200 {
+            assert_eq!(body["scrubbed"], true, "{keep_kb} KB free: {body}");
+            assert_eq!(occurrences(&store, marker.as_bytes()), 0, "{body}");
+            continue;
+        }
+        assert_eq!(status, 507, "{keep_kb} KB free: {body}");
+        assert_eq!(body["error"]["code"], "storage_full", "{body}");
+        if body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still hold its text")
+        {
+            unscrubbed += 1;
+            ok(&["delete", "--store", s(&store), "--scrub"]);
+            assert_eq!(occurrences(&store, marker.as_bytes()), 0);
+        }
+        ok(&["check", "--store", s(&store)]);
+    }
+    assert!(
+        unscrubbed > 0,
+        "no amount of free space left a delete done but not overwritten"
+    );
+}
+
 /// An append over HTTP on a full disk: 507 `storage_full`, nothing stored.
 #[test]
 fn an_append_on_a_full_disk_is_507_storage_full() {
