@@ -331,6 +331,23 @@ async fn add_messages_only_when_allowed_and_then_searchable() {
         "{found}"
     );
 
+    // Without `seq` or `ref` a message is a new one, however often it is said: people say
+    // "ok" many times.
+    let ok_message =
+        json!({"session": 3, "speaker": "Tom", "text": "ok", "timestamp": "2024-05-01T09:01:00"});
+    for _ in 0..2 {
+        let added = text(
+            &client,
+            "add_messages",
+            json!({"namespace": "demo", "messages": [ok_message]}),
+        )
+        .await;
+        assert!(
+            added.starts_with("demo: 1 added, 0 already held"),
+            "{added}"
+        );
+    }
+
     let (said, failed) = call(
         &client,
         "add_messages",
@@ -341,7 +358,7 @@ async fn add_messages_only_when_allowed_and_then_searchable() {
     client.cancel().await.unwrap();
     let stats: Value =
         serde_json::from_str(&ok(&["stats", "--store", s(&store), "--json"])).unwrap();
-    assert_eq!(stats["messages"], 13, "{stats}");
+    assert_eq!(stats["messages"], 15, "{stats}");
 }
 
 /// One JSON-RPC call to `url` (streamable HTTP, JSON answers): (HTTP status, body).
