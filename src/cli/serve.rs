@@ -72,6 +72,7 @@ pub(crate) fn mcp(args: &McpArgs, global: Global) -> anyhow::Result<()> {
         .map(Namespace::new)
         .transpose()
         .map_err(|e| UsageError(format!("--namespace: {e}")))?;
+    super::check_store_path(&args.store)?;
     drop(Store::open_existing(&args.store)?);
     let backend = scoring(global.device)?;
     let model = load_embedder_on(&args.model, global)?;
@@ -110,6 +111,7 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
     }
     let llm = args.llm.config()?;
     // The store is checked (and brought to the current schema) before the model is loaded.
+    super::check_store_path(&args.store)?;
     drop(Store::open_existing(&args.store)?);
     let backend = scoring(global.device)?;
     let model = load_embedder_on(&args.model, global)?;
