@@ -1,5 +1,6 @@
 //! Fuzzing of every parser of outside input: JSONL messages, JSONL runs, LoCoMo JSON and the
-//! memory configuration (TOML). `cargo fuzz` needs a nightly toolchain, which this project does
+//! memory configuration (TOML), and the reader of inputs that can be read only once (pipes),
+//! which must agree with the text parsers. `cargo fuzz` needs a nightly toolchain, which this project does
 //! not use; this is a stable harness on proptest instead: random bytes, and JSON and TOML built
 //! from the formats' own field names and from values chosen to hit the edges (wrong types,
 //! huge and negative numbers, NaN, control characters, deep nesting, empty and long strings).
@@ -400,6 +401,97 @@ fn locomo_json() {
         2,
         mutated(seeds("locomo")),
         |bytes| check(&String::from_utf8_lossy(&bytes)),
+    );
+}
+
+/// A reader that hands its bytes out in pieces of the given sizes (cycled), as a pipe may.
+struct Pieces {
+    bytes: std::io::Cursor<Vec<u8>>,
+    sizes: Vec<usize>,
+    next: usize,
+}
+
+impl std::io::Read for Pieces {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let size = self.sizes[self.next % self.sizes.len()].max(1);
+        self.next += 1;
+        let n = size.min(out.len());
+        self.bytes.read(&mut out[..n])
+    }
+}
+
+/// The same text read once from a pipe, in pieces, as [`Input`] reads it, and parsed whole by
+/// the text parsers (the HTTP API's and Python's): the same records, or an error from both, and
+/// for JSONL the same error.
+#[test]
+fn input_read_once_agrees_with_text() {
+    use trajwiki::ingest::Input;
+    let sizes = || prop::collection::vec(1usize..70, 1..6);
+    let piped = |text: &str, sizes: Vec<usize>| {
+        let bytes = std::io::Cursor::new(text.as_bytes().to_vec());
+        Input::from_reader(
+            "fuzz.jsonl",
+            Pieces {
+                bytes,
+                sizes,
+                next: 0,
+            },
+        )
+    };
+    let file = Path::new("fuzz.jsonl");
+    let same = |text: &str, sizes: Vec<usize>| -> Result<(), TestCaseError> {
+        // A byte-order mark is text to the text parsers; a reader skips it.
+        if text.starts_with('\u{feff}') {
+            return Ok(());
+        }
+        let (a, b) = (
+            piped(text, sizes.clone()).read_messages(),
+            parse_messages(file, text),
+        );
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            _ => prop_assert!(false, "messages: read {a:?}, parsed {b:?}"),
+        }
+        let (a, b) = (
+            piped(text, sizes.clone()).read_runs(None),
+            parse_runs(file, text, None),
+        );
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            _ => prop_assert!(false, "runs: read {a:?}, parsed {b:?}"),
+        }
+        let (a, b) = (piped(text, sizes).read_locomo(), parse_locomo(file, text));
+        match (&a, &b) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(_), Err(_)) => {}
+            _ => prop_assert!(false, "locomo: read {a:?}, parsed {b:?}"),
+        }
+        Ok(())
+    };
+    for target in ["messages", "runs", "locomo"] {
+        for seed in seeds(target) {
+            same(&String::from_utf8(seed).unwrap(), vec![7]).unwrap();
+        }
+    }
+    let all_seeds = || {
+        ["messages", "runs", "locomo"]
+            .into_iter()
+            .flat_map(seeds)
+            .collect::<Vec<_>>()
+    };
+    fuzz(
+        "read once (structured)",
+        2,
+        (jsonl(), sizes()),
+        |(text, sizes)| same(&text, sizes),
+    );
+    fuzz(
+        "read once (seeds mutated)",
+        2,
+        (mutated(all_seeds()), sizes()),
+        |(bytes, sizes)| same(&String::from_utf8_lossy(&bytes), sizes),
     );
 }
 

@@ -446,7 +446,7 @@ fn hostile_inputs_are_refused_whole() {
         ingest("ref-number", "m.jsonl", message("ref", "12"), &["field `ref`", "number 12"]),
         ingest("duplicate-in-file", "m.jsonl", dup, &["m.jsonl", "line 2", "line 1 has the same ref", "I live in Paris.", "I live in Oslo."]),
         ingest("conflict-with-store", "m.jsonl", demo_changed, &["conflicting message", "pottery workshop", "yoga class"]),
-        ingest("text-over-limit", "m.jsonl", message("text", big_text), &["line 1", "a message (text, speaker and captions): 307203 bytes", "limit of 262144", "TRAJWIKI_MAX_MESSAGE_BYTES"]),
+        ingest("text-over-limit", "m.jsonl", message("text", big_text), &["line 1", "a message (all its fields): 307225 bytes", "limit of 262144", "TRAJWIKI_MAX_MESSAGE_BYTES"]),
         ingest("deep-nesting", "m.jsonl", message("extra", deep), &["line 1", "invalid JSON", "recursion limit"]),
         ingest("line-is-array", "m.jsonl", "[1, 2]\n".into(), &["line 1", "expected an object"]),
         ingest("line-is-null", "m.jsonl", "null\n".into(), &["line 1", "expected an object"]),
@@ -459,7 +459,9 @@ fn hostile_inputs_are_refused_whole() {
         ingest("second-line-bad", "m.jsonl", message("text", r#""fine""#) + "{\"namespace\": \"h\"\n", &["line 2", "invalid JSON"]),
         case("invalid-utf8", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "line 2, column 47", "not UTF-8 text (byte 0xff)"])
             .file("m.jsonl", [message("text", r#""fine""#).into_bytes(), b"{\"namespace\": \"h\", \"session\": 2, \"text\": \"bad \xff\xfe\"}\n".to_vec()].concat()),
-        case("binary-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "line 1", "not UTF-8"])
+        case("binary-file", &["ingest", "--store", "{store}", "{dir}/m.jsonl"], &["m.jsonl", "line 1 starts with byte 0x89"])
+            .file("m.jsonl", vec![0x89, b'P', b'N', b'G', 0, 1, 2, 0xff, 0xfe, 10]),
+        case("binary-file-as-messages", &["ingest", "--store", "{store}", "--format", "messages", "{dir}/m.jsonl"], &["m.jsonl", "line 1, column 1", "not UTF-8 text (byte 0x89)"])
             .file("m.jsonl", vec![0x89, b'P', b'N', b'G', 0, 1, 2, 0xff, 0xfe, 10]),
         case("missing-file", &["ingest", "--store", "{store}", "{dir}/none.jsonl"], &["none.jsonl", "cannot read"]),
         case("directory-as-file", &["ingest", "--store", "{store}", "{dir}"], &["cannot read"]),
@@ -482,7 +484,7 @@ fn hostile_inputs_are_refused_whole() {
         ingest("run-id-empty", "r.jsonl", run_line("id", r#""""#), &["field `id`", "a non-empty string"]),
         ingest("run-duplicate-in-file", "r.jsonl", run_line("task", r#""buy a red mug""#) + &run_line("task", r#""buy a blue mug""#), &["line 2", "field `id`", "line 1 has the same id"]),
         ingest("run-too-many-steps", "r.jsonl", run_line("steps", r#"[{"action": "a"}, {"action": "b"}, {"action": "c"}]"#), &["the steps of a run: 3 steps", "limit of 2", "TRAJWIKI_MAX_RUN_STEPS"]).env("TRAJWIKI_MAX_RUN_STEPS", "2"),
-        ingest("run-too-large", "r.jsonl", run_line("task", r#""a task statement longer than forty bytes in all""#), &["a run (task, actions and observations)", "limit of 40"]).env("TRAJWIKI_MAX_RUN_BYTES", "40"),
+        ingest("run-too-large", "r.jsonl", run_line("task", r#""a task statement longer than forty bytes in all""#), &["a run (all its fields)", "limit of 40"]).env("TRAJWIKI_MAX_RUN_BYTES", "40"),
         ingest("limit-bad-setting", "m.jsonl", message("text", r#""ok""#), &["TRAJWIKI_MAX_MESSAGE_BYTES=\"lots\"", "not a positive whole number"]).env("TRAJWIKI_MAX_MESSAGE_BYTES", "lots"),
         ingest("limit-zero-setting", "m.jsonl", message("text", r#""ok""#), &["TRAJWIKI_MAX_MESSAGE_BYTES=\"0\"", "not a positive whole number"]).env("TRAJWIKI_MAX_MESSAGE_BYTES", "0"),
     ];
@@ -530,7 +532,7 @@ fn hostile_inputs_are_refused_whole() {
         case("store-empty-db", &["stats", "--store", "{dir}/s"], &["trajwiki.db is not a trajwiki store", "the file is empty"]).file("s/trajwiki.db", ""),
         case("store-foreign-sqlite", &["query", "--store", "{dir}/s", "--namespace", "demo", "q"], &["not a trajwiki store", "not an SQLite database"]).file("s/trajwiki.db", "SQLite format 2\0 or something else"),
         case("store-garbage", &["check", "--store", "{dir}/s"], &["not a trajwiki store"]).file("s/trajwiki.db", vec![7u8; 8192]),
-        case("store-is-a-file", &["stats", "--store", "{dir}/f"], &["no trajwiki store"]).file("f", "a file"),
+        case("store-is-a-file", &["stats", "--store", "{dir}/f"], &["--store", "is a file, not a directory"]).file("f", "a file"),
         case("store-missing", &["stats", "--store", "{dir}/nothing"], &["no trajwiki store", "nothing"]),
         case("query-too-long", &["query", "--store", "{store}", "--namespace", "demo", "--model", "hashing", leak("why ".repeat(5000))], &["a question: 20000 bytes", "limit of 16384", "TRAJWIKI_MAX_QUESTION_BYTES"]),
         case("query-unknown-namespace", &["query", "--store", "{store}", "--namespace", "nobody", "--model", "hashing", "hi"], &["namespace nobody has no messages"]),
@@ -636,4 +638,596 @@ fn edge_inputs_are_taken() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A LoCoMo document of one sample whose second session has the key `key` (and `key_date_time`),
+/// and whose one question has the category `category` (raw JSON).
+fn locomo_doc(key: &str, category: &str) -> String {
+    format!(
+        r#"[{{"sample_id": "lc", "conversation": {{"speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{{"speaker": "Ann", "dia_id": "D1:1", "text": "I moved to Oslo."}}, {{"speaker": "Bob", "dia_id": "D1:2", "text": "Nice."}}],
+        "{key}_date_time": "2:00 pm on 9 May, 2023",
+        "{key}": [{{"speaker": "Ann", "dia_id": "D2:1", "text": "I adopted a cat."}}]}},
+        "qa": [{{"question": "Where does Ann live?", "answer": "Oslo", "evidence": ["D1:1"], "category": {category}}}]}}]"#
+    )
+}
+
+/// LoCoMo session keys, values echoed in errors, ranges, `eval locomo` and `--store` on a file:
+/// each refused with exit code 2, naming what is wrong, the store untouched.
+#[test]
+fn keys_echoes_ranges_and_store_paths_are_refused_clearly() {
+    let mb = 1 << 20;
+    let huge = |c: &str| leak(format!("\"{}\"", c.repeat(mb)));
+    let cut = "\"… (1048576 bytes)";
+    let locomo = |name: &'static str, doc: String, expect: &[&'static str]| {
+        ingest(name, "l.json", doc, expect)
+    };
+    let ok_doc = locomo_doc("session_2", "1");
+    let dup_text = |t: char| {
+        message(
+            "text",
+            leak(format!("\"{}\"", t.to_string().repeat(200 << 10))),
+        )
+    };
+    let run_id = run_line("id", huge("r"));
+    let mut cases = vec![
+        // LoCoMo session keys: one numbering rule, and any other key is named.
+        locomo(
+            "locomo-session-negative",
+            locomo_doc("session_-3", "1"),
+            &[
+                "l.json",
+                "record lc",
+                "\"session_-3",
+                "from 0 to 4294967295 written without sign or leading zeros",
+            ],
+        ),
+        locomo(
+            "locomo-session-leading-zero",
+            locomo_doc("session_01", "1"),
+            &["\"session_01", "without sign or leading zeros"],
+        ),
+        locomo(
+            "locomo-session-past-u32",
+            locomo_doc("session_4294967296", "1"),
+            &["\"session_4294967296", "from 0 to 4294967295"],
+        ),
+        locomo(
+            "locomo-session-20-digits",
+            locomo_doc("session_99999999999999999999", "1"),
+            &["\"session_99999999999999999999", "from 0 to 4294967295"],
+        ),
+        locomo(
+            "locomo-session-other-key",
+            locomo_doc("Session_2", "1"),
+            &["field `conversation`", "\"Session_2"],
+        ),
+        locomo(
+            "locomo-session-undated",
+            ok_doc.replace(r#""session_2_date_time": "2:00 pm on 9 May, 2023","#, ""),
+            &["conversation.session_2_date_time", "missing"],
+        ),
+        // Values echoed in errors are cut to a short prefix with their length.
+        ingest(
+            "echo-timestamp",
+            "m.jsonl",
+            message("timestamp", huge("9")),
+            &["field `timestamp`", cut],
+        ),
+        ingest(
+            "echo-session-string",
+            "m.jsonl",
+            message("session", huge("s")),
+            &["field `session`", "string \"sss", cut],
+        ),
+        ingest(
+            "echo-duplicate-text",
+            "m.jsonl",
+            dup_text('a') + &dup_text('b'),
+            &[
+                "line 2",
+                "line 1 has the same ref",
+                "\"… (204800 bytes) where line 1 has \"aaa",
+            ],
+        ),
+        ingest(
+            "echo-run-duplicate-id",
+            "r.jsonl",
+            run_id.clone() + &run_id.replace("buy a red mug", "buy a blue mug"),
+            &["line 2", "field `id`", cut],
+        ),
+        locomo(
+            "echo-locomo-date",
+            ok_doc.replace("2:00 pm on 9 May, 2023", &"9".repeat(mb)),
+            &["session_2_date_time", cut],
+        ),
+        locomo(
+            "echo-locomo-dia-id",
+            ok_doc.replace("\"D2:1\"", huge("?")),
+            &["dia_id", cut],
+        ),
+        locomo(
+            "echo-locomo-session-key",
+            locomo_doc(&format!("session_{}", "7".repeat(mb)), "1"),
+            &["\"session_777", "bytes)"],
+        ),
+        locomo(
+            "echo-locomo-category",
+            locomo_doc("session_2", huge("c")),
+            &["category", cut],
+        ),
+        // Every field counts against the message limit: a ref too.
+        ingest(
+            "ref-over-limit",
+            "m.jsonl",
+            message("ref", huge("r")),
+            &[
+                "line 1",
+                "a message (all its fields): 1048614 bytes",
+                "limit of 262144",
+            ],
+        ),
+        ingest(
+            "ref-past-line-bound",
+            "m.jsonl",
+            message("ref", leak(format!("\"{}\"", "r".repeat(5 * mb)))),
+            &[
+                "line 1",
+                "longer than 1638400 bytes",
+                "TRAJWIKI_MAX_MESSAGE_BYTES",
+            ],
+        ),
+        // Ranges say exactly what is taken.
+        ingest(
+            "seq-negative",
+            "m.jsonl",
+            message("seq", "-1"),
+            &[
+                "field `seq`",
+                "a position from 1 to 4294967295",
+                "number -1",
+            ],
+        ),
+        ingest(
+            "seq-past-u32",
+            "m.jsonl",
+            message("seq", "4294967296"),
+            &["field `seq`", "a position from 1 to 4294967295"],
+        ),
+        ingest(
+            "session-past-u32",
+            "m.jsonl",
+            message("session", "4294967296"),
+            &["field `session`", "an integer from 0 to 4294967295"],
+        ),
+        locomo(
+            "category-zero",
+            locomo_doc("session_2", "0"),
+            &["qa[0].category", "an integer from 1 to 5", "number 0"],
+        ),
+        locomo(
+            "category-six",
+            locomo_doc("session_2", "6"),
+            &["qa[0].category", "an integer from 1 to 5"],
+        ),
+        locomo(
+            "category-negative",
+            locomo_doc("session_2", "-1"),
+            &["qa[0].category", "an integer from 1 to 5"],
+        ),
+        locomo(
+            "category-past-u32",
+            locomo_doc("session_2", "4294967296"),
+            &["qa[0].category", "an integer from 1 to 5"],
+        ),
+        // `eval locomo`: input errors exit 2 as `ingest`'s do.
+        case(
+            "eval-bad-data",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/out",
+                "--model",
+                "hashing",
+            ],
+            &["l.json", "session_01"],
+        )
+        .file("l.json", locomo_doc("session_01", "1")),
+        case(
+            "eval-bad-category",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/out",
+                "--model",
+                "hashing",
+            ],
+            &["qa[0].category", "an integer from 1 to 5"],
+        )
+        .file("l.json", locomo_doc("session_2", "9")),
+        case(
+            "eval-missing-data",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/none.json",
+                "--out",
+                "{dir}/out",
+                "--model",
+                "hashing",
+            ],
+            &["none.json", "cannot read"],
+        ),
+        case(
+            "eval-not-json",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/out",
+                "--model",
+                "hashing",
+            ],
+            &["l.json", "line 1", "invalid JSON"],
+        )
+        .file("l.json", "{oops"),
+        case(
+            "eval-out-is-a-file",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/f",
+                "--model",
+                "hashing",
+            ],
+            &["--out", "is a file, not a directory"],
+        )
+        .file("l.json", ok_doc.clone())
+        .file("f", "a file"),
+    ];
+    // `--store` naming a file, or a path under one, for every command that takes a store.
+    let store_file: &[(&str, &[&str])] = &[
+        ("ingest", &["ingest", "--store", "{dir}/f", "{dir}/m.jsonl"]),
+        (
+            "ingest-under",
+            &["ingest", "--store", "{dir}/f/s", "{dir}/m.jsonl"],
+        ),
+        (
+            "build",
+            &[
+                "build",
+                "--store",
+                "{dir}/f",
+                "--namespace",
+                "demo",
+                "--model",
+                "hashing",
+            ],
+        ),
+        (
+            "query",
+            &[
+                "query",
+                "--store",
+                "{dir}/f",
+                "--namespace",
+                "demo",
+                "--model",
+                "hashing",
+                "q",
+            ],
+        ),
+        (
+            "ask",
+            &["ask", "--store", "{dir}/f", "--namespace", "demo", "q"],
+        ),
+        (
+            "eval",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/out",
+                "--store",
+                "{dir}/f",
+                "--model",
+                "hashing",
+            ],
+        ),
+        (
+            "eval-default-store",
+            &[
+                "eval",
+                "locomo",
+                "--data",
+                "{dir}/l.json",
+                "--out",
+                "{dir}/o",
+                "--model",
+                "hashing",
+            ],
+        ),
+        (
+            "serve",
+            &[
+                "serve", "--store", "{dir}/f", "--port", "0", "--model", "hashing",
+            ],
+        ),
+        ("mcp", &["mcp", "--store", "{dir}/f", "--model", "hashing"]),
+        ("stats", &["stats", "--store", "{dir}/f"]),
+        ("check", &["check", "--store", "{dir}/f"]),
+        (
+            "show",
+            &["show", "--store", "{dir}/f", "msg_0123456789abcdef"],
+        ),
+        (
+            "export",
+            &["export", "--store", "{dir}/f", "--namespace", "demo"],
+        ),
+        (
+            "wiki",
+            &["wiki", "--store", "{dir}/f", "--namespace", "demo"],
+        ),
+        (
+            "delete",
+            &[
+                "delete",
+                "--store",
+                "{dir}/f",
+                "--namespace",
+                "demo",
+                "--yes",
+            ],
+        ),
+        (
+            "trace-grep",
+            &[
+                "trace",
+                "grep",
+                "--store",
+                "{dir}/f",
+                "--namespace",
+                "demo",
+                "x",
+            ],
+        ),
+    ];
+    for (name, args) in store_file {
+        cases.push(
+            case(
+                leak(format!("store-file-{name}")),
+                args,
+                &["--store", "is a file, not a directory"],
+            )
+            .file("f", "a file")
+            .file("o/store", "a file")
+            .file("m.jsonl", message("text", r#""fine""#))
+            .file("l.json", ok_doc.clone()),
+        );
+    }
+    run_cases(cases);
+}
+
+/// Values at the ends of the ranges errors name are taken: sessions 0 and 4294967295, position
+/// 4294967295, LoCoMo sessions 0 and 4294967295, categories 1 and 5 (and evaluated).
+#[test]
+fn range_ends_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("ends.jsonl");
+    let body = [
+        message("session", "0"),
+        message("session", "4294967295")
+            .replace("\"A1\"", "\"A2\"")
+            .replace("}\n", ", \"seq\": 4294967295}\n"),
+        message("seq", "1")
+            .replace("\"A1\"", "\"A3\"")
+            .replace("\"session\": 1", "\"session\": 7"),
+    ]
+    .concat();
+    std::fs::write(&file, body).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&file)]);
+    assert_eq!(stats(&store)["messages"], 3);
+    let shown = ok(&[
+        "show",
+        "--store",
+        s(&store),
+        "--namespace",
+        "h",
+        "A2",
+        "--json",
+    ]);
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        (shown["session"].as_u64(), shown["seq"].as_u64()),
+        (Some(4294967295), Some(4294967295)),
+        "{shown}"
+    );
+
+    let data = dir.path().join("l.json");
+    let doc = locomo_doc("session_4294967295", "5")
+        .replace("session_1", "session_0")
+        .replace("\"D2:1\"", "\"D4294967295:1\"");
+    std::fs::write(&data, doc.replacen("\"category\": 5", "\"category\": 1}, {\"question\": \"Which pet?\", \"answer\": \"cat\", \"evidence\": [\"D4294967295:1\"], \"category\": 5", 1)).unwrap();
+    let out = dir.path().join("out");
+    ok(&["ingest", "--store", s(&store), s(&data)]);
+    assert_eq!(stats(&store)["messages"], 6);
+    common::eval_locomo(&data, &out, &[50], &["flat"], &[]);
+    assert!(out.join("summary.json").exists());
+}
+
+/// Runs `trajwiki` with `args` (and `env`), its address space capped at 512 MiB, its standard
+/// input fed by `feed` on a thread until it stops reading; (exit code, stderr, seconds).
+fn bounded_run(args: &[&str], env: &[(&str, &str)], feed: Option<Vec<u8>>) -> (i32, String, f64) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new("timeout")
+        .args([
+            "20",
+            "prlimit",
+            "--as=536870912",
+            "--",
+            env!("CARGO_BIN_EXE_trajwiki"),
+        ])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(if feed.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("timeout, prlimit and trajwiki run");
+    let writer = feed.map(|head| {
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            // The head, then `x` without end, until the reader hangs up.
+            if stdin.write_all(&head).is_ok() {
+                let chunk = vec![b'x'; 1 << 16];
+                while stdin.write_all(&chunk).is_ok() {}
+            }
+        })
+    });
+    let out = child.wait_with_output().unwrap();
+    if let Some(w) = writer {
+        w.join().unwrap();
+    }
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        start.elapsed().as_secs_f64(),
+    )
+}
+
+/// A command given an endless input: its arguments, environment, the head of its standard input
+/// (followed by `x` without end; none: no standard input), and what its error must say.
+type Endless<'a> = (
+    Vec<&'a str>,
+    Vec<(&'a str, &'a str)>,
+    Option<Vec<u8>>,
+    Vec<&'a str>,
+);
+
+/// Endless inputs (`/dev/zero`, a pipe that never ends a line or a document) are refused at
+/// their bound: exit code 2 within seconds, in bounded memory, naming the line and the limit,
+/// and no store is created.
+#[test]
+fn endless_inputs_stop_at_their_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let st = s(&store);
+    let out = dir.path().join("out");
+    let cases: Vec<Endless> = vec![
+        (
+            vec!["ingest", "--store", st, "/dev/zero"],
+            vec![],
+            None,
+            vec!["/dev/zero", "line 1 starts with byte 0x00"],
+        ),
+        (
+            vec!["ingest", "--store", st, "--format", "messages", "/dev/zero"],
+            vec![],
+            None,
+            vec![
+                "/dev/zero: line 1: longer than 1638400 bytes",
+                "262144",
+                "TRAJWIKI_MAX_MESSAGE_BYTES",
+            ],
+        ),
+        (
+            vec!["ingest", "--store", st, "--format", "runs", "/dev/zero"],
+            vec![],
+            None,
+            vec![
+                "/dev/zero: line 1: longer than 100728832 bytes",
+                "TRAJWIKI_MAX_RUN_BYTES",
+            ],
+        ),
+        (
+            vec!["ingest", "--store", st, "--format", "locomo", "/dev/zero"],
+            vec![],
+            None,
+            vec!["/dev/zero: line 1, column 1", "invalid JSON"],
+        ),
+        (
+            vec!["ingest", "--store", st, "-"],
+            vec![],
+            Some(format!("{}{{\"text\": \"", message("text", r#""fine""#)).into_bytes()),
+            vec!["<stdin>: line 2: longer than 1638400 bytes"],
+        ),
+        (
+            vec!["ingest", "--store", st, "--format", "messages", "-"],
+            vec![("TRAJWIKI_MAX_MESSAGE_BYTES", "1000")],
+            Some(message("text", r#""fine""#).into_bytes()),
+            vec![
+                "<stdin>: line 2: longer than 71536 bytes",
+                "at most 1000 bytes",
+            ],
+        ),
+        (
+            vec!["ingest", "--store", st, "-"],
+            vec![("TRAJWIKI_MAX_DOCUMENT_BYTES", "1048576")],
+            Some(b"[\"".to_vec()),
+            vec![
+                "<stdin>: longer than 1048576 bytes",
+                "a JSON document (a LoCoMo file)",
+                "TRAJWIKI_MAX_DOCUMENT_BYTES",
+            ],
+        ),
+        (
+            vec![
+                "eval",
+                "locomo",
+                "--data",
+                "/dev/zero",
+                "--out",
+                s(&out),
+                "--model",
+                "hashing",
+            ],
+            vec![],
+            None,
+            vec!["/dev/zero", "invalid JSON"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (args, env, feed, expect) in cases {
+        let (code, err, seconds) = bounded_run(&args, &env, feed);
+        let problems: Vec<String> = [
+            (code != 2).then(|| format!("exit code {code}")),
+            (seconds > 10.0).then(|| format!("{seconds:.1} s")),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(
+            expect
+                .iter()
+                .filter(|e| !err.contains(*e))
+                .map(|e| format!("no {e:?}")),
+        )
+        .collect();
+        if !problems.is_empty() {
+            failures.push(format!("{args:?}: {}\n{err}", problems.join(", ")));
+        }
+        assert!(!store.exists(), "{args:?} created the store");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::{demo, ok, s, shared_data, stats, trajwiki};
 
 #[test]
@@ -240,4 +242,175 @@ fn usage_errors_exit_2() {
     );
     let shown = ok(&["show", "--store", s(&store), "--namespace", "demo", "S1:3"]);
     assert!(shown.contains("lopsided blue clay bowl"), "{shown}");
+}
+
+/// Runs `trajwiki` with `args` under a 30 s timeout, writing `stdin` (when given) on a thread;
+/// (exit code, stdout, stderr).
+fn run_fed(program: &str, args: &[&str], stdin: Option<Vec<u8>>) -> (i32, String, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new("timeout")
+        .arg("30")
+        .arg(program)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let writer = stdin.map(|bytes| {
+        let mut pipe = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        })
+    });
+    let out = child.wait_with_output().unwrap();
+    if let Some(w) = writer {
+        w.join().unwrap();
+    }
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A case of a fed ingest: its name, arguments (the store third), standard input, what it says,
+/// and which count of the store it fills, to what.
+type Fed<'a> = (&'a str, Vec<String>, Option<Vec<u8>>, &'a str, &'a str, u64);
+
+/// Inputs that can be read only once are read once: `-` (standard input, with the format told
+/// from what arrives or given), `/dev/stdin` from a pipe, a process substitution, a named FIFO;
+/// conversations, runs and LoCoMo alike. Each stores all its records and names its input.
+#[test]
+fn pipes_fifos_and_stdin_are_read_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_trajwiki");
+    let demo_text = std::fs::read(demo()).unwrap();
+    let runs = demo().with_file_name("runs.jsonl");
+    let locomo = dir.path().join("l.json");
+    std::fs::write(
+        &locomo,
+        r#"[{"sample_id": "lc", "conversation": {"speaker_a": "Ann", "speaker_b": "Bob",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I moved to Oslo."},
+                      {"speaker": "Bob", "dia_id": "D1:2", "text": "Nice."}]}, "qa": []}]"#,
+    )
+    .unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let fifo_writer = {
+        let (fifo, text) = (fifo.clone(), demo_text.clone());
+        std::thread::spawn(move || std::fs::write(fifo, text).unwrap())
+    };
+    let substitute = r#"exec "$0" ingest --store "$1" <(cat "$2")"#;
+    let store = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let cases: Vec<Fed> = vec![
+        (
+            "stdin-auto",
+            vec!["ingest".into(), "--store".into(), store("a"), "-".into()],
+            Some(demo_text.clone()),
+            "<stdin>: 12 new messages",
+            "messages",
+            12,
+        ),
+        (
+            "stdin-messages",
+            vec![
+                "ingest".into(),
+                "--store".into(),
+                store("b"),
+                "--format".into(),
+                "messages".into(),
+                "-".into(),
+            ],
+            Some(demo_text.clone()),
+            "<stdin>: 12 new messages",
+            "messages",
+            12,
+        ),
+        (
+            "dev-stdin",
+            vec![
+                "ingest".into(),
+                "--store".into(),
+                store("c"),
+                "/dev/stdin".into(),
+            ],
+            Some(demo_text.clone()),
+            "/dev/stdin: 12 new messages",
+            "messages",
+            12,
+        ),
+        (
+            "fifo",
+            vec![
+                "ingest".into(),
+                "--store".into(),
+                store("d"),
+                s(&fifo).into(),
+            ],
+            None,
+            "fifo: 12 new messages",
+            "messages",
+            12,
+        ),
+        (
+            "stdin-runs",
+            vec!["ingest".into(), "--store".into(), store("e"), "-".into()],
+            Some(std::fs::read(&runs).unwrap()),
+            "<stdin>: 3 new runs",
+            "runs",
+            3,
+        ),
+        (
+            "stdin-locomo",
+            vec!["ingest".into(), "--store".into(), store("f"), "-".into()],
+            Some(std::fs::read(&locomo).unwrap()),
+            "<stdin>: 2 new messages",
+            "messages",
+            2,
+        ),
+    ];
+    for (name, args, stdin, said, what, count) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = run_fed(bin, &args, stdin);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(out.contains(said), "{name}: {out}");
+        assert_eq!(stats(Path::new(args[2]))[what], count, "{name}");
+    }
+    fifo_writer.join().unwrap();
+    // A process substitution (a pipe named /dev/fd/N), of a conversation and of a LoCoMo
+    // document, told apart by their first bytes.
+    for (file, count) in [(demo(), 12), (locomo.clone(), 2)] {
+        let target = store(&format!("sub-{count}"));
+        let (code, out, err) = run_fed("bash", &["-c", substitute, bin, &target, s(&file)], None);
+        assert_eq!(code, 0, "{}: {err}", file.display());
+        assert!(
+            out.contains("/dev/fd/") && out.contains(&format!(": {count} new messages")),
+            "{out}"
+        );
+        assert_eq!(stats(Path::new(&target))["messages"], count);
+    }
+    // Standard input twice is a usage error, before anything is read or stored.
+    let twice = store("twice");
+    let (code, _, err) = run_fed(
+        bin,
+        &["ingest", "--store", &twice, "-", "-"],
+        Some(demo_text),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("`-` (standard input) is given more than once"),
+        "{err}"
+    );
+    assert!(!Path::new(&twice).exists());
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::ValueEnum;
 use trajwiki_core::Namespace;
-use trajwiki_ingest::{jsonl, locomo, Format};
+use trajwiki_ingest::{Format, Input};
 use trajwiki_store::{IngestReport, Store};
 
 use super::{Global, UsageError};
@@ -31,10 +31,11 @@ pub(crate) struct IngestArgs {
     /// Input format.
     #[arg(long, value_enum, default_value = "auto")]
     format: FormatArg,
-    /// Namespace for agent runs (default: each run's `namespace`, else `env`, else the file stem).
+    /// Namespace for agent runs (default: each run's `namespace`, else `env`, else the file stem; `stdin` for standard input).
     #[arg(long)]
     namespace: Option<String>,
-    /// Input files; each is committed as one batch.
+    /// Input files (a file, a pipe or a FIFO; `-` is standard input, named `<stdin>`); each is
+    /// read once and committed as one batch.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Print the report as JSON.
@@ -52,48 +53,56 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
     if !args.build && (args.flags.rebuild || args.flags.flush || args.flags.config.is_some()) {
         return Err(UsageError("--rebuild, --flush and --config apply with --build".into()).into());
     }
-    // Read and validate every file before touching the store.
+    super::check_store_path(&args.store)?;
+    if args.files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+        return Err(UsageError(
+            "`-` (standard input) is given more than once; it can be read only once".into(),
+        )
+        .into());
+    }
+    // Read and validate every input, each read once, before touching the store.
     let mut inputs = Vec::new();
     for file in &args.files {
+        let mut input = Input::open(file)?;
         let format = match args.format {
-            FormatArg::Auto => Format::detect(file)?,
+            FormatArg::Auto => input.detect()?,
             FormatArg::Locomo => Format::Locomo,
             FormatArg::Messages => Format::Messages,
             FormatArg::Runs => Format::Runs,
         };
+        let name = input.name().display().to_string();
         if namespace.is_some() && format != Format::Runs {
             return Err(UsageError(format!(
-                "--namespace applies to agent runs; {} is a conversation file whose lines name their namespace",
-                file.display()
+                "--namespace applies to agent runs; {name} is a conversation file whose lines name their namespace"
             ))
             .into());
         }
-        let spinner = global.spinner(format!("reading {}", file.display()));
-        let input = match format {
-            Format::Locomo => Input::Messages(
-                locomo::read_locomo(file)?
+        let spinner = global.spinner(format!("reading {name}"));
+        let records = match format {
+            Format::Locomo => Records::Messages(
+                input
+                    .read_locomo()?
                     .into_iter()
                     .flat_map(|s| s.messages)
                     .collect(),
             ),
-            Format::Messages => Input::Messages(jsonl::read_messages(file)?),
-            Format::Runs => Input::Runs(jsonl::read_runs(file, namespace.as_ref())?),
+            Format::Messages => Records::Messages(input.read_messages()?),
+            Format::Runs => Records::Runs(input.read_runs(namespace.as_ref())?),
         };
         spinner.finish_and_clear();
-        inputs.push((file, input));
+        inputs.push((name, records));
     }
     let mut store = Store::open(&args.store)?;
     let bar = global.bar(inputs.len() as u64, "ingesting");
     let mut reports = Vec::new();
-    for (file, input) in &inputs {
-        let source = file.display().to_string();
-        let report = match input {
-            Input::Messages(m) => store.ingest_messages(&source, m),
-            Input::Runs(r) => store.ingest_runs(&source, r),
+    for (source, records) in &inputs {
+        let report = match records {
+            Records::Messages(m) => store.ingest_messages(source, m),
+            Records::Runs(r) => store.ingest_runs(source, r),
         }
-        .with_context(|| format!("ingesting {}", file.display()))?;
+        .with_context(|| format!("ingesting {source}"))?;
         bar.inc(1);
-        reports.push((source, input.kind(), report));
+        reports.push((source, records.kind(), report));
     }
     bar.finish_and_clear();
     if args.json {
@@ -109,9 +118,9 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
     }
     if args.build {
         let namespaces =
-            trajwiki::api::namespaces_of(inputs.iter().flat_map(|(_, input)| match input {
-                Input::Messages(messages) => messages.as_slice(),
-                Input::Runs(_) => &[],
+            trajwiki::api::namespaces_of(inputs.iter().flat_map(|(_, records)| match records {
+                Records::Messages(messages) => messages.as_slice(),
+                Records::Runs(_) => &[],
             }));
         if !namespaces.is_empty() {
             super::memory::build_and_report(
@@ -142,16 +151,17 @@ fn describe(file: &str, kind: &str, r: &IngestReport) -> String {
     }
 }
 
-enum Input {
+/// What one input holds.
+enum Records {
     Messages(Vec<trajwiki_core::SourceMessage>),
     Runs(Vec<trajwiki_core::Run>),
 }
 
-impl Input {
+impl Records {
     fn kind(&self) -> &'static str {
         match self {
-            Input::Messages(_) => "messages",
-            Input::Runs(_) => "runs",
+            Records::Messages(_) => "messages",
+            Records::Runs(_) => "runs",
         }
     }
 }

@@ -38,7 +38,7 @@ mod query;
 mod serve;
 mod trace;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -123,11 +123,53 @@ pub(crate) struct StoreArg {
 impl StoreArg {
     /// Opens an existing store, read only with `--read-only`.
     pub(crate) fn open(&self) -> anyhow::Result<Store> {
+        check_store_path(&self.store)?;
         Ok(if self.read_only {
             Store::open_read_only(&self.store)?
         } else {
             Store::open_existing(&self.store)?
         })
+    }
+}
+
+/// Refuses a `--store` directory that is a file, or lies under one, naming it: the store would
+/// otherwise fail later with an I/O error, or say that no store is there and suggest creating one
+/// where none can be. Store URIs are the store's to check.
+pub(crate) fn check_store_path(store: &Path) -> Result<(), UsageError> {
+    match trajwiki_store::store_location(store) {
+        Ok(trajwiki_store::StoreLocation::Dir(dir)) => check_dir_arg(
+            "--store",
+            store,
+            &dir,
+            "a store is a directory (created when absent) or a postgres:// URL",
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a directory argument (`flag` given `arg`, naming `dir`) that is a file or lies under
+/// one; `hint` says what is expected.
+pub(crate) fn check_dir_arg(
+    flag: &str,
+    arg: &Path,
+    dir: &Path,
+    hint: &str,
+) -> Result<(), UsageError> {
+    let nearest = dir
+        .ancestors()
+        .filter(|a| !a.as_os_str().is_empty())
+        .find_map(|a| std::fs::metadata(a).ok().map(|m| (a, m)));
+    match nearest {
+        Some((at, meta)) if !meta.is_dir() => Err(UsageError(format!(
+            "{flag} {}: {} is a file, not a directory; {hint}",
+            arg.display(),
+            if at == dir {
+                "it".to_string()
+            } else {
+                at.display().to_string()
+            }
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -228,52 +270,67 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 /// 2 for errors in the input or the command line, 1 for everything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    let input = err.chain().any(|cause| {
-        cause.is::<UsageError>()
-            || cause.is::<IngestError>()
-            || cause.is::<IdError>()
-            || cause
-                .downcast_ref::<trajwiki::api::ApiError>()
-                .is_some_and(trajwiki::api::ApiError::is_input)
-            || matches!(
-                cause.downcast_ref::<trajwiki::pipeline::PipelineError>(),
-                Some(
-                    trajwiki::pipeline::PipelineError::Stale { .. }
-                        | trajwiki::pipeline::PipelineError::ModelMismatch { .. }
-                        | trajwiki::pipeline::PipelineError::Empty(_)
-                )
-            )
-            || matches!(
-                cause.downcast_ref::<trajwiki_core::EmbedError>(),
-                Some(
-                    trajwiki_core::EmbedError::ModelNotFound { .. }
-                        | trajwiki_core::EmbedError::Setting { .. }
-                        | trajwiki_core::EmbedError::InvalidModel { .. }
-                        | trajwiki_core::EmbedError::Json { .. }
-                        | trajwiki_core::EmbedError::Limit(_)
-                )
-            )
-            || cause.is::<trajwiki_core::limits::LimitError>()
-            || matches!(
-                cause.downcast_ref::<trajwiki::eval::EvalError>(),
-                Some(trajwiki::eval::EvalError::ZeroBudget | trajwiki::eval::EvalError::NoSamples)
-            )
-            || matches!(
-                cause.downcast_ref::<StoreError>(),
-                Some(
-                    StoreError::Conflict { .. }
-                        | StoreError::NotAStore { .. }
-                        | StoreError::Foreign { .. }
-                        | StoreError::NeedsUpgrade { .. }
-                        | StoreError::ReadOnly { .. }
-                        | StoreError::Dangling { .. }
-                        | StoreError::Location { .. }
-                )
-            )
-    });
-    if input {
+    if err.chain().any(is_input) {
         2
     } else {
         1
     }
+}
+
+/// Whether an error (one link of a chain) is an error in the input or the command line. An
+/// evaluation's errors wrap others transparently, so they are looked into.
+fn is_input(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use trajwiki::eval::EvalError;
+    if let Some(e) = cause.downcast_ref::<EvalError>() {
+        return match e {
+            EvalError::Input(_) | EvalError::ZeroBudget | EvalError::NoSamples => true,
+            EvalError::Pipeline(e) => is_input(e),
+            EvalError::Store(e) => is_input(e),
+            EvalError::Retrieve(e) => is_input(e),
+            EvalError::Api(e) => is_input(e.as_ref()),
+            EvalError::Plot(_) | EvalError::Io { .. } => false,
+        };
+    }
+    if let Some(trajwiki::pipeline::PipelineError::Store(e)) =
+        cause.downcast_ref::<trajwiki::pipeline::PipelineError>()
+    {
+        return is_input(e);
+    }
+    cause.is::<UsageError>()
+        || cause.is::<IngestError>()
+        || cause.is::<IdError>()
+        || cause
+            .downcast_ref::<trajwiki::api::ApiError>()
+            .is_some_and(trajwiki::api::ApiError::is_input)
+        || matches!(
+            cause.downcast_ref::<trajwiki::pipeline::PipelineError>(),
+            Some(
+                trajwiki::pipeline::PipelineError::Stale { .. }
+                    | trajwiki::pipeline::PipelineError::ModelMismatch { .. }
+                    | trajwiki::pipeline::PipelineError::Empty(_)
+            )
+        )
+        || matches!(
+            cause.downcast_ref::<trajwiki_core::EmbedError>(),
+            Some(
+                trajwiki_core::EmbedError::ModelNotFound { .. }
+                    | trajwiki_core::EmbedError::Setting { .. }
+                    | trajwiki_core::EmbedError::InvalidModel { .. }
+                    | trajwiki_core::EmbedError::Json { .. }
+                    | trajwiki_core::EmbedError::Limit(_)
+            )
+        )
+        || cause.is::<trajwiki_core::limits::LimitError>()
+        || matches!(
+            cause.downcast_ref::<StoreError>(),
+            Some(
+                StoreError::Conflict { .. }
+                    | StoreError::NotAStore { .. }
+                    | StoreError::Foreign { .. }
+                    | StoreError::NeedsUpgrade { .. }
+                    | StoreError::ReadOnly { .. }
+                    | StoreError::Dangling { .. }
+                    | StoreError::Location { .. }
+            )
+        )
 }

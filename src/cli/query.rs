@@ -278,6 +278,14 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         EvalCommand::Locomo(args) => args,
         EvalCommand::Regression(args) => return regression(args, global),
     };
+    super::check_dir_arg(
+        "--out",
+        &args.out,
+        &args.out,
+        "the results are written into a folder (created when absent)",
+    )?;
+    let store = args.store.clone().unwrap_or_else(|| args.out.join("store"));
+    super::check_store_path(&store)?;
     let backend = scoring(global.device)?;
     let embedder = load_embedder(&args.model, global)?;
     let (budgets, modes) = grid(&args.budgets, &args.modes)?;
@@ -311,7 +319,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
     let summary = run_locomo(&EvalOptions {
         data: args.data.clone(),
         out: args.out.clone(),
-        store: args.store.clone().unwrap_or_else(|| args.out.join("store")),
+        store,
         budgets: budgets.clone(),
         modes: modes.clone(),
         memory: load_config(args.config.as_ref())?,

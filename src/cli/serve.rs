@@ -94,6 +94,7 @@ pub(crate) fn mcp(args: &McpArgs, global: Global) -> anyhow::Result<()> {
         .map(Namespace::new)
         .transpose()
         .map_err(|e| UsageError(format!("--namespace: {e}")))?;
+    super::check_store_path(&args.store)?;
     drop(Store::open_existing(&args.store)?);
     let backend = scoring(global.device)?;
     let model = load_embedder_on(&args.model, global)?;
@@ -160,6 +161,7 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
         .map_err(|e| UsageError(format!("--mcp-namespace: {e}")))?;
     let llm = args.llm.config()?;
     // The store is checked (and brought to the current schema) before the model is loaded.
+    super::check_store_path(&args.store)?;
     drop(Store::open_existing(&args.store)?);
     let backend = scoring(global.device)?;
     let model = load_embedder_on(&args.model, global)?;

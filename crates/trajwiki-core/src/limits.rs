@@ -6,17 +6,22 @@
 //!
 //! | limit | default | variable |
 //! |---|---:|---|
-//! | a message: text, speaker and captions | 262,144 bytes | `TRAJWIKI_MAX_MESSAGE_BYTES` |
-//! | a run: task, actions and observations | 16,777,216 bytes | `TRAJWIKI_MAX_RUN_BYTES` |
+//! | a message: every field (text, speaker, namespace, timestamp, ref, attachments) | 262,144 bytes | `TRAJWIKI_MAX_MESSAGE_BYTES` |
+//! | a run: every field (id, namespace, task, steps, metadata) | 16,777,216 bytes | `TRAJWIKI_MAX_RUN_BYTES` |
 //! | steps of a run | 10,000 | `TRAJWIKI_MAX_RUN_STEPS` |
 //! | a question | 16,384 bytes | `TRAJWIKI_MAX_QUESTION_BYTES` |
 //! | an embedding model's dimension | 8,192 | `TRAJWIKI_MAX_DIM` |
+//! | a JSON document read whole (a LoCoMo file) | 268,435,456 bytes | `TRAJWIKI_MAX_DOCUMENT_BYTES` |
 //! | a namespace name | 128 characters | (fixed: names are keys) |
+//!
+//! A line of JSONL input is bounded too, before it is read whole: by six times the limit of the
+//! record it holds (each byte of a field may be written as a six-byte `\u` escape) plus 64 KiB of
+//! field names, punctuation and spacing (see `trajwiki_ingest::input`).
 
 /// One limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limit {
-    /// What it bounds, for messages: "a message (text, speaker and captions)".
+    /// What it bounds, for messages: "a message (all its fields)".
     pub what: &'static str,
     /// The unit: "bytes", "steps", "dimensions".
     pub unit: &'static str,
@@ -26,17 +31,17 @@ pub struct Limit {
     pub var: &'static str,
 }
 
-/// A message's text, speaker and captions together, in bytes.
+/// A message's fields together (text, speaker, namespace, timestamp, ref, attachments), in bytes.
 pub const MESSAGE_BYTES: Limit = Limit {
-    what: "a message (text, speaker and captions)",
+    what: "a message (all its fields)",
     unit: "bytes",
     default: 256 << 10,
     var: "TRAJWIKI_MAX_MESSAGE_BYTES",
 };
 
-/// A run's task, actions and observations together, in bytes.
+/// A run's fields together (id, namespace, task, actions, observations, metadata), in bytes.
 pub const RUN_BYTES: Limit = Limit {
-    what: "a run (task, actions and observations)",
+    what: "a run (all its fields)",
     unit: "bytes",
     default: 16 << 20,
     var: "TRAJWIKI_MAX_RUN_BYTES",
@@ -48,6 +53,15 @@ pub const RUN_STEPS: Limit = Limit {
     unit: "steps",
     default: 10_000,
     var: "TRAJWIKI_MAX_RUN_STEPS",
+};
+
+/// A JSON document that is read whole (a LoCoMo file), in bytes: what a reader holds in memory
+/// at once.
+pub const DOCUMENT_BYTES: Limit = Limit {
+    what: "a JSON document (a LoCoMo file)",
+    unit: "bytes",
+    default: 256 << 20,
+    var: "TRAJWIKI_MAX_DOCUMENT_BYTES",
 };
 
 /// A question, in bytes.

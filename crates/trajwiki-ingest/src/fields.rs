@@ -92,20 +92,27 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// A required non-negative integer that fits in u32.
-    pub fn u32(&self, field: &str) -> Result<u32> {
+    /// A required integer from `lo` to `hi`; anything else is an error expecting "`what` from
+    /// `lo` to `hi`", so that the range said is the range taken.
+    pub fn u32_in(&self, field: &str, lo: u32, hi: u32, what: &str) -> Result<u32> {
         self.get(field)
             .and_then(Value::as_u64)
             .and_then(|n| u32::try_from(n).ok())
-            .ok_or_else(|| self.wrong(field, "an integer from 0 to 4294967295"))
+            .filter(|n| (lo..=hi).contains(n))
+            .ok_or_else(|| self.wrong(field, &format!("{what} from {lo} to {hi}")))
     }
 
-    /// An optional non-negative integer.
-    pub fn opt_u32(&self, field: &str) -> Result<Option<u32>> {
+    /// An optional (missing or null) integer from `lo` to `hi` (see [`Record::u32_in`]).
+    pub fn opt_u32_in(&self, field: &str, lo: u32, hi: u32, what: &str) -> Result<Option<u32>> {
         match self.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(_) => self.u32(field).map(Some),
+            Some(_) => self.u32_in(field, lo, hi, what).map(Some),
         }
+    }
+
+    /// A required non-negative integer that fits in u32.
+    pub fn u32(&self, field: &str) -> Result<u32> {
+        self.u32_in(field, 0, u32::MAX, "an integer")
     }
 
     /// An optional boolean.

@@ -24,8 +24,9 @@ use trajwiki_core::{
     TIMESTAMP_FORMAT,
 };
 
-use crate::error::{IngestError, Location, Result};
+use crate::error::{quote, Location, Result};
 use crate::fields::Record;
+use crate::input::Input;
 
 /// Parses a message timestamp: `2023-05-08T13:56:00`, `2023-05-08 13:56`, `2023-05-08`, or
 /// RFC 3339 with an offset (converted to UTC). Years run from 1 to 9999, the years of ISO 8601
@@ -55,59 +56,30 @@ fn parse_any_timestamp(text: &str) -> Option<Timestamp> {
         .and_then(|d| d.and_hms_opt(0, 0, 0))
 }
 
+/// The non-blank lines of `text` as JSON values, with their numbers.
 fn lines<'a>(file: &'a Path, text: &'a str) -> impl Iterator<Item = Result<(usize, Value)>> + 'a {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(move |(i, line)| {
-            serde_json::from_str(line)
-                .map(|v| (i + 1, v))
-                .map_err(|e| IngestError::Syntax {
-                    file: file.to_path_buf(),
-                    at: Location::Line {
-                        line: i + 1,
-                        column: Some(e.column()),
-                    },
-                    message: e.to_string(),
-                })
-        })
+        .map(move |(i, line)| crate::input::parse_line(file, i + 1, line))
 }
 
-/// Reads a text file; bytes that are not UTF-8 are an error naming their line and column.
-pub(crate) fn read(file: &Path) -> Result<String> {
-    let bytes = std::fs::read(file).map_err(|source| IngestError::Io {
-        file: file.to_path_buf(),
-        source,
-    })?;
-    // A byte-order mark, as some editors write one, is not text.
-    let bytes = match bytes.strip_prefix(b"\xef\xbb\xbf") {
-        Some(rest) => rest.to_vec(),
-        None => bytes,
-    };
-    String::from_utf8(bytes).map_err(|e| {
-        let bytes = e.as_bytes();
-        let at = e.utf8_error().valid_up_to();
-        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count();
-        let start = bytes[..at]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        IngestError::Syntax {
-            file: file.to_path_buf(),
-            at: Location::Line {
-                line,
-                column: Some(at - start + 1),
-            },
-            message: format!("not UTF-8 text (byte 0x{:02x})", bytes[at]),
-        }
-    })
-}
-
-/// The bytes of a message that count against [`limits::MESSAGE_BYTES`]: its text, speaker and
-/// attachment captions.
-pub(crate) fn message_bytes(speaker: &str, text: &str, attachments: &[Attachment]) -> usize {
-    speaker.len()
+/// The bytes of a message that count against [`limits::MESSAGE_BYTES`]: every field it is
+/// stored with (namespace, speaker, text, timestamp as written, ref, and each attachment's kind,
+/// caption and url).
+pub(crate) fn message_bytes(
+    namespace: &str,
+    speaker: &str,
+    text: &str,
+    timestamp: &str,
+    external_ref: Option<&str>,
+    attachments: &[Attachment],
+) -> usize {
+    namespace.len()
+        + speaker.len()
         + text.len()
+        + timestamp.len()
+        + external_ref.map_or(0, str::len)
         + attachments
             .iter()
             .map(|a| {
@@ -118,25 +90,26 @@ pub(crate) fn message_bytes(speaker: &str, text: &str, attachments: &[Attachment
             .sum::<usize>()
 }
 
-/// The first 40 characters of a text, for an error message.
-fn excerpt(text: &str) -> String {
-    match text.char_indices().nth(40) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-/// Reads a JSONL conversation file.
+/// Reads a JSONL conversation file (`-`: standard input), each line bounded (see
+/// [`crate::input`]).
 pub fn read_messages(file: &Path) -> Result<Vec<SourceMessage>> {
-    parse_messages(file, &read(file)?)
+    Input::open(file)?.read_messages()
 }
 
 /// Parses JSONL conversation text; `file` is used in error messages.
 pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
+    messages_from(file, lines(file, text))
+}
+
+/// Reads messages from JSON lines (their numbers and values); `file` is used in error messages.
+pub(crate) fn messages_from(
+    file: &Path,
+    records: impl Iterator<Item = Result<(usize, Value)>>,
+) -> Result<Vec<SourceMessage>> {
     let mut next_seq: HashMap<(Namespace, u32), u32> = HashMap::new();
     let mut first_line: HashMap<trajwiki_core::MessageId, (usize, usize)> = HashMap::new();
     let mut out: Vec<SourceMessage> = Vec::new();
-    for item in lines(file, text) {
+    for item in records {
         let (line, value) = item?;
         let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
         let ns = rec.str("namespace")?;
@@ -145,9 +118,8 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
         let session = rec.u32("session")?;
         let counter = next_seq.entry((namespace.clone(), session)).or_insert(0);
         let counted = *counter;
-        let given = rec.opt_u32("seq")?;
+        let given = rec.opt_u32_in("seq", 1, u32::MAX, "a position")?;
         let seq = match given {
-            Some(0) => return Err(rec.error("seq", "a position from 1", "0")),
             Some(s) => s,
             None => counter.checked_add(1).ok_or_else(|| {
                 rec.error(
@@ -163,7 +135,7 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
             rec.error(
                 "timestamp",
                 "a time like 2023-05-08T13:56:00 (or RFC 3339, or a date), in the years 1 to 9999",
-                format!("{ts_text:?}"),
+                quote(ts_text),
             )
         })?;
         let mut attachments = Vec::new();
@@ -184,7 +156,14 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
         let (speaker, text) = (rec.str("speaker")?, rec.str("text")?);
         rec.limit(
             limits::MESSAGE_BYTES,
-            message_bytes(speaker, text, &attachments),
+            message_bytes(
+                ns,
+                speaker,
+                text,
+                ts_text,
+                external_ref.as_deref(),
+                &attachments,
+            ),
         )?;
         let message = SourceMessage::new(
             namespace,
@@ -216,7 +195,7 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
                 return Err(rec.error(
                     "ref",
                     &format!("a message of its own (line {earlier} has the same ref or session and position)"),
-                    format!("{:?} where line {earlier} has {:?}", excerpt(&message.text), excerpt(&out[i].text)),
+                    format!("{} where line {earlier} has {}", quote(&message.text), quote(&out[i].text)),
                 ));
             }
             Some(_) => {}
@@ -229,9 +208,10 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
     Ok(out)
 }
 
-/// Reads a JSONL runs file. `namespace` overrides the namespace of every run.
+/// Reads a JSONL runs file (`-`: standard input), each line bounded (see [`crate::input`]).
+/// `namespace` overrides the namespace of every run.
 pub fn read_runs(file: &Path, namespace: Option<&Namespace>) -> Result<Vec<Run>> {
-    parse_runs(file, &read(file)?, namespace)
+    Input::open(file)?.read_runs(namespace)
 }
 
 /// The fields of a run line that are not metadata.
@@ -240,9 +220,20 @@ const RUN_FIELDS: [&str; 6] = ["id", "namespace", "task", "steps", "success", "r
 /// Parses JSONL runs text; `file` is used in error messages and for the default namespace.
 pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Result<Vec<Run>> {
     let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("runs");
+    runs_from(file, stem, lines(file, text), namespace)
+}
+
+/// Reads runs from JSON lines (their numbers and values); `file` is used in error messages,
+/// `stem` is the namespace of runs that name none.
+pub(crate) fn runs_from(
+    file: &Path,
+    stem: &str,
+    records: impl Iterator<Item = Result<(usize, Value)>>,
+    namespace: Option<&Namespace>,
+) -> Result<Vec<Run>> {
     let mut first_line: HashMap<trajwiki_core::RunId, (usize, usize)> = HashMap::new();
     let mut out: Vec<Run> = Vec::new();
-    for item in lines(file, text) {
+    for item in records {
         let (line, value) = item?;
         let rec = Record::new(file, Location::Line { line, column: None }, "", &value)?;
         let ns = match namespace {
@@ -266,14 +257,6 @@ pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Res
             });
         }
         rec.limit(limits::RUN_STEPS, steps.len())?;
-        rec.limit(
-            limits::RUN_BYTES,
-            task.len()
-                + steps
-                    .iter()
-                    .map(|s| s.action.len() + s.observation.len())
-                    .sum::<usize>(),
-        )?;
         let outcome = Outcome {
             success: rec.opt_bool("success")?,
             reward: rec.opt_f64("reward")?,
@@ -293,13 +276,17 @@ pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Res
                 format!("sha-{}", &content_hash([body.as_str()])[..16])
             }
         };
+        rec.limit(
+            limits::RUN_BYTES,
+            run_bytes(&ns, &external_ref, &task, &steps, &metadata),
+        )?;
         let run = Run::new(ns, external_ref, task, steps, outcome, metadata);
         match first_line.get(&run.id) {
             Some(&(earlier, i)) if out[i] != run => {
                 return Err(rec.error(
                     "id",
                     &format!("a run of its own (line {earlier} has the same id)"),
-                    format!("{:?} again, with other content", run.external_ref),
+                    format!("{} again, with other content", quote(&run.external_ref)),
                 ));
             }
             Some(_) => {}
@@ -310,6 +297,29 @@ pub fn parse_runs(file: &Path, text: &str, namespace: Option<&Namespace>) -> Res
         }
     }
     Ok(out)
+}
+
+/// The bytes of a run that count against [`limits::RUN_BYTES`]: every field it is stored with
+/// (namespace, id, task, each step's action and observation, and each metadata field's name and
+/// value as JSON).
+fn run_bytes(
+    namespace: &Namespace,
+    id: &str,
+    task: &str,
+    steps: &[Step],
+    metadata: &BTreeMap<String, Value>,
+) -> usize {
+    namespace.as_str().len()
+        + id.len()
+        + task.len()
+        + steps
+            .iter()
+            .map(|s| s.action.len() + s.observation.len())
+            .sum::<usize>()
+        + metadata
+            .iter()
+            .map(|(k, v)| k.len() + v.to_string().len())
+            .sum::<usize>()
 }
 
 /// Writes messages as JSONL in the format [`parse_messages`] reads.
@@ -364,6 +374,7 @@ pub fn write_runs(out: &mut impl Write, runs: &[Run]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::IngestError;
 
     #[test]
     fn messages_round_trip() {

@@ -5,6 +5,8 @@
 //!   evaluation its questions, so evaluation and memory agree on refs.
 //! - [`jsonl`]: a generic one-message-per-line conversation format and the JSONL agent-run format,
 //!   with writers for both, so `trajwiki export` round-trips through `trajwiki ingest`.
+//! - [`input`]: an input (a file, a pipe, a FIFO, standard input) opened and read once, its
+//!   format told from its first bytes, every line and document bounded before it is buffered.
 //!
 //! ```
 //! use std::path::Path;
@@ -17,12 +19,14 @@
 
 pub mod error;
 mod fields;
+pub mod input;
 pub mod jsonl;
 pub mod locomo;
 
 use std::path::Path;
 
 pub use error::{IngestError, Location, Result};
+pub use input::Input;
 
 /// The input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,46 +40,11 @@ pub enum Format {
 }
 
 impl Format {
-    /// Tells the format of a file: `.json` is LoCoMo; a `.jsonl` file is told by its first
-    /// record's fields (`steps` or `task`: runs; `speaker` and `text`: messages).
+    /// Tells the format of a file: `.json` is LoCoMo; otherwise a document that opens with `[`
+    /// is LoCoMo, and JSONL is told by its first record's fields (`steps` or `task`: runs;
+    /// `speaker` and `text`: messages). This reads the start of the file; to read a pipe or
+    /// standard input once, open it as an [`Input`] and call [`Input::detect`] then a `read_*`.
     pub fn detect(file: &Path) -> Result<Format> {
-        let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if ext.eq_ignore_ascii_case("json") {
-            return Ok(Format::Locomo);
-        }
-        let unknown = |reason: &str| IngestError::UnknownFormat {
-            file: file.to_path_buf(),
-            reason: reason.to_string(),
-        };
-        // The whole file is read as the parse reads it, so that bytes that are not UTF-8 are
-        // reported with their line wherever they are.
-        let text = jsonl::read(file)?;
-        let first = text
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or_default()
-            .to_string();
-        if first.is_empty() {
-            return Err(unknown("the file is empty"));
-        }
-        let value: serde_json::Value =
-            serde_json::from_str(&first).map_err(|e| IngestError::Syntax {
-                file: file.to_path_buf(),
-                at: Location::Line {
-                    line: 1,
-                    column: Some(e.column()),
-                },
-                message: e.to_string(),
-            })?;
-        let has = |k: &str| value.get(k).is_some();
-        if has("steps") || has("task") {
-            Ok(Format::Runs)
-        } else if has("speaker") && has("text") {
-            Ok(Format::Messages)
-        } else {
-            Err(unknown(
-                "its first record has neither `steps`/`task` nor `speaker`/`text`",
-            ))
-        }
+        Input::open(file)?.detect()
     }
 }

@@ -16,8 +16,9 @@ use serde_json::Value;
 use trajwiki_core::limits;
 use trajwiki_core::{Attachment, Namespace, SourceMessage, Timestamp};
 
-use crate::error::{IngestError, Location, Result};
+use crate::error::{quote, IngestError, Location, Result};
 use crate::fields::Record;
+use crate::input::Input;
 
 /// One LoCoMo conversation and its questions.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,10 +147,10 @@ pub fn parse_session_time(text: &str) -> Option<Timestamp> {
     .find_map(|fmt| NaiveDateTime::parse_from_str(&cleaned, fmt).ok())
 }
 
-/// Reads a LoCoMo file.
+/// Reads a LoCoMo file (`-`: standard input), parsed as it streams in and bounded by
+/// [`limits::DOCUMENT_BYTES`] (see [`crate::input`]).
 pub fn read_locomo(path: &Path) -> Result<Vec<LocomoSample>> {
-    let text = crate::jsonl::read(path)?;
-    parse_locomo(path, &text)
+    Input::open(path)?.read_locomo()
 }
 
 /// Parses LoCoMo JSON text; `file` is used in error messages.
@@ -162,12 +163,17 @@ pub fn parse_locomo(file: &Path, text: &str) -> Result<Vec<LocomoSample>> {
         },
         message: e.to_string(),
     })?;
+    samples_of(file, &root)
+}
+
+/// The samples of a parsed LoCoMo document; `file` is used in error messages.
+pub(crate) fn samples_of(file: &Path, root: &Value) -> Result<Vec<LocomoSample>> {
     let samples = root.as_array().ok_or_else(|| IngestError::Field {
         file: file.to_path_buf(),
         at: Location::Record("(top level)".into()),
         field: "(document)".into(),
         expected: "an array of LoCoMo samples".into(),
-        found: crate::error::describe(Some(&root)),
+        found: crate::error::describe(Some(root)),
     })?;
     let mut seen = BTreeSet::new();
     let mut out = Vec::with_capacity(samples.len());
@@ -179,12 +185,47 @@ pub fn parse_locomo(file: &Path, text: &str) -> Result<Vec<LocomoSample>> {
                 at: Location::Record(format!("[{i}]")),
                 field: "sample_id".into(),
                 expected: "a sample id not used by an earlier sample".into(),
-                found: format!("duplicate {:?}", parsed.namespace.as_str()),
+                found: format!("duplicate {}", quote(parsed.namespace.as_str())),
             });
         }
         out.push(parsed);
     }
     Ok(out)
+}
+
+/// The session numbers of a conversation, in order, from its keys. A conversation holds
+/// `speaker_a`, `speaker_b`, and per session `session_N` (its turns, which may be absent) and
+/// `session_N_date_time`, where N is a whole number from 0 to 4294967295 written in decimal
+/// without a sign or leading zeros. Any other key is an error naming it, so that no session is
+/// left out unsaid (`session_01`, `session_-3`, `session_4294967296`).
+fn session_numbers(conv: &Record<'_>) -> Result<BTreeSet<u32>> {
+    let mut numbers = BTreeSet::new();
+    for key in conv.obj.keys() {
+        if key == "speaker_a" || key == "speaker_b" {
+            continue;
+        }
+        let digits = key
+            .strip_prefix("session_")
+            .map(|rest| rest.strip_suffix("_date_time").unwrap_or(rest));
+        let number = digits
+            .filter(|d| d == &"0" || (!d.starts_with('0') && d.bytes().all(|b| b.is_ascii_digit())))
+            .and_then(|d| d.parse::<u32>().ok());
+        match number {
+            Some(n) => {
+                numbers.insert(n);
+            }
+            None => {
+                return Err(IngestError::Field {
+                    file: conv.file.to_path_buf(),
+                    at: conv.at.clone(),
+                    field: conv.prefix.clone(),
+                    expected: "keys `speaker_a`, `speaker_b`, `session_N` and `session_N_date_time`, N a whole number from 0 to 4294967295 written without sign or leading zeros".into(),
+                    found: format!("the key {}", quote(key)),
+                })
+            }
+        }
+    }
+    Ok(numbers)
 }
 
 fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
@@ -203,16 +244,7 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
         conv.str("speaker_b")?.to_string(),
     ];
 
-    // Sessions are numbered by their `session_N_date_time` keys; turns may be absent.
-    let mut numbers: BTreeSet<u32> = BTreeSet::new();
-    for key in conv.obj.keys() {
-        if let Some(rest) = key.strip_prefix("session_") {
-            let digits = rest.strip_suffix("_date_time").unwrap_or(rest);
-            if let Ok(n) = digits.parse::<u32>() {
-                numbers.insert(n);
-            }
-        }
-    }
+    let numbers = session_numbers(&conv)?;
     let mut sessions = Vec::new();
     let mut messages = Vec::new();
     let mut refs = BTreeSet::new();
@@ -223,7 +255,7 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
             conv.error(
                 &date_key,
                 "a time like `1:56 pm on 8 May, 2023`",
-                format!("{date_time:?}"),
+                quote(date_time),
             )
         })?;
         let turns_key = format!("session_{n}");
@@ -238,13 +270,7 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
                 .into_iter()
                 .next()
                 .filter(|_| !dia_id.trim().is_empty())
-                .ok_or_else(|| {
-                    rec.error(
-                        "dia_id",
-                        "a dialogue id like `D3:12`",
-                        format!("{dia_id:?}"),
-                    )
-                })?;
+                .ok_or_else(|| rec.error("dia_id", "a dialogue id like `D3:12`", quote(dia_id)))?;
             if !refs.insert(external_ref.clone()) {
                 return Err(rec.error(
                     "dia_id",
@@ -269,7 +295,14 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
             };
             rec.limit(
                 limits::MESSAGE_BYTES,
-                crate::jsonl::message_bytes(&speaker, &text, &attachments),
+                crate::jsonl::message_bytes(
+                    namespace.as_str(),
+                    &speaker,
+                    &text,
+                    date_time,
+                    Some(&external_ref),
+                    &attachments,
+                ),
             )?;
             messages.push(SourceMessage::new(
                 namespace.clone(),
@@ -294,10 +327,7 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
     let mut qa = Vec::with_capacity(qa_values.len());
     for (q, item) in qa_values.iter().enumerate() {
         let rec = top.child(&format!("qa[{q}]"), item)?;
-        let category = rec.u32("category")?;
-        if !(1..=5).contains(&category) {
-            return Err(rec.error("category", "an integer from 1 to 5", category.to_string()));
-        }
+        let category = rec.u32_in("category", 1, 5, "an integer")?;
         let answer_text = |field: &str| -> Result<Option<String>> {
             match rec.get(field) {
                 None | Some(Value::Null) => Ok(None),
@@ -412,6 +442,59 @@ mod tests {
         assert_eq!(s.qa[0].dangling_evidence, ["D1:9"]);
         assert_eq!(s.qa[1].answer, None);
         assert_eq!(s.qa[1].adversarial_answer.as_deref(), Some("x"));
+    }
+
+    /// A conversation whose second session has the key `key`.
+    fn with_session(key: &str) -> String {
+        format!(
+            r#"[{{"sample_id": "s1", "conversation": {{"speaker_a": "Ann", "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi"}}],
+            "{key}_date_time": "2:00 pm on 9 May, 2023",
+            "{key}": [{{"speaker": "Bob", "dia_id": "D2:1", "text": "Yo"}}]}}, "qa": []}}]"#
+        )
+    }
+
+    #[test]
+    fn session_keys_follow_one_rule() {
+        for bad in [
+            "session_-3",
+            "session_01",
+            "session_4294967296",
+            "session_99999999999999999999",
+            "session_+2",
+            "session_",
+            "Session_2",
+        ] {
+            let err = parse_locomo(Path::new("t.json"), &with_session(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("record s1")
+                    && err.contains(bad)
+                    && err.contains("from 0 to 4294967295 written without sign or leading zeros"),
+                "{bad}: {err}"
+            );
+        }
+        for (good, n) in [
+            ("session_0", 0),
+            ("session_2", 2),
+            ("session_4294967295", u32::MAX),
+        ] {
+            let samples = parse_locomo(Path::new("t.json"), &with_session(good)).unwrap();
+            assert_eq!(samples[0].messages.len(), 2, "{good}");
+            assert!(samples[0].messages.iter().any(|m| m.session == n), "{good}");
+        }
+        // Turns without a date: the date is asked for, the turns are not dropped.
+        let undated = with_session("session_2")
+            .replace(r#""session_2_date_time": "2:00 pm on 9 May, 2023","#, "");
+        let err = parse_locomo(Path::new("t.json"), &undated)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("conversation.session_2_date_time") && err.contains("missing"),
+            "{err}"
+        );
     }
 
     #[test]
