@@ -331,6 +331,8 @@ fn is_input(cause: &(dyn std::error::Error + 'static)) -> bool {
                     | StoreError::ReadOnly { .. }
                     | StoreError::Dangling { .. }
                     | StoreError::Location { .. }
+                    | StoreError::SessionFull { .. }
+                    | StoreError::Access { .. }
             )
         )
 }
