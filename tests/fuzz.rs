@@ -23,6 +23,10 @@ use trajwiki::ingest::jsonl::{parse_messages, parse_runs, write_messages};
 use trajwiki::ingest::locomo::parse_locomo;
 use trajwiki::memory::MemoryConfig;
 
+#[path = "common/mutate.rs"]
+mod mutate;
+use mutate::mutated;
+
 /// Runs `test` on values of `strategy` for its share of the configured time: a target (a
 /// parser) gets `TRAJWIKI_FUZZ_SECONDS`, split evenly over its `kinds` kinds of input. Returns
 /// how many cases ran.
@@ -68,64 +72,6 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         .collect();
     files.sort();
     files.iter().map(|f| std::fs::read(f).unwrap()).collect()
-}
-
-/// A seed with a few mutations.
-fn mutated(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
-    const TOKENS: &[&[u8]] = &[
-        b"\"",
-        b"{",
-        b"}",
-        b"[",
-        b"]",
-        b",",
-        b":",
-        b"\\",
-        b"\\u0000",
-        b"\\ud800",
-        b"-1",
-        b"4294967296",
-        b"1e999",
-        b"null",
-        b"\xff",
-        b"\n",
-        b"\xef\xbb\xbf",
-        b"0000-01-01",
-    ];
-    let edit = (
-        0u8..5,
-        any::<prop::sample::Index>(),
-        any::<prop::sample::Index>(),
-        any::<u8>(),
-    );
-    (
-        prop::sample::select(seeds),
-        prop::collection::vec(edit, 1..8),
-    )
-        .prop_map(|(mut bytes, edits)| {
-            for (kind, at, len, byte) in edits {
-                let i = at.index(bytes.len() + 1);
-                let n = len.index(16.min(bytes.len() - i) + 1);
-                match kind {
-                    0 if i < bytes.len() => bytes[i] ^= byte | 1,
-                    1 => {
-                        bytes.drain(i..i + n);
-                    }
-                    2 => {
-                        bytes.splice(i..i, std::iter::repeat_n(byte, n));
-                    }
-                    3 => {
-                        let copy = bytes[i..i + n].to_vec();
-                        bytes.splice(i..i, copy);
-                    }
-                    _ => {
-                        let token = TOKENS[byte as usize % TOKENS.len()];
-                        bytes.splice(i..i, token.iter().copied());
-                    }
-                }
-            }
-            bytes
-        })
 }
 
 const FIELDS: &[&str] = &[

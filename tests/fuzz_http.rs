@@ -13,12 +13,15 @@
 //! (default: 6); the long runs recorded in BENCHMARKS.md set it to 600.
 
 mod common;
+#[path = "common/mutate.rs"]
+mod mutate;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request};
+use mutate::{edits, mutate};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
@@ -357,67 +360,6 @@ fn structured() -> impl Strategy<Value = Vec<u8>> {
             kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         Value::Object(obj).to_string().into_bytes()
     })
-}
-
-/// A seed with a few byte edits (the same edits as tests/fuzz.rs).
-fn mutate(
-    mut bytes: Vec<u8>,
-    edits: Vec<(u8, prop::sample::Index, prop::sample::Index, u8)>,
-) -> Vec<u8> {
-    const TOKENS: &[&[u8]] = &[
-        b"\"",
-        b"{",
-        b"}",
-        b"[",
-        b"]",
-        b",",
-        b":",
-        b"\\",
-        b"\\u0000",
-        b"\\ud800",
-        b"-1",
-        b"4294967296",
-        b"1e999",
-        b"null",
-        b"\xff",
-        b"\n",
-        b"\xef\xbb\xbf",
-        b"true",
-    ];
-    for (kind, at, len, byte) in edits {
-        let i = at.index(bytes.len() + 1);
-        let n = len.index(16.min(bytes.len() - i) + 1);
-        match kind {
-            0 if i < bytes.len() => bytes[i] ^= byte | 1,
-            1 => {
-                bytes.drain(i..i + n);
-            }
-            2 => {
-                bytes.splice(i..i, std::iter::repeat_n(byte, n));
-            }
-            3 => {
-                let copy = bytes[i..i + n].to_vec();
-                bytes.splice(i..i, copy);
-            }
-            _ => {
-                let token = TOKENS[byte as usize % TOKENS.len()];
-                bytes.splice(i..i, token.iter().copied());
-            }
-        }
-    }
-    bytes
-}
-
-fn edits() -> impl Strategy<Value = Vec<(u8, prop::sample::Index, prop::sample::Index, u8)>> {
-    prop::collection::vec(
-        (
-            0u8..5,
-            any::<prop::sample::Index>(),
-            any::<prop::sample::Index>(),
-            any::<u8>(),
-        ),
-        1..8,
-    )
 }
 
 const CONTENT_TYPES: &[Option<&str>] = &[
