@@ -440,6 +440,9 @@ fn hostile_inputs_are_refused_whole() {
         ingest("namespace-number", "m.jsonl", message("namespace", "7"), &["field `namespace`", "number 7"]),
         ingest("speaker-missing", "m.jsonl", message("speaker", ""), &["field `speaker`", "missing"]),
         ingest("speaker-object", "m.jsonl", message("speaker", "{}"), &["field `speaker`"]),
+        // SQLite's text functions end a string at NUL: a claim, which starts with its speaker's
+        // name, would read as empty (found by tests/fuzz_http.rs: a 500 on the next append).
+        ingest("speaker-nul", "m.jsonl", message("speaker", r#""\u0000Ann""#), &["line 1", "field `speaker`", "without NUL characters"]),
         ingest("attachments-string", "m.jsonl", message("attachments", r#""img.png""#), &["field `attachments`"]),
         ingest("attachment-no-kind", "m.jsonl", message("attachments", r#"[{"caption": "c"}]"#), &["field `attachments[0].kind`", "missing"]),
         ingest("ref-empty", "m.jsonl", message("ref", r#""  ""#), &["field `ref`", "a non-empty string"]),

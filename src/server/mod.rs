@@ -424,8 +424,27 @@ impl From<ApiError> for Failure {
             }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            // What failed inside, so that an operator can tell one failure from another.
+            return Failure::internal(chain(&e));
+        }
         Failure::new(status, code, message)
     }
+}
+
+/// An error with its causes: `what: why: …`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
 }
 
 impl From<TraceError> for Failure {

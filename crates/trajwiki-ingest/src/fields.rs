@@ -83,6 +83,21 @@ impl<'a> Record<'a> {
             .ok_or_else(|| self.wrong(field, "a string"))
     }
 
+    /// A string naming someone (a speaker): any text but NUL, which SQLite's text functions
+    /// take for the string's end (a claim, which starts with its speaker's name, would read as
+    /// empty).
+    pub fn name_str(&self, field: &str) -> Result<&'a str> {
+        let name = self.str(field)?;
+        if name.contains('\0') {
+            return Err(self.error(
+                field,
+                "a name without NUL characters (U+0000)",
+                crate::error::quote(name),
+            ));
+        }
+        Ok(name)
+    }
+
     /// An optional string (missing or null is `None`).
     pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
         match self.get(field) {

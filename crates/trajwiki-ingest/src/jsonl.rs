@@ -153,7 +153,7 @@ pub(crate) fn messages_from(
             }
             r => r.map(str::to_string),
         };
-        let (speaker, text) = (rec.str("speaker")?, rec.str("text")?);
+        let (speaker, text) = (rec.name_str("speaker")?, rec.str("text")?);
         rec.limit(
             limits::MESSAGE_BYTES,
             message_bytes(

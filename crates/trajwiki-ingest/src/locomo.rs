@@ -240,8 +240,8 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
         .ok_or_else(|| top.error("conversation", "an object", "nothing (missing)"))?;
     let conv = top.child("conversation", conv_value)?;
     let speakers = [
-        conv.str("speaker_a")?.to_string(),
-        conv.str("speaker_b")?.to_string(),
+        conv.name_str("speaker_a")?.to_string(),
+        conv.name_str("speaker_b")?.to_string(),
     ];
 
     let numbers = session_numbers(&conv)?;
@@ -263,7 +263,7 @@ fn parse_sample(file: &Path, i: usize, value: &Value) -> Result<LocomoSample> {
         for (t, turn) in turns.iter().enumerate() {
             let field = format!("{turns_key}[{t}]");
             let rec = conv.child(&field, turn)?;
-            let speaker = rec.str("speaker")?.to_string();
+            let speaker = rec.name_str("speaker")?.to_string();
             let text = rec.str("text")?.to_string();
             let dia_id = rec.str("dia_id")?;
             let external_ref = normalize_evidence(dia_id)
