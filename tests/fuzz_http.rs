@@ -40,30 +40,15 @@ fn served() -> (axum::Router, tempfile::TempDir, tokio::runtime::Runtime) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-    let out = common::bin()
-        .args(["ingest", "--store"])
-        .arg(&store)
-        .args(["--build", "--model", "hashing"])
-        .arg(format!("{fixtures}/demo.jsonl"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let at = store.to_str().unwrap();
+    let (demo, runs) = (
+        format!("{fixtures}/demo.jsonl"),
+        format!("{fixtures}/runs.jsonl"),
     );
-    let out = common::bin()
-        .args(["ingest", "--store"])
-        .arg(&store)
-        .args(["--namespace", "runs"])
-        .arg(format!("{fixtures}/runs.jsonl"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok(&[
+        "ingest", "--store", at, "--build", "--model", "hashing", &demo,
+    ]);
+    common::ok(&["ingest", "--store", at, "--namespace", "runs", &runs]);
     let embedder = trajwiki::api::load_embedder("hashing").unwrap();
     let router = trajwiki::server::router(ServerConfig {
         store,
