@@ -14,7 +14,6 @@ use std::path::Path;
 
 use serde_json::Value;
 use trajwiki_core::Namespace;
-use trajwiki_ingest::error::Location;
 use trajwiki_ingest::{jsonl, locomo, IngestError};
 use trajwiki_store::{Append, Place};
 
@@ -175,49 +174,12 @@ fn normalise_messages(
         }
         // Read alone, so that no message is taken for another; errors name its place in the
         // list as the line of a file (line 1 for messages[0]).
-        let line = format!("{item}\n");
-        let mut parsed = jsonl::parse_messages(Path::new(label), &line)
-            .map_err(|e| MessagesError::Ingest(at_line(e, i + 1)))?;
-        let message = parsed
+        let message = jsonl::message_from_value(Path::new(label), i + 1, item)?
             .pop()
             .ok_or_else(|| MessagesError::shape(format!("messages[{i}] holds no message")))?;
         out.push(Append { message, place });
     }
     Ok(out)
-}
-
-/// An error of a message read alone, placed at line `line` of the list.
-fn at_line(e: IngestError, line: usize) -> IngestError {
-    let moved = |at: Location| match at {
-        Location::Line { column, .. } => Location::Line { line, column },
-        other => other,
-    };
-    match e {
-        IngestError::Syntax { file, at, message } => IngestError::Syntax {
-            file,
-            at: moved(at),
-            message,
-        },
-        IngestError::Field {
-            file,
-            at,
-            field,
-            expected,
-            found,
-        } => IngestError::Field {
-            file,
-            at: moved(at),
-            field,
-            expected,
-            found,
-        },
-        IngestError::Limit { file, at, limit } => IngestError::Limit {
-            file,
-            at: moved(at),
-            limit,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]

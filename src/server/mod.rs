@@ -407,7 +407,6 @@ impl From<ApiError> for Failure {
         let (status, code) = match &e {
             ApiError::Id(_) => (StatusCode::BAD_REQUEST, "bad_id"),
             ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::UnknownNamespace { .. } => (StatusCode::NOT_FOUND, "unknown_namespace"),
             ApiError::NotBuilt(_) => (StatusCode::CONFLICT, "not_built"),
             ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, "no_history"),
             ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),

@@ -101,6 +101,13 @@ pub fn parse_messages(file: &Path, text: &str) -> Result<Vec<SourceMessage>> {
     messages_from(file, lines(file, text))
 }
 
+/// Reads one message given as a JSON value, as line `line` of `file` (in error messages), alone:
+/// no position is taken from other messages (the HTTP API's, Python's and MCP's appends). The
+/// list holds that one message.
+pub fn message_from_value(file: &Path, line: usize, value: Value) -> Result<Vec<SourceMessage>> {
+    messages_from(file, std::iter::once(Ok((line, value))))
+}
+
 /// Reads messages from JSON lines (their numbers and values); `file` is used in error messages.
 pub(crate) fn messages_from(
     file: &Path,
