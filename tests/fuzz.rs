@@ -23,9 +23,14 @@ use trajwiki::ingest::jsonl::{parse_messages, parse_runs, write_messages};
 use trajwiki::ingest::locomo::parse_locomo;
 use trajwiki::memory::MemoryConfig;
 
-#[path = "common/mutate.rs"]
-mod mutate;
-use mutate::mutated;
+#[path = "common/fuzzing.rs"]
+mod fuzzing;
+use fuzzing::mutated;
+
+/// A JSON value from the formats' vocabulary.
+fn value() -> impl Strategy<Value = Value> {
+    fuzzing::json_value(STRINGS, FIELDS)
+}
 
 /// Runs `test` on values of `strategy` for its share of the configured time: a target (a
 /// parser) gets `TRAJWIKI_FUZZ_SECONDS`, split evenly over its `kinds` kinds of input. Returns
@@ -136,37 +141,6 @@ const STRINGS: &[&str] = &[
     "名前",
     "image",
 ];
-
-/// A JSON value from the formats' vocabulary, nested up to a few levels.
-fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| json!(n)),
-        prop_oneof![
-            Just(0u64),
-            Just(1),
-            Just(4_294_967_295),
-            Just(4_294_967_296),
-            Just(u64::MAX)
-        ]
-        .prop_map(|n| json!(n)),
-        any::<f64>()
-            .prop_filter("JSON has no NaN", |f| f.is_finite())
-            .prop_map(|f| json!(f)),
-        prop::sample::select(STRINGS).prop_map(|s| json!(s)),
-        "\\PC{0,24}".prop_map(Value::String),
-        (0usize..70_000).prop_map(|n| json!("y".repeat(n))),
-    ];
-    leaf.prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((prop::sample::select(FIELDS), inner), 0..8).prop_map(|kv| {
-                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-            }),
-        ]
-    })
-}
 
 /// A record that is mostly well formed: every field of a message and a run present with a
 /// plausible value, then a few fields replaced by arbitrary values or removed.

@@ -13,15 +13,15 @@
 //! (default: 6); the long runs recorded in BENCHMARKS.md set it to 600.
 
 mod common;
-#[path = "common/mutate.rs"]
-mod mutate;
+#[path = "common/fuzzing.rs"]
+mod fuzzing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request};
-use mutate::{edits, mutate};
+use fuzzing::{edits, mutate};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
@@ -311,31 +311,9 @@ const STRINGS: &[&str] = &[
     "2.0",
 ];
 
+/// A JSON value from the routes' vocabulary.
 fn value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| json!(n)),
-        prop_oneof![
-            Just(0u64),
-            Just(1),
-            Just(u32::MAX as u64),
-            Just(u32::MAX as u64 + 1),
-            Just(u64::MAX)
-        ]
-        .prop_map(|n| json!(n)),
-        prop_oneof![Just(-0.5f64), Just(1e300), Just(0.5)].prop_map(|f| json!(f)),
-        prop::sample::select(STRINGS).prop_map(|s| json!(s)),
-        (1usize..70_000).prop_map(|n| json!("x".repeat(n))),
-    ];
-    leaf.prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec((prop::sample::select(FIELDS), inner), 0..8).prop_map(|kv| {
-                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-            }),
-        ]
-    })
+    fuzzing::json_value(STRINGS, FIELDS)
 }
 
 /// A JSON object of the routes' fields, some of them nested message, run or call objects.

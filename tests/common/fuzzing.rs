@@ -1,9 +1,46 @@
-//! Byte-level mutation of valid inputs, shared by the fuzz harnesses (tests/fuzz.rs,
-//! tests/fuzz_http.rs): flips, cuts, insertions, repeats and tokens that break the grammar.
+//! What the fuzz harnesses (tests/fuzz.rs, tests/fuzz_http.rs) build their inputs from: JSON
+//! values from a format's vocabulary with values at the edges, and byte-level mutation of valid
+//! inputs (flips, cuts, insertions, repeats and tokens that break the grammar).
 
 #![allow(dead_code)]
 
 use proptest::prelude::*;
+use serde_json::{json, Value};
+
+/// A JSON value from a vocabulary (`strings`, and `fields` as object keys), nested up to a few
+/// levels, with numbers and strings at the edges (0, 2^32, u64::MAX, long strings).
+pub fn json_value(
+    strings: &'static [&'static str],
+    fields: &'static [&'static str],
+) -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        prop_oneof![
+            Just(0u64),
+            Just(1),
+            Just(4_294_967_295),
+            Just(4_294_967_296),
+            Just(u64::MAX)
+        ]
+        .prop_map(|n| json!(n)),
+        any::<f64>()
+            .prop_filter("JSON has no NaN", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
+        prop::sample::select(strings).prop_map(|s| json!(s)),
+        "\\PC{0,24}".prop_map(Value::String),
+        (0usize..70_000).prop_map(|n| json!("y".repeat(n))),
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(fields), inner), 0..8).prop_map(|kv| {
+                Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            }),
+        ]
+    })
+}
 
 /// One edit: its kind, where, how long, and a byte (flipped in, repeated, or choosing a token).
 pub type Edit = (u8, prop::sample::Index, prop::sample::Index, u8);
