@@ -439,6 +439,11 @@ fn another_users_store_is_read() {
         assert!(st.success());
         to
     };
+    // The input to refuse, where user 65534 can read it (a checkout may lie in a folder only
+    // its owner may enter, as `mktemp -d` makes).
+    let input = dir.path().join("demo.jsonl");
+    std::fs::copy(demo(), &input).unwrap();
+    chmod("a+r", &input);
     let by_mode = copy("protected");
     chmod("a-w,a+rX", &by_mode);
     let by_owner = copy("owned");
@@ -468,7 +473,7 @@ fn another_users_store_is_read() {
                 assert!(!out.is_empty(), "{args:?}");
             }
         }
-        let (code, _, err) = as_nobody(&["ingest", "--store", s(store), s(&demo())]).unwrap();
+        let (code, _, err) = as_nobody(&["ingest", "--store", s(store), s(&input)]).unwrap();
         assert_eq!(code, 2, "{err}");
         assert!(err.contains("read only"), "{err}");
         assert!(!err.contains("damaged"), "{err}");
