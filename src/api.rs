@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde::Serialize;
+use std::sync::PoisonError;
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, EmbedError,
@@ -31,7 +32,7 @@ use trajwiki_core::{
 };
 use trajwiki_cuda::{CudaBertEmbedder, CudaQwen3Embedder, Device};
 use trajwiki_embed::{Architecture, EmbedOptions, Precision};
-use trajwiki_retrieve::{Context, Index, IndexError, Mode, Ranking, RetrievalConfig};
+use trajwiki_retrieve::{Context, Derived, Index, IndexError, Mode, Ranking, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
 
 use crate::pipeline::PipelineError;
@@ -466,6 +467,9 @@ pub struct Query<'a> {
 pub struct LoadedIndex {
     /// The index.
     pub index: Index,
+    /// What the load derived from single records, for the next load of the namespace to reuse
+    /// (see [`Derived`]): taken by [`reopen_index`].
+    pub derived: std::sync::Mutex<Derived>,
     /// Milliseconds spent reading the records and building the index.
     pub load_ms: f64,
     /// The same, by stage (see [`crate::retrieval::Loaded::stages`]).
@@ -474,11 +478,49 @@ pub struct LoadedIndex {
     pub embedded_on_load: usize,
 }
 
-/// Loads the retrieval index of a built namespace.
+/// Loads the retrieval index of a built namespace, to be searched and dropped (what the load
+/// derives is not kept for another).
 pub fn open_index(
     store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
+) -> Result<LoadedIndex, ApiError> {
+    load(store, ns, embedder, Derived::transient())
+}
+
+/// Loads the retrieval index of a namespace whose index is kept and loaded again after each
+/// write (a server's, a Python `Memory`'s): what `earlier`, the namespace's previous load,
+/// derived from single records is taken and reused, so that the load after an append derives
+/// the new and changed records only; what this load derives is kept in the result for the next.
+pub fn reopen_index(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    earlier: Option<&LoadedIndex>,
+) -> Result<LoadedIndex, ApiError> {
+    let derived = earlier
+        .map(|e| std::mem::take(&mut *e.derived.lock().unwrap_or_else(PoisonError::into_inner)))
+        .unwrap_or_default();
+    load(store, ns, embedder, derived)
+}
+
+impl LoadedIndex {
+    /// Approximate heap bytes: the index's and what it keeps for the next load.
+    pub fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
+            + self
+                .derived
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .heap_bytes()
+    }
+}
+
+fn load(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    mut derived: Derived,
 ) -> Result<LoadedIndex, ApiError> {
     if store.namespace_counts(ns)?.0 == 0 {
         return Err(ApiError::UnknownNamespace {
@@ -492,9 +534,10 @@ pub fn open_index(
         return Err(ApiError::NotBuilt(ns.clone()));
     }
     let t0 = Instant::now();
-    let loaded = load_index(store, ns, embedder)?;
+    let loaded = load_index(store, ns, embedder, &mut derived)?;
     Ok(LoadedIndex {
         index: loaded.index,
+        derived: std::sync::Mutex::new(derived),
         load_ms: t0.elapsed().as_secs_f64() * 1000.0,
         load_stages: loaded.stages,
         embedded_on_load: loaded.embedded,

@@ -137,7 +137,8 @@ pub struct AtState<T> {
 }
 
 /// The value `cache` holds for `ns` when it was made at state `current`; else the one `make`
-/// makes now (with its size in bytes), kept in its place. Says whether it was made now. The
+/// makes now (with its size in bytes; given the value held for an older state, if any, to
+/// reuse what it can of it), kept in its place. Says whether it was made now. The
 /// cache is not held while `make` runs: other namespaces are served meanwhile. Read `current`
 /// before the store is read for `make`: a commit in between makes the kept state older than the
 /// value, which costs one remake, never a stale value.
@@ -145,14 +146,15 @@ pub fn current_or_made<T, E>(
     cache: &Mutex<LruCache<AtState<T>>>,
     ns: &Namespace,
     current: IndexState,
-    make: impl FnOnce() -> Result<(T, usize), E>,
+    make: impl FnOnce(Option<&T>) -> Result<(T, usize), E>,
 ) -> Result<(Arc<AtState<T>>, bool), E> {
-    if let Some(found) = lock(cache).get(ns) {
+    let found = lock(cache).get(ns);
+    if let Some(found) = &found {
         if found.state == current {
-            return Ok((found, false));
+            return Ok((Arc::clone(found), false));
         }
     }
-    let (value, bytes) = make()?;
+    let (value, bytes) = make(found.as_deref().map(|f| &f.value))?;
     let made = Arc::new(AtState {
         state: current,
         value,

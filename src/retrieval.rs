@@ -10,7 +10,8 @@ use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
 use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{
-    Index, LevelTexts, LevelVectors, MessageSide, MessageVectors, NamespaceRecords, SharedRows,
+    Derived, Index, LevelTexts, LevelVectors, MessageSide, MessageVectors, NamespaceRecords,
+    SharedRows,
 };
 use trajwiki_store::{MappedVectors, Store, StoreError};
 
@@ -69,11 +70,14 @@ fn side_pool() -> Option<&'static rayon::ThreadPool> {
 
 /// Reads a namespace's records and builds its retrieval index: message vectors from the
 /// namespace's vector file as far as it reaches, the rest (messages ingested since the last
-/// build) and the pages embedded through the cache.
+/// build) and the pages embedded through the cache. What `derived` kept of the records from an
+/// earlier load of the namespace is reused, and what is derived now is kept in it (see
+/// [`Derived`]): after an append, only the new and changed records are derived.
 pub fn load_index(
     store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
+    derived: &mut Derived,
 ) -> Result<Loaded, PipelineError> {
     let mut stages = BTreeMap::new();
     let mut clock = Instant::now();
@@ -108,7 +112,7 @@ pub fn load_index(
     // side of the index is prepared from them (ingest order is the vector file's row order;
     // the index lists messages by session and position).
     let (arrived, read, (order, side)) = store.namespace_read(ns, |arrived| {
-        let prepare = || {
+        let mut prepare = || {
             let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
             order.sort_by_key(|&i| {
                 let m = &arrived[i as usize].1;
@@ -116,7 +120,7 @@ pub fn load_index(
             });
             let sorted: Vec<&SourceMessage> =
                 order.iter().map(|&i| &arrived[i as usize].1).collect();
-            let side = MessageSide::new(&sorted, config.entity_min_count);
+            let side = MessageSide::new(&sorted, config.entity_min_count, derived);
             (order, side)
         };
         match side_pool() {
@@ -221,7 +225,7 @@ pub fn load_index(
         messages: message_vectors,
         pages,
     };
-    let index = Index::new(records, side, vectors, &texts)
+    let index = Index::new(records, side, vectors, &texts, derived)
         .map_err(|e| PipelineError::Index(Box::new(e)))?;
     lap("index");
     Ok(Loaded {

@@ -290,9 +290,14 @@ fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_repl
     .unwrap();
     assert!(report.replaced.is_some_and(|r| r.contains("hashing")));
     // Querying with the old model is now a clear error.
-    let err = trajwiki::retrieval::load_index(&store, &ns, &HashingEmbedder::new(128))
-        .err()
-        .expect("another model is refused");
+    let err = trajwiki::retrieval::load_index(
+        &store,
+        &ns,
+        &HashingEmbedder::new(128),
+        &mut Default::default(),
+    )
+    .err()
+    .expect("another model is refused");
     assert!(err.to_string().contains("was built with model"), "{err}");
 }
 

@@ -93,9 +93,9 @@ impl Memory {
     ) -> Result<(Arc<AtState<LoadedIndex>>, bool), ApiError> {
         let store = self.store();
         let current = store.index_state(ns)?;
-        current_or_made(&self.indexes, ns, current, || {
-            let loaded = api::open_index(&store, ns, embedder)?;
-            let bytes = loaded.index.heap_bytes();
+        current_or_made(&self.indexes, ns, current, |earlier| {
+            let loaded = api::reopen_index(&store, ns, embedder, earlier)?;
+            let bytes = loaded.heap_bytes();
             Ok((loaded, bytes))
         })
     }

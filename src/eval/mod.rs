@@ -12,7 +12,7 @@ use trajwiki_compute::ScoringBackend;
 use trajwiki_core::Embedder;
 use trajwiki_ingest::locomo::{category_name, read_locomo, LocomoSample};
 use trajwiki_memory::MemoryConfig;
-use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_retrieve::{Derived, Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
 pub mod answers;
@@ -241,7 +241,13 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
     let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
     let mut acc: BTreeMap<(Mode, usize, String), Acc> = BTreeMap::new();
     for (si, sample) in samples.iter().enumerate() {
-        let index = load_index(&store, &sample.namespace, o.embedder)?.index;
+        let index = load_index(
+            &store,
+            &sample.namespace,
+            o.embedder,
+            &mut Derived::transient(),
+        )?
+        .index;
         let traj_of_ref: BTreeMap<String, String> = index
             .records
             .snapshots
@@ -361,7 +367,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
             let tmp = o.out.join("answers.jsonl.partial");
             let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
             let index_of = |s: &LocomoSample| -> Result<trajwiki_retrieve::Index, EvalError> {
-                Ok(load_index(&store, &s.namespace, o.embedder)?.index)
+                Ok(load_index(&store, &s.namespace, o.embedder, &mut Derived::transient())?.index)
             };
             let summary = answers::run(
                 &samples,

@@ -163,9 +163,9 @@ impl AppState {
         // Read before the load: a commit in between makes the kept state older than the index,
         // which costs one reload, never a stale answer.
         let current = store.index_state(ns).map_err(Failure::from_store)?;
-        current_or_made(&self.indexes, ns, current, || {
-            let loaded = api::open_index(store, ns, self.embedder.as_ref())?;
-            let bytes = loaded.index.heap_bytes();
+        current_or_made(&self.indexes, ns, current, |earlier| {
+            let loaded = api::reopen_index(store, ns, self.embedder.as_ref(), earlier)?;
+            let bytes = loaded.heap_bytes();
             Ok((loaded, bytes))
         })
     }
@@ -1627,7 +1627,7 @@ impl AppState {
                 value: files,
             }));
         }
-        current_or_made(&self.views, ns, current, || {
+        current_or_made(&self.views, ns, current, |_| {
             made(crate::markdown::wiki(store, ns))
         })
         .map(|(folder, _)| folder)

@@ -2,7 +2,7 @@
 //! indices, and the maps between levels (page → trajectories → snapshots → messages).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use half::f16;
 use rayon::prelude::*;
@@ -15,8 +15,9 @@ use trajwiki_core::{
 };
 use trajwiki_text::lexicon::ITEM_FAMILIES;
 
+use crate::derived::{Derived, Keywords};
 use crate::kept::KeptRows;
-use crate::render::{base_line, push_superseded};
+use crate::render::push_superseded;
 use crate::vectors::MessageVectors;
 use trajwiki_text::text::{each_word, keyword, keywords, stem, words};
 use trajwiki_text::{entity_key, Lexicon};
@@ -223,7 +224,7 @@ pub(crate) fn family_bits(text: &str) -> u64 {
 }
 
 /// [`family_bits`] of each text, stemming each distinct word once per thread.
-fn family_bits_all(texts: &[String]) -> Vec<u64> {
+pub(crate) fn family_bits_all(texts: &[String]) -> Vec<u64> {
     texts
         .par_iter()
         .map_init(HashMap::<String, String>::new, |cache, text| {
@@ -269,71 +270,44 @@ fn family_bits_of(stems: &[&str]) -> u64 {
     bits
 }
 
-/// Term ids of each text: the ids of its [`keywords`], a keyword new to `vocab` numbered next in
-/// keyword order.
-///
-/// The texts are cut into chunks that find their keywords in parallel ([`chunked`]); the ids
-/// are then given in text order ([`numbered`]). The numbering is the one a single pass over the
-/// texts gives.
-fn terms(vocab: &mut FxHashMap<String, u32>, texts: &[String]) -> Vec<Vec<u32>> {
-    numbered(vocab, chunked(texts), texts.len())
+/// The texts a chunk of [`chunk_keywords`] holds, for `len` texts: chunks that keep every thread
+/// busy, of at least 256 texts.
+pub(crate) fn keyword_chunk_len(len: usize) -> usize {
+    len.div_ceil(4 * rayon::current_num_threads()).max(256)
 }
 
-/// The keywords of `texts`, found in parallel chunks, each distinct word of a chunk turned into
-/// its keyword once ([`chunk_keywords`]).
-fn chunked(texts: &[String]) -> Vec<ChunkKeywords> {
-    let chunk = texts
-        .len()
-        .div_ceil(4 * rayon::current_num_threads())
-        .max(256);
-    texts.par_chunks(chunk).map(chunk_keywords).collect()
-}
-
-/// The term ids of the `len` texts of `chunks`, in text order: one vocabulary look-up per
-/// distinct keyword of a chunk, a keyword new to `vocab` numbered next.
-fn numbered(
-    vocab: &mut FxHashMap<String, u32>,
-    chunks: Vec<ChunkKeywords>,
-    len: usize,
-) -> Vec<Vec<u32>> {
-    let mut out = Vec::with_capacity(len);
-    for c in chunks {
-        // Chunk keyword → term id, found or given on first use.
-        let mut ids: Vec<Option<u32>> = vec![None; c.keywords.len()];
-        for text in c.texts {
-            // Known keywords keep their ids; new ones are numbered in keyword order (the text's
-            // list is sorted by keyword).
-            let mut row: Vec<u32> = text
-                .into_iter()
-                .map(|k| {
-                    *ids[k as usize].get_or_insert_with(|| {
-                        let word = &c.keywords[k as usize];
-                        match vocab.get(word) {
-                            Some(&id) => id,
-                            None => {
-                                let id = vocab.len() as u32;
-                                vocab.insert(word.clone(), id);
-                                id
-                            }
-                        }
-                    })
+/// Term ids of texts given by their keywords (each text's in keyword order, without repeats;
+/// see [`Derived::keywords`]): a keyword new to `vocab` is numbered next, in text order, then in
+/// the text's keyword order, as one pass over the texts numbers them. Each text's ids sorted.
+fn numbered(vocab: &mut FxHashMap<String, u32>, texts: &[Keywords]) -> Vec<Vec<u32>> {
+    texts
+        .iter()
+        .map(|keywords| {
+            let mut row: Vec<u32> = keywords
+                .iter()
+                .map(|k| match vocab.get(&**k) {
+                    Some(&id) => id,
+                    None => {
+                        let id = vocab.len() as u32;
+                        vocab.insert(k.to_string(), id);
+                        id
+                    }
                 })
                 .collect();
             row.sort_unstable();
-            out.push(row);
-        }
-    }
-    out
+            row
+        })
+        .collect()
 }
 
 /// The keywords of a run of texts: each distinct keyword once, and per text the indices of its
 /// keywords, sorted by keyword and without repeats.
-struct ChunkKeywords {
-    keywords: Vec<String>,
-    texts: Vec<Vec<u32>>,
+pub(crate) struct ChunkKeywords {
+    pub(crate) keywords: Vec<String>,
+    pub(crate) texts: Vec<Vec<u32>>,
 }
 
-fn chunk_keywords(texts: &[String]) -> ChunkKeywords {
+pub(crate) fn chunk_keywords(texts: &[String]) -> ChunkKeywords {
     // A word as written → the index of its keyword, or `NONE` when it is no keyword.
     const NONE: u32 = u32::MAX;
     let mut seen: FxHashMap<&str, u32> = FxHashMap::default();
@@ -383,6 +357,13 @@ fn chunk_keywords(texts: &[String]) -> ChunkKeywords {
     }
 }
 
+/// The keywords of each derived level's texts, in record order.
+struct LevelKeywords {
+    snapshots: Vec<Keywords>,
+    trajectories: Vec<Keywords>,
+    pages: Vec<Keywords>,
+}
+
 /// The sparse side of an index: term ids and a BM25 index per level.
 struct Sparse {
     msg: Bm25Index,
@@ -418,44 +399,25 @@ pub struct MessageSide {
 
 impl MessageSide {
     /// Prepares the side of `messages`, in the index's order (session, position), with the
-    /// build's lexicon setting.
-    pub fn new(messages: &[&SourceMessage], entity_min_count: usize) -> MessageSide {
-        let texts: Vec<String> = messages.par_iter().map(|m| m.embedding_text()).collect();
-        let (((vocab, terms), base_lines), (families_of, lexicon)) = rayon::join(
-            || {
-                rayon::join(
-                    || {
-                        let mut vocab = FxHashMap::default();
-                        let terms = terms(&mut vocab, &texts);
-                        (vocab, terms)
-                    },
-                    || {
-                        messages
-                            .par_iter()
-                            .map(|m| {
-                                let line = base_line(m);
-                                let tokens = line.split_whitespace().count();
-                                (line, tokens)
-                            })
-                            .collect()
-                    },
-                )
-            },
-            || {
-                rayon::join(
-                    || family_bits_all(&texts),
-                    || Lexicon::build(messages.iter().copied(), entity_min_count),
-                )
-            },
-        );
+    /// build's lexicon setting; what `derived` keeps of a message is reused, what it lacks is
+    /// derived now (and kept, unless it is [`Derived::transient`]).
+    pub fn new(
+        messages: &[&SourceMessage],
+        entity_min_count: usize,
+        derived: &mut Derived,
+    ) -> MessageSide {
+        let (parts, lexicon) = derived.messages_and_lexicon(messages, entity_min_count);
+        let keywords: Vec<Keywords> = parts.iter().map(|p| Arc::clone(&p.keywords)).collect();
+        let mut vocab = FxHashMap::default();
+        let terms = numbered(&mut vocab, &keywords);
         MessageSide {
             vocab,
             terms,
-            families_of,
-            speaker_of: messages.iter().map(|m| entity_key(&m.speaker)).collect(),
+            families_of: parts.iter().map(|p| p.families).collect(),
+            speaker_of: parts.iter().map(|p| p.speaker.clone()).collect(),
             session_of: messages.iter().map(|m| m.session).collect(),
             lexicon,
-            base_lines,
+            base_lines: parts.iter().map(|p| p.line.clone()).collect(),
         }
     }
 }
@@ -503,12 +465,14 @@ impl Index {
     }
 
     /// Builds the index from `records`, the [`MessageSide`] of `records.messages` and the
-    /// level texts of `records` ([`Index::part_texts`] and [`Index::page_texts`]).
+    /// level texts of `records` ([`Index::part_texts`] and [`Index::page_texts`]), reusing what
+    /// `derived` kept of the records' keywords and centroids (and keeping what it derives now).
     pub fn new(
         records: NamespaceRecords,
         side: MessageSide,
         vectors: LevelVectors,
         texts: &LevelTexts,
+        derived: &mut Derived,
     ) -> Result<Index, IndexError> {
         let dim = vectors.dim;
         if side.session_of.len() != records.messages.len() {
@@ -591,17 +555,39 @@ impl Index {
             &m[i * dim..(i + 1) * dim]
         }
         let mut snapshots = vec![0.0f32; snap_msgs.len() * dim];
-        snapshots
-            .par_chunks_mut(dim.max(1))
+        {
+            let kept = &*derived;
+            snapshots
+                .par_chunks_mut(dim.max(1))
+                .zip(&snap_msgs)
+                .zip(&records.snapshots)
+                .for_each_init(
+                    || vec![0.0f32; dim],
+                    |scratch, ((out, ms), s)| match kept.centroid(&s.id, &s.source_message_ids) {
+                        Some(c) if c.len() == out.len() => out.copy_from_slice(c),
+                        _ => centroid_into(out, scratch, ms.iter().copied(), |i, row| {
+                            vectors.messages.row_into(i, row)
+                        }),
+                    },
+                );
+        }
+        // A centroid is kept when its sources' rows are the vector file's: they never change,
+        // while a row embedded at load may be stored at another precision by the next build.
+        for ((s, ms), c) in records
+            .snapshots
+            .iter()
             .zip(&snap_msgs)
-            .for_each_init(
-                || vec![0.0f32; dim],
-                |scratch, (out, ms)| {
-                    centroid_into(out, scratch, ms.iter().copied(), |i, row| {
-                        vectors.messages.row_into(i, row)
-                    })
-                },
-            );
+            .zip(snapshots.chunks(dim.max(1)))
+        {
+            if ms.iter().all(|&i| vectors.messages.is_shared(i)) {
+                derived.keep_centroid(&s.id, &s.source_message_ids, c);
+            }
+        }
+        let keywords = LevelKeywords {
+            snapshots: derived.keywords(&texts.snapshots),
+            trajectories: derived.keywords(&texts.trajectories),
+            pages: derived.keywords(&texts.pages),
+        };
         let mut trajectories = vec![f16::ZERO; traj_snaps.len() * dim];
         trajectories
             .par_chunks_mut(dim.max(1))
@@ -671,13 +657,9 @@ impl Index {
         } = side;
         let sparse = || -> Result<Sparse, ComputeError> {
             // Each level's keywords found at once, then numbered level after level.
-            let (snap, (traj, page)) = rayon::join(
-                || chunked(&texts.snapshots),
-                || rayon::join(|| chunked(&texts.trajectories), || chunked(&texts.pages)),
-            );
-            let snap_terms = numbered(&mut vocab, snap, texts.snapshots.len());
-            let traj_terms = numbered(&mut vocab, traj, texts.trajectories.len());
-            let page_terms = numbered(&mut vocab, page, texts.pages.len());
+            let snap_terms = numbered(&mut vocab, &keywords.snapshots);
+            let traj_terms = numbered(&mut vocab, &keywords.trajectories);
+            let page_terms = numbered(&mut vocab, &keywords.pages);
             let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
                 let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
                 Bm25Index::build(&refs, Bm25Params::default())
@@ -975,7 +957,8 @@ mod tests {
             })
             .collect();
         let mut vocab = FxHashMap::default();
-        assert_eq!(terms(&mut vocab, &texts), expected);
+        let keywords = Derived::transient().keywords(&texts);
+        assert_eq!(numbered(&mut vocab, &keywords), expected);
         assert_eq!(vocab.into_iter().collect::<HashMap<_, _>>(), reference);
     }
 

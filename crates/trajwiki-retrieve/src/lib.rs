@@ -22,6 +22,7 @@
 //! assert!(shape.list && shape.wants_coverage());
 //! ```
 
+mod derived;
 pub mod index;
 mod kept;
 pub mod render;
@@ -29,6 +30,7 @@ pub mod retrieve;
 pub mod shape;
 pub mod vectors;
 
+pub use derived::Derived;
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
 pub use retrieve::{Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};

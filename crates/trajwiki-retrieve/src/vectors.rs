@@ -148,6 +148,12 @@ impl MessageVectors {
         self.tail.len() * 4 + self.row_of.len() * 8 + self.sketch.as_ref().map_or(0, Sketch::bytes)
     }
 
+    /// Whether message `i`'s vector is a row of the shared segment (the vector file's rows never
+    /// change; a tail row is embedded at load).
+    pub(crate) fn is_shared(&self, i: usize) -> bool {
+        (self.row_of[i] as usize) < self.shared_rows
+    }
+
     /// Message `i`'s vector, as f32, into `out` (`dim` long).
     pub(crate) fn row_into(&self, i: usize, out: &mut [f32]) {
         let r = self.row_of[i] as usize;
