@@ -203,8 +203,13 @@ pub fn load_index(
     let page_texts = Index::page_texts(&records);
     let ((snapshots, trajectories), pages) = std::thread::scope(|s| {
         let parts = s.spawn(|| Index::part_texts(&records));
-        let refs: Vec<&str> = page_texts.iter().map(String::as_str).collect();
-        let pages = embed_read(store, embedder, &refs);
+        let mut embedded_now = 0;
+        let pages = derived.embedded(&model, &page_texts, |missing| {
+            let (rows, n) = embed_read(store, embedder, missing)?;
+            embedded_now = n;
+            Ok::<_, PipelineError>(rows)
+        });
+        let pages = pages.map(|rows| (rows, embedded_now));
         // A panic there is one here, as in a rayon join.
         let parts = parts
             .join()
@@ -213,7 +218,7 @@ pub fn load_index(
     });
     let (rows, n) = pages?;
     computed += n;
-    let pages: Vec<f32> = rows.into_iter().flatten().collect();
+    let pages: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
     let texts = LevelTexts {
         snapshots,
         trajectories,

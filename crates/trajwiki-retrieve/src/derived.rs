@@ -57,6 +57,8 @@ pub struct Derived {
     /// the namespace's vector file (whose rows never change).
     centroids: FxHashMap<SnapshotId, (Vec<MessageId>, Arc<[f32]>)>,
     lexicon: Option<LexiconFold>,
+    /// Embedded texts (the pages' routing texts) by the model that embedded them.
+    embedded: (String, FxHashMap<String, Arc<[f32]>>),
 }
 
 impl Default for Derived {
@@ -67,6 +69,7 @@ impl Default for Derived {
             texts: FxHashMap::default(),
             centroids: FxHashMap::default(),
             lexicon: None,
+            embedded: (String::new(), FxHashMap::default()),
         }
     }
 }
@@ -115,7 +118,53 @@ impl Derived {
             .values()
             .map(|(ids, c)| 64 + 32 * ids.len() + 4 * c.len())
             .sum();
-        messages + texts + centroids
+        let embedded: usize = self
+            .embedded
+            .1
+            .iter()
+            .map(|(t, v)| 64 + t.len() + 4 * v.len())
+            .sum();
+        messages + texts + centroids + embedded
+    }
+
+    /// The vector of each of `texts` by `model`: the kept one, else one of those `embed` gives
+    /// for the texts without one (in their order), kept for the next load.
+    pub fn embedded<E>(
+        &mut self,
+        model: &str,
+        texts: &[String],
+        embed: impl FnOnce(&[&str]) -> Result<Vec<Vec<f32>>, E>,
+    ) -> Result<Vec<Arc<[f32]>>, E> {
+        if self.embedded.0 != model {
+            self.embedded = (model.to_string(), FxHashMap::default());
+        }
+        let kept = &self.embedded.1;
+        let missing: Vec<&str> = texts
+            .iter()
+            .filter(|t| !kept.contains_key(t.as_str()))
+            .map(String::as_str)
+            .collect();
+        let mut made: FxHashMap<&str, Arc<[f32]>> = FxHashMap::default();
+        if !missing.is_empty() {
+            for (t, v) in missing.iter().zip(embed(&missing)?) {
+                made.insert(t, v.into());
+            }
+        }
+        let out = texts
+            .iter()
+            .map(|t| {
+                kept.get(t.as_str())
+                    .or_else(|| made.get(t.as_str()))
+                    .map(Arc::clone)
+                    .expect("every text was embedded")
+            })
+            .collect();
+        if self.keep {
+            for (t, v) in made {
+                self.embedded.1.insert(t.to_string(), v);
+            }
+        }
+        Ok(out)
     }
 
     /// The part of each of `messages` and their lexicon, side by side. The lexicon continues
