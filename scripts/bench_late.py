@@ -5,6 +5,7 @@ order against the batch build of the same conversation, and `trajwiki check` of 
     python3 scripts/bench_late.py [--conv conv-26 --conv conv-30 ...] [--seed 38]
                                   [--bin target/debug/trajwiki] [--work target/bench-late]
                                   [--model hashing] [--mode full] [--budget 2700]
+                                  [--config memory.toml]
 
 Per conversation (default: conv-26, conv-30, conv-43 of ../shared/data/locomo/locomo7.json):
 - batch: `trajwiki eval locomo` on a file holding that conversation alone (ingest in file order,
@@ -91,6 +92,7 @@ def main():
     ap.add_argument("--mode", default="full")
     ap.add_argument("--budget", type=int, default=2700)
     ap.add_argument("--data", default=str(LOCOMO))
+    ap.add_argument("--config", help="memory configuration (TOML) of every build")
     a = ap.parse_args()
     convs = a.conv or ["conv-26", "conv-30", "conv-43"]
     data = {s["sample_id"]: s for s in json.load(open(a.data))}
@@ -98,7 +100,8 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     tw = a.bin
-    grid = ["--model", a.model, "--mode", a.mode, "--budget", str(a.budget)]
+    config = ["--config", a.config] if a.config else []
+    grid = ["--model", a.model, "--mode", a.mode, "--budget", str(a.budget), *config]
     rows, failed = [], False
     for k, name in enumerate(convs):
         sample = data[name]
@@ -114,7 +117,8 @@ def main():
             f = d / f"session_{n}.json"
             f.write_text(json.dumps(one_session(sample, n)))
             run([tw, "ingest", "--store", store, f, "-q"])
-            run([tw, "build", "--store", store, "--namespace", name, "--model", a.model, "-q"])
+            run([tw, "build", "--store", store, "--namespace", name, "--model", a.model, "-q",
+                 *config])
         check = subprocess.run(
             [tw, "check", "--store", str(store), "--json"], capture_output=True, text=True
         )

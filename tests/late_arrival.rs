@@ -390,3 +390,50 @@ fn locomo_streamed_in_shuffled_session_order_passes_check_and_keeps_coverage() {
     );
     assert_eq!(check(s(&store)), (0, vec![]));
 }
+
+#[test]
+fn a_memory_folded_before_late_arrival_was_defined_asks_for_a_rebuild() {
+    // Such a memory's trajectories hold no time of their latest snapshot, and its configuration
+    // (stored with it, as JSON) has no `late_session_gap`: an append to it is refused, naming
+    // the remedy, rather than failing to read the fold's state; the rebuild folds it again.
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let conn = rusqlite::Connection::open(store.join(trajwiki::store::DB_FILE)).unwrap();
+    let config: String = conn
+        .query_row(
+            "SELECT config FROM memory_builds WHERE namespace = 'demo'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut earlier: serde_json::Map<String, Value> = serde_json::from_str(&config).unwrap();
+    assert!(earlier.remove("late_session_gap").is_some(), "{config}");
+    conn.execute(
+        "UPDATE memory_builds SET config = ?1 WHERE namespace = 'demo'",
+        [Value::Object(earlier).to_string()],
+    )
+    .unwrap();
+    drop(conn);
+    let more = dir.path().join("more.jsonl");
+    let line = json!({"namespace": "demo", "session": 9, "seq": 1, "speaker": "Maya",
+        "text": "The pottery workshop ended.", "timestamp": "2024-06-01T10:00:00", "ref": "S9:1"});
+    std::fs::write(&more, format!("{line}\n")).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&more), "-q"]);
+    let build = [
+        "build",
+        "--store",
+        s(&store),
+        "--namespace",
+        "demo",
+        "--model",
+        "hashing",
+    ];
+    let (code, _, err) = trajwiki(&[&build[..], &["--flush", "-q"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("built differently") && err.contains("--rebuild"),
+        "{err}"
+    );
+    ok(&[&build[..], &["--flush", "--rebuild", "-q"]].concat());
+    assert_eq!(check(s(&store)), (0, vec![]));
+}

@@ -15,7 +15,7 @@
 //! latest version stays the trajectory's current state and a backfilled statement never revises
 //! a newer one; else it opens a trajectory of its own. A late exchange (its session behind the
 //! latest seen) also finds the trajectories of its own time, the open ones whose latest session
-//! is at most `max_session_gap` before its own, though they left the live window.
+//! is at most `late_session_gap` before its own, though they left the live window.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -263,14 +263,14 @@ impl Fold {
     /// The trajectories an exchange said at `at` may continue: the live ones sharing a specific
     /// term or a specific entity with `f`, and when the exchange is late (its session behind
     /// the clock) the open ones of its own time sharing one (latest session at most
-    /// `max_session_gap` before its own); of those, only the trajectories whose latest snapshot
-    /// is not later than `at`.
+    /// `late_gap` before its own); of those, only the trajectories whose latest snapshot is not
+    /// later than `at`.
     fn candidate_pool(
         &self,
         f: &Features,
         at: Timestamp,
         broad: &BTreeSet<String>,
-        gap: u32,
+        late_gap: u32,
     ) -> BTreeSet<usize> {
         let entities = f.entities.iter().filter(|e| !broad.contains(*e));
         let mut pool = BTreeSet::new();
@@ -280,7 +280,7 @@ impl Fold {
             }
         }
         if f.session < self.header.clock {
-            let from = (f.session.saturating_sub(gap), 0);
+            let from = (f.session.saturating_sub(late_gap), 0);
             let own_time = self.open.range(from..=(f.session, usize::MAX));
             pool.extend(
                 own_time
@@ -337,7 +337,7 @@ impl Fold {
             embedding: e.clone(),
             session,
         };
-        let pool = self.candidate_pool(&f, first.timestamp, &broad, c.max_session_gap);
+        let pool = self.candidate_pool(&f, first.timestamp, &broad, c.late_session_gap);
         let open: Vec<(usize, &TrajectoryFeatures)> = pool
             .iter()
             .map(|&i| (i, &self.trajectories[i].features))
