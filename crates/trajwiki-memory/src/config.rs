@@ -21,6 +21,10 @@ pub struct MemoryConfig {
     /// Deterministic continuation needs a trajectory whose latest snapshot is at most this many
     /// sessions back.
     pub max_session_gap: u32,
+    /// A late exchange (its session behind the latest seen) also looks for the open
+    /// trajectories whose latest snapshot is at most this many sessions before its own, though
+    /// they left the live window (see `fold`).
+    pub late_session_gap: u32,
     /// Weight of cos(e, e_sum(T)) in g.
     pub w_cos_summary: f32,
     /// Weight of cos(e, e_latest(T)) in g.
@@ -70,6 +74,7 @@ impl Default for MemoryConfig {
             delta: 0.72,
             delta_deterministic: 0.40,
             max_session_gap: 2,
+            late_session_gap: 2,
             w_cos_summary: 0.60,
             w_cos_latest: 0.20,
             w_jaccard: 0.20,

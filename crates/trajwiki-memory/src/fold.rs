@@ -8,13 +8,21 @@
 //! those are written again. Candidate trajectories come from an inverted index of specific terms
 //! and entities over the *live* trajectories (open, and at most `max_session_gap` sessions behind
 //! the latest session seen), so the cost of an append does not grow with the history.
+//!
+//! Late arrival: messages may arrive out of time order (a backfill of older history, sessions
+//! streamed in another order). A trajectory's versions follow arrival and never go back in time:
+//! an exchange continues only a trajectory whose latest snapshot is not later than it, so the
+//! latest version stays the trajectory's current state and a backfilled statement never revises
+//! a newer one; else it opens a trajectory of its own. A late exchange (its session behind the
+//! latest seen) also finds the trajectories of its own time, the open ones whose latest session
+//! is at most `late_session_gap` before its own, though they left the live window.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{
     centroid, Claim, ClaimId, ClaimOp, ClaimStatus, Namespace, OpId, OpKind, Signals, Snapshot,
-    SnapshotId, SourceMessage, Trajectory, TrajectoryId,
+    SnapshotId, SourceMessage, Timestamp, Trajectory, TrajectoryId,
 };
 
 use crate::build::{BuildError, Builders};
@@ -71,6 +79,9 @@ pub struct TrajState {
     pub label: String,
     /// Keyword stem → the word as first written in the trajectory, for showing keywords.
     pub surfaces: BTreeMap<String, String>,
+    /// When its latest snapshot was said (the timestamp of the exchange's first message); no
+    /// earlier exchange joins it.
+    pub latest_at: Timestamp,
 }
 
 impl TrajState {
@@ -154,6 +165,9 @@ pub struct Fold {
     /// The Memory Wiki over the trajectories.
     pub wiki: Wiki,
     dirty: BTreeSet<usize>,
+    /// Every trajectory not continued, as (last session, index): where a late exchange finds
+    /// the trajectories of its time. Derived from `trajectories` (not persisted).
+    open: BTreeSet<(u32, usize)>,
 }
 
 /// Normalises a running sum of rows exactly as [`centroid`] does after summing them.
@@ -183,6 +197,7 @@ impl Fold {
             trajectories: Vec::new(),
             wiki: Wiki::default(),
             dirty: BTreeSet::new(),
+            open: BTreeSet::new(),
         }
     }
 
@@ -199,12 +214,14 @@ impl Fold {
             t.features.summary_embedding = normalised(&t.sum);
         }
         let wiki = Wiki::resume(groups, &trajectories, config, header.lexicon.lexicon());
+        let open = open_by_session(&trajectories);
         Fold {
             namespace,
             header,
             trajectories,
             wiki,
             dirty: BTreeSet::new(),
+            open,
         }
     }
 
@@ -243,8 +260,18 @@ impl Fold {
         }
     }
 
-    /// The live trajectories sharing a specific term or a specific entity with `f`.
-    fn candidate_pool(&self, f: &Features, broad: &BTreeSet<String>) -> BTreeSet<usize> {
+    /// The trajectories an exchange said at `at` may continue: the live ones sharing a specific
+    /// term or a specific entity with `f`, and when the exchange is late (its session behind
+    /// the clock) the open ones of its own time sharing one (latest session at most
+    /// `late_gap` before its own); of those, only the trajectories whose latest snapshot is not
+    /// later than `at`.
+    fn candidate_pool(
+        &self,
+        f: &Features,
+        at: Timestamp,
+        broad: &BTreeSet<String>,
+        late_gap: u32,
+    ) -> BTreeSet<usize> {
         let entities = f.entities.iter().filter(|e| !broad.contains(*e));
         let mut pool = BTreeSet::new();
         for key in posting_keys(&f.terms, entities) {
@@ -252,6 +279,16 @@ impl Fold {
                 pool.extend(set.iter().copied());
             }
         }
+        if f.session < self.header.clock {
+            let from = (f.session.saturating_sub(late_gap), 0);
+            let own_time = self.open.range(from..=(f.session, usize::MAX));
+            pool.extend(
+                own_time
+                    .map(|&(_, ti)| ti)
+                    .filter(|&ti| shares_specific(f, &self.trajectories[ti].features, broad)),
+            );
+        }
+        pool.retain(|&ti| self.trajectories[ti].latest_at <= at);
         pool
     }
 
@@ -300,7 +337,7 @@ impl Fold {
             embedding: e.clone(),
             session,
         };
-        let pool = self.candidate_pool(&f, &broad);
+        let pool = self.candidate_pool(&f, first.timestamp, &broad, c.late_session_gap);
         let open: Vec<(usize, &TrajectoryFeatures)> = pool
             .iter()
             .map(|&i| (i, &self.trajectories[i].features))
@@ -329,6 +366,8 @@ impl Fold {
             full => {
                 let continues = full.map(|t| {
                     self.retire(t);
+                    let last = self.trajectories[t].features.last_session;
+                    self.open.remove(&(last, t));
                     self.trajectories[t].continued = true;
                     self.dirty.insert(t);
                     self.header.continuations += 1;
@@ -349,6 +388,7 @@ impl Fold {
                     summary: String::new(),
                     label: String::new(),
                     surfaces: BTreeMap::new(),
+                    latest_at: first.timestamp,
                 });
                 self.trajectories.len() - 1
             }
@@ -448,6 +488,7 @@ impl Fold {
         let groups_before: BTreeSet<String> =
             group_keys(&self.trajectories[ti], c).into_iter().collect();
         let t = &mut self.trajectories[ti];
+        self.open.remove(&(t.features.last_session, ti));
         t.snapshots.push(snap_id.clone());
         let version = t.snapshots.len() as u32;
         t.features.keywords.extend(draft.keywords.iter().cloned());
@@ -471,6 +512,8 @@ impl Fold {
         t.features.summary_embedding = normalised(&t.sum);
         t.features.latest_embedding = e;
         t.features.last_session = session;
+        t.latest_at = first.timestamp;
+        self.open.insert((session, ti));
         t.notes.push(draft.summary.clone());
         if t.notes.len() > 3 {
             t.notes.remove(0);
@@ -511,6 +554,27 @@ impl Fold {
         });
         Ok(())
     }
+}
+
+/// Every trajectory not continued, as (last session, index).
+fn open_by_session(trajectories: &[TrajState]) -> BTreeSet<(u32, usize)> {
+    trajectories
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !t.continued)
+        .map(|(i, t)| (t.features.last_session, i))
+        .collect()
+}
+
+/// Whether trajectory `t` would be found by one of `f`'s posting keys: a specific term, or an
+/// entity that is not broad.
+fn shares_specific(f: &Features, t: &TrajectoryFeatures, broad: &BTreeSet<String>) -> bool {
+    f.terms
+        .iter()
+        .any(|x| is_specific(x) && t.terms.contains(x))
+        || f.entities
+            .iter()
+            .any(|e| !broad.contains(e) && t.entities.contains(e))
 }
 
 /// The deterministic trajectory summary, in sections (SPEC §7): profile (label, up to 8
@@ -616,5 +680,135 @@ pub(crate) fn trajectory_label(t: &TrajState, lexicon: &Lexicon) -> String {
         topic
     } else {
         format!("{} — {topic}", speakers.join(" & "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fold_exchanges;
+    use crate::extract::exchanges;
+    use crate::{BuildReport, DeterministicDecider, DeterministicExtractor, DeterministicJudge};
+    use chrono::NaiveDate;
+    use trajwiki_core::{EmbedKind, Embedder, HashingEmbedder};
+
+    /// Six sessions, three days apart, of two exchanges each; Yosemite, Biscuit and the Lisbon
+    /// half marathon recur across them.
+    fn conversation() -> Vec<SourceMessage> {
+        let ns = Namespace::new("late").unwrap();
+        let lines = [
+            "We're planning a camping trip to Yosemite with Biscuit.",
+            "Yosemite with Biscuit sounds fun!",
+            "I signed up for the Lisbon half marathon.",
+            "The Lisbon half marathon is a great goal.",
+        ];
+        let mut out = Vec::new();
+        for session in 1..=6u32 {
+            for (k, text) in lines.iter().enumerate() {
+                let seq = k as u32 + 1;
+                let at = NaiveDate::from_ymd_opt(2024, 1, 1)
+                    .unwrap()
+                    .and_hms_opt(9, 0, seq)
+                    .unwrap()
+                    + chrono::Duration::days(i64::from(session) * 3);
+                let speaker = if k % 2 == 0 { "Maya" } else { "Tom" };
+                out.push(SourceMessage::new(
+                    ns.clone(),
+                    session,
+                    seq,
+                    speaker.to_string(),
+                    format!("{text} (session {session})"),
+                    at,
+                    vec![],
+                    Some(format!("D{session}:{seq}")),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Folds the sessions in `order`, one exchange at a time; after each append the index of
+    /// open trajectories by session equals the one derived from the trajectories, as a resumed
+    /// fold derives it. Returns the fold and its snapshots.
+    fn fold_in(order: &[u32]) -> (Fold, Vec<Snapshot>) {
+        let all = conversation();
+        let arrived: Vec<SourceMessage> = order
+            .iter()
+            .flat_map(|&s| all.iter().filter(move |m| m.session == s).cloned())
+            .collect();
+        let config = MemoryConfig::default();
+        let (extractor, decider, judge) = (
+            DeterministicExtractor::new(config.clone()),
+            DeterministicDecider::new(config.clone()),
+            DeterministicJudge::new(config.clone()),
+        );
+        let b = Builders {
+            config: &config,
+            extractor: &extractor,
+            decider: &decider,
+            judge: &judge,
+        };
+        let embedder = HashingEmbedder::new(64);
+        let mut embed = |texts: &[&str]| {
+            let rows = embedder.embed(texts, EmbedKind::Document)?;
+            Ok(rows.rows().map(<[f32]>::to_vec).collect())
+        };
+        let mut fold = Fold::new(arrived[0].namespace.clone());
+        let mut snapshots = Vec::new();
+        for group in exchanges(&arrived) {
+            let group: Vec<&SourceMessage> = group.into_iter().map(|i| &arrived[i]).collect();
+            let mut report = BuildReport::default();
+            let delta = fold_exchanges(&mut fold, &[group], &mut embed, &b, &mut report).unwrap();
+            snapshots.extend(delta.snapshots);
+            assert_eq!(fold.open, open_by_session(&fold.trajectories));
+        }
+        (fold, snapshots)
+    }
+
+    /// The snapshots of each trajectory, in version order.
+    fn by_trajectory(snapshots: &[Snapshot]) -> BTreeMap<TrajectoryId, Vec<&Snapshot>> {
+        let mut out: BTreeMap<TrajectoryId, Vec<&Snapshot>> = BTreeMap::new();
+        for s in snapshots {
+            out.entry(s.trajectory.clone()).or_default().push(s);
+        }
+        out
+    }
+
+    #[test]
+    fn late_exchanges_never_put_a_trajectory_back_in_time() {
+        for order in [[4, 5, 1, 6, 2, 3], [6, 5, 4, 3, 2, 1], [1, 2, 3, 4, 5, 6]] {
+            let (fold, snapshots) = fold_in(&order);
+            for (t, versions) in by_trajectory(&snapshots) {
+                for pair in versions.windows(2) {
+                    assert_eq!(pair[1].version, pair[0].version + 1);
+                    assert!(
+                        pair[0].timestamp <= pair[1].timestamp,
+                        "arrival {order:?}: {t} goes back from {} to {}",
+                        pair[0].timestamp,
+                        pair[1].timestamp
+                    );
+                }
+            }
+            for t in &fold.trajectories {
+                let latest = snapshots.iter().find(|s| Some(&s.id) == t.snapshots.last());
+                assert_eq!(latest.map(|s| s.timestamp), Some(t.latest_at));
+            }
+        }
+    }
+
+    #[test]
+    fn a_late_session_continues_the_trajectories_of_its_own_time() {
+        // Sessions 1 and 2 arrive after 5 and 6: out of the live window (two sessions) and
+        // older than every live trajectory. Session 2's talk of Yosemite continues what session
+        // 1's opened, as it does when the sessions arrive in order.
+        for order in [[5, 6, 1, 2], [1, 2, 5, 6]] {
+            let (_, snapshots) = fold_in(&order);
+            assert_eq!(snapshots.len(), 8, "two exchanges a session");
+            let at = |session| 2 * order.iter().position(|&s| s == session).unwrap();
+            let (first, second) = (&snapshots[at(1)], &snapshots[at(2)]);
+            assert!(first.summary.contains("Yosemite"), "{first:?}");
+            assert_eq!(first.trajectory, second.trajectory, "arrival {order:?}");
+            assert_eq!(second.version, first.version + 1, "arrival {order:?}");
+        }
     }
 }

@@ -739,6 +739,7 @@ mod tests {
             summary: String::new(),
             label: format!("t{i}"),
             surfaces: BTreeMap::new(),
+            latest_at: trajwiki_core::Timestamp::default(),
         }
     }
 

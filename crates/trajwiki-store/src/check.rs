@@ -40,7 +40,8 @@ impl CheckReport {
 
 impl Store {
     /// Verifies the store: SQLite integrity, every foreign reference resolves, content hashes
-    /// match content, trajectories are ordered (versions 1..n, timestamps non-decreasing), claim
+    /// match content, trajectories are ordered (versions 1..n, each version's messages arrived
+    /// after the previous version's, timestamps non-decreasing: see `check_trajectory_order`), claim
     /// quotes occur in their sources, replaying each namespace's op log gives the stored claim
     /// state, insights agree with their compilations, cached vectors have their model's size.
     pub fn check(&self) -> Result<CheckReport> {
@@ -167,39 +168,7 @@ impl Store {
             }
         }
 
-        // Trajectories ordered: versions 1..n without gaps, timestamps non-decreasing.
-        {
-            let mut stmt = c
-                .prepare("SELECT trajectory, id, version, timestamp FROM snapshots ORDER BY trajectory, version")
-                .ctx("reading snapshots")?;
-            let rows = stmt
-                .query_map((), |row| row.tuple::<(String, String, i64, String)>())
-                .ctx("reading snapshots")?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .ctx("reading snapshots")?;
-            let mut prev: Option<(String, i64, String)> = None;
-            for (trajectory, id, version, ts) in rows {
-                let (expected, prev_ts) = match &prev {
-                    Some((t, v, pts)) if *t == trajectory => (v + 1, Some(pts.clone())),
-                    _ => (1, None),
-                };
-                if version != expected {
-                    report.problems.push(Problem {
-                        invariant: "trajectory versions are 1..n",
-                        id: id.clone(),
-                        detail: format!("version {version} in {trajectory}, expected {expected}"),
-                    });
-                }
-                if prev_ts.is_some_and(|p| p > ts) {
-                    report.problems.push(Problem {
-                        invariant: "trajectory timestamps do not go back",
-                        id: id.clone(),
-                        detail: format!("snapshot at {ts} follows a later one in {trajectory}"),
-                    });
-                }
-                prev = Some((trajectory, version, ts));
-            }
-        }
+        check_trajectory_order(c, &mut report)?;
 
         // Claims: at least one source, quote occurs in a source (text or attachment caption).
         {
@@ -440,6 +409,94 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// One snapshot as the order check reads it.
+struct Version {
+    trajectory: String,
+    id: String,
+    version: i64,
+    timestamp: String,
+    /// Ingest positions (`messages.rowid`) of its first and last arrived message; `None` for a
+    /// snapshot without messages.
+    arrival: Option<(i64, i64)>,
+}
+
+/// Trajectories are ordered as the construction fold appends to them (see `trajwiki-memory`'s
+/// `fold`): versions are 1..n without gaps; a version's messages all arrived after the previous
+/// version's (versions follow arrival: records are appended, never inserted before others); and
+/// a version is never said before the previous one (an exchange older than a trajectory's latest
+/// snapshot opens a trajectory of its own), so the latest version is the trajectory's current
+/// state.
+fn check_trajectory_order(c: &Db, report: &mut CheckReport) -> Result<()> {
+    let mut stmt = c
+        .prepare(
+            "SELECT s.trajectory, s.id, s.version, s.timestamp, min(m.rowid), max(m.rowid)
+             FROM snapshots s
+             LEFT JOIN snapshot_messages x ON x.namespace = s.namespace AND x.snapshot = s.id
+             LEFT JOIN messages m ON m.id = x.message
+             GROUP BY s.trajectory, s.id, s.version, s.timestamp
+             ORDER BY s.trajectory, s.version, s.id",
+        )
+        .ctx("reading snapshots")?;
+    let rows = stmt
+        .query_map((), |row| {
+            let (first, last) = (row.get::<Option<i64>>(4)?, row.get::<Option<i64>>(5)?);
+            Ok(Version {
+                trajectory: row.get(0)?,
+                id: row.get(1)?,
+                version: row.get(2)?,
+                timestamp: row.get(3)?,
+                arrival: first.zip(last),
+            })
+        })
+        .ctx("reading snapshots")?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .ctx("reading snapshots")?;
+    let mut prev: Option<&Version> = None;
+    for v in &rows {
+        let prev_in_trajectory = prev.filter(|p| p.trajectory == v.trajectory);
+        let expected = prev_in_trajectory.map_or(1, |p| p.version + 1);
+        let problem = |invariant, detail| Problem {
+            invariant,
+            id: v.id.clone(),
+            detail,
+        };
+        if v.version != expected {
+            report.problems.push(problem(
+                "trajectory versions are 1..n",
+                format!(
+                    "version {} in {}, expected {expected}",
+                    v.version, v.trajectory
+                ),
+            ));
+        }
+        if let Some(p) = prev_in_trajectory {
+            if let (Some((_, p_last)), Some((first, _))) = (p.arrival, v.arrival) {
+                if first <= p_last {
+                    report.problems.push(problem(
+                        "trajectory versions follow arrival",
+                        format!(
+                            "version {} of {} holds a message that arrived (rowid {first}) before \
+                             the last of version {} (rowid {p_last})",
+                            v.version, v.trajectory, p.version
+                        ),
+                    ));
+                }
+            }
+            if p.timestamp > v.timestamp {
+                report.problems.push(problem(
+                    "trajectory timestamps do not go back",
+                    format!(
+                        "version {} of {} at {} follows version {} at {}",
+                        v.version, v.trajectory, v.timestamp, p.version, p.timestamp
+                    ),
+                ));
+            }
+        }
+        prev = Some(v);
+    }
+    Ok(())
 }
 
 fn collect_pairs(c: &Db, sql: &str) -> Result<Vec<(String, String)>> {

@@ -102,6 +102,7 @@ on_both!(
     migrations_and_newer_schema,
     embedding_dimension_is_enforced,
     check_finds_tampering,
+    check_finds_trajectories_out_of_order,
     delete_namespace_removes_everything,
     index_state_moves_for_any_connections_writes,
     vectors_round_trip_and_append,
@@ -657,6 +658,54 @@ fn check_finds_tampering(fresh: Fresh) {
         invariants.contains(&"op log replays to the stored claim state"),
         "{invariants:?}"
     );
+}
+
+/// The invariants of `check` that a problem names, sorted.
+fn violated(fresh: &Fresh) -> Vec<&'static str> {
+    let report = Store::open_existing(&fresh.location)
+        .unwrap()
+        .check()
+        .unwrap();
+    let mut invariants: Vec<&str> = report.problems.iter().map(|p| p.invariant).collect();
+    invariants.sort_unstable();
+    invariants
+}
+
+/// A trajectory whose versions go back in time, or do not follow the arrival of their messages,
+/// fails `check`, each with its own invariant named (the memory's one trajectory: version 1 from
+/// messages 1 and 2 on day 8, version 2 from message 3 on day 20).
+fn check_finds_trajectories_out_of_order(fresh: Fresh) {
+    let (fresh, store, _msgs, batch) = filled_store(fresh);
+    drop(store);
+    assert_eq!(violated(&fresh), Vec::<&str>::new());
+    let (s1, s2) = (
+        batch.snapshots[0].id.as_str(),
+        batch.snapshots[1].id.as_str(),
+    );
+    let drop_trigger = match fresh.backend {
+        Backend::Sqlite => "DROP TRIGGER snapshots_no_update",
+        Backend::Postgres => "DROP TRIGGER snapshots_no_update ON snapshots",
+    };
+    // Version 2 said before version 1.
+    fresh
+        .raw(&format!(
+            "{drop_trigger}; UPDATE snapshots SET timestamp = '2023-05-01T13:56:00' WHERE id = '{s2}'"
+        ))
+        .unwrap();
+    assert_eq!(
+        violated(&fresh),
+        vec!["trajectory timestamps do not go back"]
+    );
+    // The versions swapped, said at one time: version 2's messages arrived before version 1's.
+    fresh
+        .raw(&format!(
+            "UPDATE snapshots SET timestamp = '2023-05-08T13:56:00' WHERE id = '{s2}';
+             UPDATE snapshots SET version = 3 WHERE id = '{s1}';
+             UPDATE snapshots SET version = 1 WHERE id = '{s2}';
+             UPDATE snapshots SET version = 2 WHERE id = '{s1}'"
+        ))
+        .unwrap();
+    assert_eq!(violated(&fresh), vec!["trajectory versions follow arrival"]);
 }
 
 fn delete_namespace_removes_everything(fresh: Fresh) {
