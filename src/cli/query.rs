@@ -331,6 +331,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         answers,
     })?;
     bar.finish_and_clear();
+    trajwiki::plot::coverage_png(&summary, &args.out.join("coverage.png"))?;
     global.say(format!("retrieval scored on {}", backend.name()));
     outln!("{}", summary_table(&summary, &modes, &budgets).trim_end())?;
     global.say(format!(
