@@ -22,6 +22,8 @@ target/debug/trajwiki model fetch minilm
 export TRAJWIKI_REQUIRE_MODELS=1
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# The Python extension links the engine, not the server stack or plotting.
+scripts/check-py-deps.sh
 
 venv=target/py-venv
 if [ ! -x "$venv/bin/python" ]; then

@@ -23,26 +23,16 @@ pub use trajwiki_memory as memory;
 pub use trajwiki_store as store;
 pub use trajwiki_text as text;
 
-pub mod answer;
-pub mod api;
-pub mod cache;
-pub mod compile_llm;
-pub mod eval;
-pub mod export;
-pub mod extract_llm;
-pub mod judge_llm;
+pub use trajwiki_engine as engine;
+pub use trajwiki_engine::{
+    answer, api, cache, eval, export, messages, metrics, pipeline, retrieval, trace, Engine,
+};
+
 pub mod markdown;
-pub mod match_llm;
-pub mod messages;
-pub mod metrics;
-pub mod pages_llm;
-pub mod pipeline;
 pub mod plot;
 pub mod render;
-pub mod retrieval;
 pub mod safe;
 pub mod server;
-pub mod trace;
 pub mod viewer;
 pub use trajwiki_retrieve as retrieve;
 pub use trajwiki_trace as wikitrace;

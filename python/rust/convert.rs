@@ -8,11 +8,11 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde::Serialize;
-use trajwiki::api::LoadedModel;
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::EmbedError;
 use trajwiki_cuda::Device;
 use trajwiki_embed::EmbedOptions;
+use trajwiki_engine::api::LoadedModel;
 use trajwiki_memory::MemoryConfig;
 
 use crate::errors::{raise, Kind, OrRaise};
@@ -92,10 +92,10 @@ pub fn scoring(device: Device) -> PyResult<Arc<dyn ScoringBackend>> {
     })
 }
 
-/// Loads `model` for `device` (see `trajwiki::api::load_model`), without the GIL held by the
+/// Loads `model` for `device` (see `trajwiki_engine::api::load_model`), without the GIL held by the
 /// caller.
 pub fn load_model(model: &str, device: Device) -> Result<LoadedModel, EmbedError> {
-    trajwiki::api::load_model(model, &EmbedOptions::default(), device)
+    trajwiki_engine::api::load_model(model, &EmbedOptions::default(), device)
 }
 
 /// The memory configuration in a TOML file, or the defaults.

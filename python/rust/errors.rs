@@ -8,12 +8,12 @@ use std::error::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
-use trajwiki::api::ApiError;
-use trajwiki::eval::EvalError;
-use trajwiki::messages::MessagesError;
-use trajwiki::pipeline::PipelineError;
-use trajwiki::trace::TraceError;
 use trajwiki_core::{EmbedError, IdError};
+use trajwiki_engine::api::ApiError;
+use trajwiki_engine::eval::EvalError;
+use trajwiki_engine::messages::MessagesError;
+use trajwiki_engine::pipeline::PipelineError;
+use trajwiki_engine::trace::TraceError;
 use trajwiki_ingest::IngestError;
 use trajwiki_memory::{BuildError, ConfigError};
 use trajwiki_store::StoreError as RustStoreError;
@@ -179,7 +179,8 @@ impl Classify for ApiError {
             ApiError::Store(e) => e.kind(),
             ApiError::Pipeline(e) => e.kind(),
             ApiError::Retrieve(_) => Kind::Other,
-            ApiError::Replay(_) => Kind::Store,
+            ApiError::Replay(_) | ApiError::StoredConfig { .. } => Kind::Store,
+            ApiError::Model(_) => Kind::Model,
         }
     }
 }
@@ -191,7 +192,7 @@ impl Classify for EvalError {
             EvalError::Pipeline(e) => e.kind(),
             EvalError::Api(e) => e.kind(),
             EvalError::Store(e) => e.kind(),
-            EvalError::Retrieve(_) | EvalError::Plot(_) | EvalError::Io { .. } => Kind::Other,
+            EvalError::Retrieve(_) | EvalError::Io { .. } => Kind::Other,
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use trajwiki::eval::{grid, run_locomo, summary_table, EvalOptions};
+use trajwiki_engine::eval::{grid, run_locomo, summary_table, EvalOptions};
 use trajwiki_retrieve::RetrievalConfig;
 
 use crate::convert::{device, memory_config, to_python};

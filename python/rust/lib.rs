@@ -2,7 +2,7 @@
 //! Python.
 //!
 //! The Python package `trajwiki` re-exports everything here. Each class wraps the same library
-//! calls the command line makes (`trajwiki::api`, `trajwiki::pipeline`, `trajwiki::eval`), so a
+//! calls the command line makes (`trajwiki_engine::api`, `trajwiki_engine::pipeline`, `trajwiki_engine::eval`), so a
 //! result from Python is the result the CLI prints. Every call that does real work releases the
 //! GIL; every Rust error becomes one of a small hierarchy of exceptions rooted at
 //! `TrajwikiError`, carrying the Rust message and its causes.

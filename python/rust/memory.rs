@@ -1,26 +1,23 @@
 //! `Memory`: one store, its embedding model, and the operations of the command line.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use trajwiki::api::{self, namespaces_with_messages, ApiError, LoadedIndex, Query};
-use trajwiki::cache::{current_or_made, AtState, LruCache};
-use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
-use trajwiki::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
-use trajwiki::store::VectorDtype;
-use trajwiki::trace;
-use trajwiki::wikitrace::ContextOptions;
-use trajwiki_compute::ScoringBackend;
-use trajwiki_core::{EmbedError, Embedder, InsightId, Namespace, RunId};
+use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_cuda::Device;
+use trajwiki_engine::api::{self, namespaces_with_messages, Query};
+use trajwiki_engine::pipeline::BuildOptions;
+use trajwiki_engine::trace;
+use trajwiki_engine::{Engine, Model};
 use trajwiki_ingest::jsonl;
+use trajwiki_llm::{ApiKey, LlmConfig};
 use trajwiki_memory::MemoryConfig;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_store::VectorDtype;
 use trajwiki_store::{IngestReport, Store};
+use trajwiki_trace::ContextOptions;
 
 use crate::convert::{memory_config, string, to_json_text, to_python};
 use crate::errors::{raise, Kind, OrRaise};
@@ -31,87 +28,43 @@ const MESSAGES: &str = "<messages>";
 
 /// A long-term memory in a store directory (created when absent): add conversations, build the
 /// memory, search it with provenance, and read any record and its history.
+///
+/// The state between calls (store connections, the model, loaded indexes, each namespace's
+/// writer lock and construction fold) is the [`Engine`]'s, as in `trajwiki serve`: indexes are
+/// kept up to `index_cache_bytes` and loaded again when their namespace changed, whoever wrote.
 #[pyclass(module = "trajwiki._trajwiki", frozen)]
 pub struct Memory {
-    dir: PathBuf,
-    store: Mutex<Store>,
+    engine: Engine,
     model: String,
     device: Device,
-    scoring: Arc<dyn ScoringBackend>,
     config: MemoryConfig,
-    embedder: Mutex<Option<Arc<dyn Embedder>>>,
-    indexes: Mutex<IndexCache>,
-    /// The construction fold of each namespace this memory built, kept so that the next build
-    /// appends without reading the fold back (used only while the store still holds it).
-    folds: Mutex<HashMap<Namespace, KeptFold>>,
 }
 
-/// The retrieval indexes of the namespaces searched lately, so that a search does not read the
-/// store again: at most `index_cache_bytes`, least recently used first out. Each is loaded again
-/// when its namespace changed, whoever wrote (this memory, another process or server).
-type IndexCache = LruCache<AtState<LoadedIndex>>;
-
 impl Memory {
-    /// The store. Lock order: the store before the index cache.
-    fn store(&self) -> MutexGuard<'_, Store> {
-        // A panic while the lock was held rolled its transaction back; the store is consistent.
-        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `work` with one of the engine's store connections.
+    fn with_store<T>(&self, work: impl FnOnce(&mut Store) -> PyResult<T>) -> PyResult<T> {
+        self.engine
+            .with_store(|store| Ok::<_, trajwiki_store::StoreError>(work(store)))
+            .or_raise()?
     }
 
-    fn indexes(&self) -> MutexGuard<'_, IndexCache> {
-        self.indexes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Builds `namespaces` incrementally with this memory's model and configuration.
+    /// Builds `namespaces` incrementally with this memory's model and configuration, each
+    /// from its kept fold under its writer lock.
     fn build_in(
         &self,
-        store: &mut MutexGuard<'_, Store>,
-        embedder: &dyn Embedder,
+        store: &mut Store,
         namespaces: &[Namespace],
         options: BuildOptions,
     ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
-        let mut reports = Vec::with_capacity(namespaces.len());
-        // Lock order: the store (held by the caller), then the folds.
-        let mut folds = self.folds.lock().unwrap_or_else(PoisonError::into_inner);
-        for ns in namespaces {
-            let mut kept = folds.remove(ns);
-            let built = build_namespace_kept(store, ns, embedder, &self.config, options, &mut kept);
-            if let Some(kept) = kept {
-                folds.insert(ns.clone(), kept);
-            }
-            reports.push(built.or_raise()?);
-        }
-        Ok(reports)
-    }
-
-    /// The index of `ns`, cached while the namespace's [`IndexState`](trajwiki_store::IndexState)
-    /// is the one it was loaded at, and whether it was loaded now.
-    fn index(
-        &self,
-        ns: &Namespace,
-        embedder: &dyn Embedder,
-    ) -> Result<(Arc<AtState<LoadedIndex>>, bool), ApiError> {
-        let store = self.store();
-        let current = store.index_state(ns)?;
-        current_or_made(&self.indexes, ns, current, |earlier| {
-            let loaded = api::reopen_index(&store, ns, embedder, earlier)?;
-            let bytes = loaded.heap_bytes();
-            Ok((loaded, bytes))
-        })
-    }
-
-    /// The embedder, loaded on first use (reading or deleting records needs none). Called
-    /// without the GIL: loading a model takes a while.
-    fn embedder(&self) -> Result<Arc<dyn Embedder>, EmbedError> {
-        let mut slot = self.embedder.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(e) = slot.as_ref() {
-            return Ok(Arc::clone(e));
-        }
-        let loaded: Arc<dyn Embedder> = crate::convert::load_model(&self.model, self.device)?
-            .embedder
-            .into();
-        *slot = Some(Arc::clone(&loaded));
-        Ok(loaded)
+        namespaces
+            .iter()
+            .map(|ns| {
+                self.engine
+                    .namespace(ns)
+                    .build(store, &self.config, options)
+                    .or_raise()
+            })
+            .collect()
     }
 }
 
@@ -171,23 +124,22 @@ impl Memory {
         let scoring = crate::convert::scoring(device)?;
         let config = memory_config(config)?;
         let store = py.detach(|| Store::open(&path)).or_raise()?;
+        let named = Model::Named {
+            spec: model.to_string(),
+            device,
+        };
         Ok(Memory {
-            dir: store.dir().to_path_buf(),
-            store: Mutex::new(store),
+            engine: Engine::new(store, named, scoring, index_cache_bytes),
             model: model.to_string(),
             device,
-            scoring,
             config,
-            embedder: Mutex::new(None),
-            indexes: Mutex::new(IndexCache::new(index_cache_bytes)),
-            folds: Mutex::new(HashMap::new()),
         })
     }
 
     /// The store directory.
     #[getter]
     fn path(&self) -> PathBuf {
-        self.dir.clone()
+        self.engine.dir().to_path_buf()
     }
 
     /// The embedding model name.
@@ -205,17 +157,17 @@ impl Memory {
     /// Where retrieval candidates are scored: `cpu` or `cuda`.
     #[getter]
     fn scoring_backend(&self) -> &'static str {
-        self.scoring.name()
+        self.engine.scoring().name()
     }
 
     /// The index cache: `{"namespaces": [...], "bytes": held, "capacity": bytes}`.
     #[getter]
     fn index_cache(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let cache = self.indexes();
+        let (namespaces, bytes, capacity) = self.engine.index_cache();
         let value = serde_json::json!({
-            "namespaces": cache.namespaces().iter().map(|n| n.to_string()).collect::<Vec<_>>(),
-            "bytes": cache.bytes(),
-            "capacity": cache.capacity(),
+            "namespaces": namespaces.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            "bytes": bytes,
+            "capacity": capacity,
         });
         to_python(py, &value)
     }
@@ -223,7 +175,10 @@ impl Memory {
     /// The namespaces that hold messages.
     fn namespaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let names = py
-            .detach(|| namespaces_with_messages(&self.store()))
+            .detach(|| {
+                self.engine
+                    .with_store(|store| namespaces_with_messages(store))
+            })
             .or_raise()?;
         Ok(names.into_iter().map(|n| n.to_string()).collect())
     }
@@ -254,23 +209,19 @@ impl Memory {
         let (report, built) = py.detach(|| -> PyResult<_> {
             let value: Value = serde_json::from_str(&text)
                 .map_err(|e| raise(Kind::Input, format!("messages: {e}")))?;
-            let mut store = self.store();
-            let parsed = trajwiki::messages::parse_messages(value, ns.as_ref(), MESSAGES, None)
-                .or_raise()?;
-            let report = store.append_messages(source, &parsed).or_raise()?;
-            let mut built = Vec::new();
-            if build {
-                let embedder = self.embedder().or_raise()?;
-                let messages: Vec<_> = parsed.into_iter().map(|a| a.message).collect();
-                let touched = trajwiki::api::namespaces_of(&messages);
-                built = self.build_in(
-                    &mut store,
-                    embedder.as_ref(),
-                    &touched,
-                    BuildOptions::default(),
-                )?;
-            }
-            Ok((report, built))
+            let parsed =
+                trajwiki_engine::messages::parse_messages(value, ns.as_ref(), MESSAGES, None)
+                    .or_raise()?;
+            self.with_store(|store| {
+                let report = store.append_messages(source, &parsed).or_raise()?;
+                let mut built = Vec::new();
+                if build {
+                    let messages: Vec<_> = parsed.iter().map(|a| &a.message).collect();
+                    let touched = api::namespaces_of(messages);
+                    built = self.build_in(store, &touched, BuildOptions::default())?;
+                }
+                Ok((report, built))
+            })
         })?;
         let mut value = serde_json::json!({
             "added": report.added,
@@ -308,29 +259,30 @@ impl Memory {
             )
         })?;
         let reports = py.detach(|| -> PyResult<_> {
-            let embedder = self.embedder().or_raise()?;
-            let mut store = self.store();
-            let namespaces = match chosen {
-                Some(ns) => vec![ns],
-                None => namespaces_with_messages(&store).or_raise()?,
-            };
-            if namespaces.is_empty() {
-                return Err(raise(
-                    Kind::NotFound,
-                    "no namespace with messages to build; add a conversation first",
-                ));
-            }
-            self.build_in(
-                &mut store,
-                embedder.as_ref(),
-                &namespaces,
-                BuildOptions {
-                    rebuild,
-                    flush,
-                    vectors,
-                    ..BuildOptions::default()
-                },
-            )
+            // The model first: a model that does not load fails before the store is read.
+            self.engine.embedder().or_raise()?;
+            self.with_store(|store| {
+                let namespaces = match chosen {
+                    Some(ns) => vec![ns],
+                    None => namespaces_with_messages(store).or_raise()?,
+                };
+                if namespaces.is_empty() {
+                    return Err(raise(
+                        Kind::NotFound,
+                        "no namespace with messages to build; add a conversation first",
+                    ));
+                }
+                self.build_in(
+                    store,
+                    &namespaces,
+                    BuildOptions {
+                        rebuild,
+                        flush,
+                        vectors,
+                        ..BuildOptions::default()
+                    },
+                )
+            })
         })?;
         to_python(py, &reports)
     }
@@ -357,22 +309,15 @@ impl Memory {
             config.trajectories = k;
         }
         let found = py.detach(|| -> PyResult<_> {
-            let embedder = self.embedder().or_raise()?;
-            let (loaded, fresh) = self.index(&ns, embedder.as_ref()).or_raise()?;
             let query = Query {
                 question: &question,
                 mode,
                 budget,
                 config: &config,
             };
-            api::search_index(
-                &loaded.value,
-                fresh,
-                embedder.as_ref(),
-                &query,
-                self.scoring.as_ref(),
-            )
-            .or_raise()
+            self.engine
+                .with_store(|store| self.engine.namespace(&ns).search(store, &query))
+                .or_raise()
         })?;
         SearchResult::from_search(py, found)
     }
@@ -426,34 +371,16 @@ impl Memory {
         });
         let config = RetrievalConfig::default();
         let value = py.detach(|| -> PyResult<Value> {
-            let embedder = self.embedder().or_raise()?;
-            let (loaded, fresh) = self.index(&ns, embedder.as_ref()).or_raise()?;
-            let client = match llm {
-                Some(config) => {
-                    let cache = api::StoreResponses::open(&self.dir, &ns, false).or_raise()?;
-                    Some(Client::new(
-                        config,
-                        Some(Arc::new(cache) as Arc<dyn ResponseCache>),
-                    ))
-                }
-                None => None,
-            };
             let query = Query {
                 question: &question,
                 mode,
                 budget,
                 config: &config,
             };
-            let asked = api::ask_index(
-                &loaded.value,
-                fresh,
-                embedder.as_ref(),
-                &query,
-                self.scoring.as_ref(),
-                client.as_ref(),
-                rerank,
-            )
-            .or_raise()?;
+            let (asked, client) = self
+                .engine
+                .with_store(|store| self.engine.namespace(&ns).ask(store, &query, llm, rerank))
+                .or_raise()?;
             Ok(serde_json::json!({
                 "status": asked.answer.status,
                 "answer": asked.answer,
@@ -483,9 +410,11 @@ impl Memory {
         let id = string(id, "id")?;
         let ns = namespace.map(self::namespace).transpose()?;
         let record = py
-            .detach(|| match &ns {
-                Some(ns) => api::get_in(&self.store(), ns, &id),
-                None => api::get(&self.store(), &id),
+            .detach(|| {
+                self.engine.with_store(|store| match &ns {
+                    Some(ns) => api::get_in(store, ns, &id),
+                    None => api::get(store, &id),
+                })
             })
             .or_raise()?;
         let mut value = record.to_json();
@@ -529,7 +458,10 @@ impl Memory {
             }
         };
         let history = py
-            .detach(|| api::history(&self.store(), &id, as_of))
+            .detach(|| {
+                self.engine
+                    .with_store(|store| api::history(store, &id, as_of))
+            })
             .or_raise()?;
         to_python(py, &history.entries)
     }
@@ -537,7 +469,9 @@ impl Memory {
     /// The wiki of a built namespace: its pages (current revisions) as dicts.
     fn wiki(&self, py: Python<'_>, namespace: &str) -> PyResult<Py<PyAny>> {
         let ns = self::namespace(namespace)?;
-        let pages = py.detach(|| self.store().pages(&ns)).or_raise()?;
+        let pages = py
+            .detach(|| self.engine.with_store(|store| store.pages(&ns)))
+            .or_raise()?;
         if pages.is_empty() {
             return Err(raise(
                 Kind::NotFound,
@@ -557,8 +491,8 @@ impl Memory {
         let ns = self::namespace(namespace)?;
         let deleted = py
             .detach(|| {
-                let mut store = self.store();
-                store.delete_namespace(&ns)
+                self.engine
+                    .with_store(|store| self.engine.namespace(&ns).delete(store))
             })
             .or_raise()?;
         match deleted.not_scrubbed {
@@ -595,8 +529,9 @@ impl Memory {
             let lines: Vec<String> = items.iter().map(Value::to_string).collect();
             let parsed = jsonl::parse_runs(Path::new("<runs>"), &lines.join("\n"), ns.as_ref())
                 .or_raise()?;
-            let mut store = self.store();
-            store.ingest_runs(source, &parsed).or_raise()
+            self.engine
+                .with_store(|store| store.ingest_runs(source, &parsed))
+                .or_raise()
         })?;
         ingest_report(py, &report)
     }
@@ -608,28 +543,25 @@ impl Memory {
     fn compile_runs(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<Py<PyAny>> {
         let chosen = namespace.map(self::namespace).transpose()?;
         let reports = py.detach(|| -> PyResult<_> {
-            let mut store = self.store();
-            let namespaces = match chosen {
-                Some(ns) => vec![ns],
-                None => trace::namespaces_with_runs(&store).or_raise()?,
-            };
-            if namespaces.is_empty() {
-                return Err(raise(
-                    Kind::NotFound,
-                    "no namespace with runs to compile; add runs first",
-                ));
-            }
-            namespaces
-                .iter()
-                .map(|ns| {
-                    trace::compile_namespace(
-                        &mut store,
-                        ns,
-                        &trajwiki::wikitrace::DeterministicCompiler,
-                    )
-                    .or_raise()
-                })
-                .collect::<PyResult<Vec<_>>>()
+            self.with_store(|store| {
+                let namespaces = match chosen {
+                    Some(ns) => vec![ns],
+                    None => trace::namespaces_with_runs(store).or_raise()?,
+                };
+                if namespaces.is_empty() {
+                    return Err(raise(
+                        Kind::NotFound,
+                        "no namespace with runs to compile; add runs first",
+                    ));
+                }
+                namespaces
+                    .iter()
+                    .map(|ns| {
+                        trace::compile_namespace(store, ns, &trajwiki_trace::DeterministicCompiler)
+                            .or_raise()
+                    })
+                    .collect::<PyResult<Vec<_>>>()
+            })
         })?;
         to_python(py, &reports)
     }
@@ -653,13 +585,17 @@ impl Memory {
         let ns = self::namespace(namespace)?;
         let exclude = exclude.map(RunId::parse).transpose().or_raise()?;
         let ctx = py.detach(|| -> PyResult<_> {
-            let embedder = self.embedder().or_raise()?;
+            let embedder = self.engine.embedder().or_raise()?;
             let opts = ContextOptions {
                 similar_runs: similar,
                 budget,
                 exclude,
             };
-            trace::first_context(&mut self.store(), &ns, embedder.as_ref(), &task, &opts).or_raise()
+            self.engine
+                .with_store(|store| {
+                    trace::first_context(store, &ns, embedder.as_ref(), &task, &opts)
+                })
+                .or_raise()
         })?;
         to_python(py, &ctx)
     }
@@ -669,7 +605,10 @@ impl Memory {
     fn open_insight(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let id = InsightId::parse(&string(id, "id")?).or_raise()?;
         let value = py.detach(|| -> PyResult<_> {
-            let memory = trace::memory_of_insight(&mut self.store(), &id).or_raise()?;
+            let memory = self
+                .engine
+                .with_store(|store| trace::memory_of_insight(store, &id))
+                .or_raise()?;
             let opened = memory.open_insight(&id).ok_or_else(|| {
                 raise(
                     Kind::NotFound,
@@ -685,7 +624,10 @@ impl Memory {
     fn open_run(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let id = RunId::parse(&string(id, "id")?).or_raise()?;
         let value = py.detach(|| -> PyResult<_> {
-            let memory = trace::memory_of_run(&mut self.store(), &id).or_raise()?;
+            let memory = self
+                .engine
+                .with_store(|store| trace::memory_of_run(store, &id))
+                .or_raise()?;
             let entry = memory
                 .open_run(&id)
                 .ok_or_else(|| raise(Kind::NotFound, format!("no run {id} in this store")))?;
@@ -710,16 +652,21 @@ impl Memory {
         let ns = self::namespace(namespace)?;
         let hits = py.detach(|| -> PyResult<Value> {
             if semantic {
-                let embedder = self.embedder().or_raise()?;
-                let mut store = self.store();
-                let memory = trace::compiled_run_memory(&mut store, &ns, Some(embedder.as_ref()))
+                let embedder = self.engine.embedder().or_raise()?;
+                let hits = self
+                    .engine
+                    .with_store(|store| {
+                        let memory =
+                            trace::compiled_run_memory(store, &ns, Some(embedder.as_ref()))?;
+                        trace::grep_semantic(store, &memory, embedder.as_ref(), &text, limit)
+                    })
                     .or_raise()?;
-                let hits =
-                    trace::grep_semantic(&mut store, &memory, embedder.as_ref(), &text, limit)
-                        .or_raise()?;
                 return Ok(serde_json::to_value(hits).expect("hits serialize"));
             }
-            let memory = trace::compiled_run_memory(&mut self.store(), &ns, None).or_raise()?;
+            let memory = self
+                .engine
+                .with_store(|store| trace::compiled_run_memory(store, &ns, None))
+                .or_raise()?;
             Ok(serde_json::to_value(memory.grep(&text, limit)).expect("hits serialize"))
         })?;
         to_python(py, &hits)
@@ -728,7 +675,7 @@ impl Memory {
     fn __repr__(&self) -> String {
         format!(
             "Memory({:?}, model={:?}, device={:?})",
-            self.dir.display().to_string(),
+            self.engine.dir().display().to_string(),
             self.model,
             self.device.to_string()
         )

@@ -2,8 +2,8 @@
 //! records it belongs to, plus the retrieval path and its diagnostics.
 
 use pyo3::prelude::*;
-use trajwiki::api::{Evidence as RustEvidence, Search};
 use trajwiki_core::TIMESTAMP_FORMAT;
+use trajwiki_engine::api::{Evidence as RustEvidence, Search};
 use trajwiki_retrieve::PathItem as RustPathItem;
 
 use crate::convert::to_python;

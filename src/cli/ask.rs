@@ -1,12 +1,14 @@
 //! `trajwiki ask`: a question answered from a namespace's memory by a language model, with the
 //! evidence it rests on; without a model, the evidence alone and a status that says so.
 
-use std::sync::Arc;
+use std::mem::ManuallyDrop;
 use std::time::Duration;
 
 use trajwiki::answer::AnswerStatus;
-use trajwiki::api::{ask_index, open_index, Query, StoreResponses};
-use trajwiki::llm::{ApiKey, Client, LlmConfig, ResponseCache};
+use trajwiki::api::Query;
+use trajwiki::engine::Model;
+use trajwiki::llm::{ApiKey, LlmConfig};
+use trajwiki::Engine;
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::RetrievalConfig;
 
@@ -107,18 +109,14 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;
     let loaded = load_embedder_on(&args.retrieval.model, global)?;
-    let embedder = loaded.embedder;
-    let index = std::mem::ManuallyDrop::new(open_index(&store, &ns, embedder.as_ref())?);
-    let client = match llm {
-        Some(config) => {
-            let cache = StoreResponses::open(store.dir(), &ns, store.is_read_only())?;
-            Some(Client::new(
-                config,
-                Some(Arc::new(cache) as Arc<dyn ResponseCache>),
-            ))
-        }
-        None => None,
-    };
+    // The process ends with this command: freeing a large index would only delay the exit, so
+    // the engine holding it is never dropped.
+    let engine = ManuallyDrop::new(Engine::new(
+        store,
+        Model::Loaded(loaded.embedder.into()),
+        backend,
+        usize::MAX,
+    ));
     let config = RetrievalConfig::default();
     let query = Query {
         question: &args.question,
@@ -126,15 +124,8 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
         budget: args.retrieval.budget,
         config: &config,
     };
-    let asked = ask_index(
-        &index,
-        true,
-        embedder.as_ref(),
-        &query,
-        backend.as_ref(),
-        client.as_ref(),
-        args.rerank,
-    )?;
+    let (asked, client) =
+        engine.with_store(|store| engine.namespace(&ns).ask(store, &query, llm, args.rerank))?;
     let (answer, search) = (&asked.answer, &asked.search);
     match answer.status {
         AnswerStatus::NoAnswerModel | AnswerStatus::ModelUnavailable => global.say(format!(

@@ -10,11 +10,11 @@ use trajwiki_store::VectorDtype;
 use super::device::load_model;
 use super::{Global, StoreArg, UsageError};
 use trajwiki::api::{LoadedModel, StoreResponses};
-use trajwiki::extract_llm::LlmExtractor;
-use trajwiki::judge_llm::LlmJudge;
+use trajwiki::engine::llm::extract::LlmExtractor;
+use trajwiki::engine::llm::judge::LlmJudge;
+use trajwiki::engine::llm::matching::LlmDecider;
+use trajwiki::engine::llm::pages::LlmPageWriter;
 use trajwiki::llm::{Client, ResponseCache};
-use trajwiki::match_llm::LlmDecider;
-use trajwiki::pages_llm::LlmPageWriter;
 use trajwiki::pipeline::{
     build_namespace, build_namespace_driven, prefill_messages, BuildOptions, Drivers,
 };

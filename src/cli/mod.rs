@@ -288,7 +288,7 @@ fn is_input(cause: &(dyn std::error::Error + 'static)) -> bool {
             EvalError::Store(e) => is_input(e),
             EvalError::Retrieve(e) => is_input(e),
             EvalError::Api(e) => is_input(e.as_ref()),
-            EvalError::Plot(_) | EvalError::Io { .. } => false,
+            EvalError::Io { .. } => false,
         };
     }
     if let Some(trajwiki::pipeline::PipelineError::Store(e)) =

@@ -3,8 +3,10 @@
 use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 
-use trajwiki::api::{open_index, search_index, Query, Search};
+use trajwiki::api::{Query, Search};
+use trajwiki::engine::Model;
 use trajwiki::eval::{grid, run_locomo, summary_table, AnswerOptions, EvalOptions};
+use trajwiki::Engine;
 use trajwiki_core::Namespace;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 
@@ -94,15 +96,23 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     if let Some(question) = &args.question {
         trajwiki_core::limits::QUESTION_BYTES.check(question.len())?;
     }
-    let mut store = args.store.open()?;
+    let store = args.store.open()?;
     let ns = Namespace::new(args.namespace.as_str())?;
     let backend = scoring(global.device)?;
     let loaded = load_embedder_on(&args.retrieval.model, global)?;
-    let embedder = loaded.embedder;
+    let embedding_backend = loaded.backend;
     let config = RetrievalConfig::default();
     // The process ends with this command: freeing a large index (millions of allocations) would
-    // only delay the exit, so it is never dropped.
-    let open = |store: &mut _| open_index(store, &ns, embedder.as_ref()).map(ManuallyDrop::new);
+    // only delay the exit, so the engine holding it is never dropped. Its index is kept for
+    // every question (loaded by the first).
+    let engine = ManuallyDrop::new(Engine::new(
+        store,
+        Model::Loaded(loaded.embedder.into()),
+        std::sync::Arc::clone(&backend),
+        usize::MAX,
+    ));
+    let search =
+        |query: &Query<'_>| engine.with_store(|store| engine.namespace(&ns).search(store, query));
     if let Some(path) = &args.questions {
         let text = std::fs::read_to_string(path).map_err(|e| {
             UsageError(format!(
@@ -110,37 +120,29 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
                 path.display()
             ))
         })?;
-        let index = open(&mut store)?;
-        for (i, question) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        for question in text.lines().filter(|l| !l.trim().is_empty()) {
             let query = Query {
                 question,
                 mode: args.retrieval.mode,
                 budget: args.retrieval.budget,
                 config: &config,
             };
-            let found = search_index(&index, i == 0, embedder.as_ref(), &query, backend.as_ref())?;
-            let value = search_json(args, &found, global, backend.name(), loaded.backend);
+            let found = search(&query)?;
+            let value = search_json(args, &found, global, backend.name(), embedding_backend);
             outjson!(serde_json::to_string(&value)?)?;
         }
         return Ok(());
     }
     let question = args.question.as_deref().unwrap_or_default();
-    let index = open(&mut store)?;
-    let found = search_index(
-        &index,
-        true,
-        embedder.as_ref(),
-        &Query {
-            question,
-            mode: args.retrieval.mode,
-            budget: args.retrieval.budget,
-            config: &config,
-        },
-        backend.as_ref(),
-    )?;
+    let found = search(&Query {
+        question,
+        mode: args.retrieval.mode,
+        budget: args.retrieval.budget,
+        config: &config,
+    })?;
     let (ctx, ranking, timings) = (&found.context, &found.ranking, &found.timings);
     if args.json {
-        let value = search_json(args, &found, global, backend.name(), loaded.backend);
+        let value = search_json(args, &found, global, backend.name(), embedding_backend);
         outjson!(serde_json::to_string_pretty(&value)?)?;
         return Ok(());
     }
@@ -331,6 +333,7 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         answers,
     })?;
     bar.finish_and_clear();
+    trajwiki::plot::coverage_png(&summary, &args.out.join("coverage.png"))?;
     global.say(format!("retrieval scored on {}", backend.name()));
     outln!("{}", summary_table(&summary, &modes, &budgets).trim_end())?;
     global.say(format!(

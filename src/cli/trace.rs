@@ -10,7 +10,7 @@ use trajwiki::trace::{
 };
 
 use trajwiki::api::StoreResponses;
-use trajwiki::compile_llm::LlmCompiler;
+use trajwiki::engine::llm::compile::LlmCompiler;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_trace::{ContextOptions, DeterministicCompiler};

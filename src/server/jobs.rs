@@ -17,11 +17,11 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use trajwiki_core::Namespace;
-use trajwiki_store::Store;
 
-use super::{build_config, lock, namespace, AppState, Failure, Segments};
+use super::{lock, namespace, AppState, Failure, Segments};
 use crate::api::ApiError;
-use crate::pipeline::{build_namespace_kept, prefill_messages, BuildOptions};
+use crate::engine::build_config;
+use crate::pipeline::{prefill_messages, BuildOptions};
 
 /// Finished jobs kept for reading.
 pub(super) const KEPT_JOBS: usize = 100;
@@ -171,7 +171,7 @@ pub(super) async fn start_build(
 /// the fold, from the namespace's kept construction state.
 fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure> {
     let ns = &job.namespace;
-    let mut store = Store::open_existing(&state.store_dir).map_err(Failure::from_store)?;
+    let mut store = state.engine.connect()?;
     if store.namespace_counts(ns).map_err(Failure::from_store)?.0 == 0 {
         return Err(ApiError::UnknownNamespace {
             namespace: ns.clone(),
@@ -179,8 +179,9 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
         }
         .into());
     }
-    let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
-    let mut kept = lock(&writer);
+    let handle = state.engine.namespace(ns);
+    let mut writer = handle.writer();
+    let embedder = state.embedder()?;
     job.set(JobState::Embedding);
     let progress = |done: usize, total: usize| {
         job.embedded.store(done, Ordering::Relaxed);
@@ -189,7 +190,7 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
     prefill_messages(
         &mut store,
         std::slice::from_ref(ns),
-        state.embedder.as_ref(),
+        embedder.as_ref(),
         CHUNK,
         false,
         &progress,
@@ -202,15 +203,7 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
         flush: req.flush,
         ..BuildOptions::default()
     };
-    let report = build_namespace_kept(
-        &mut store,
-        ns,
-        state.embedder.as_ref(),
-        &config,
-        options,
-        &mut kept,
-    )
-    .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+    let report = writer.build(&mut store, &config, options)?;
     serde_json::to_value(&report)
         .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))
 }

@@ -431,7 +431,7 @@ impl MemoryTools {
                 let found = crate::trace::first_context(
                     store,
                     &ns,
-                    state.embedder.as_ref(),
+                    state.embedder()?.as_ref(),
                     &task,
                     &options,
                 )?;

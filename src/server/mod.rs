@@ -1,12 +1,14 @@
 //! `trajwiki serve`: the memory over HTTP, as JSON. Every route but `/health` is scoped to one
 //! namespace (a record of another namespace is not found there, whatever its id), so one
 //! server can hold the memories of many users. Requests run the store and retrieval work on
-//! blocking threads beside the async runtime; each takes a store connection from a small pool.
-//! Loaded indexes are kept in a byte-bounded LRU cache ([`LruCache`]), each with the state of
-//! its namespace it was loaded at ([`IndexState`](trajwiki_store::IndexState): the last message's ingest position and the
+//! blocking threads beside the async runtime; each takes a store connection from the engine's
+//! small pool. The state between requests is one [`Engine`](crate::Engine)'s: loaded indexes in a
+//! byte-bounded LRU cache, each with the state of its namespace it was loaded at
+//! ([`IndexState`](trajwiki_store::IndexState): the last message's ingest position and the
 //! build record); a request reads that state (two indexed lookups) and loads the index again when
 //! it changed, whoever wrote: another process or this server's appends. A write to one namespace
-//! leaves the other namespaces' indexes in place.
+//! leaves the other namespaces' indexes in place. Writes to a namespace go through its
+//! [`NamespaceHandle`](crate::engine::NamespaceHandle)'s writer lock.
 //!
 //! Routes (JSON in and out; errors as `{"error": {"code", "message"}}` with a stable code):
 //!
@@ -57,10 +59,12 @@ use trajwiki_store::{Store, StoreError};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use crate::api::{self, ApiError, LoadedIndex};
+use crate::api::{self, ApiError};
 use crate::cache::{current_or_made, AtState, LruCache};
-use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
+use crate::engine::Model;
+use crate::pipeline::{BuildOptions, PipelineError};
 use crate::trace::TraceError;
+use crate::Engine;
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
 pub use perimeter::{serve, AllowedHostError, AllowedHosts, Limits};
@@ -95,19 +99,12 @@ pub struct ServerConfig {
     pub limits: Limits,
 }
 
-/// The state the handlers share.
+/// The state the handlers share: the engine, and what only a server has.
 struct AppState {
-    store_dir: PathBuf,
-    embedder: Arc<dyn Embedder>,
-    backend: Arc<dyn ScoringBackend>,
+    /// The store, the model, the loaded indexes and each namespace's writer.
+    engine: Engine,
     token: Option<String>,
     retrieval: RetrievalConfig,
-    /// Idle store connections.
-    pool: Mutex<Vec<Store>>,
-    indexes: Mutex<LruCache<Kept>>,
-    /// One writer per namespace: its lock, holding the construction fold its last build left
-    /// (so that the next append folds on from it instead of reading the namespace again).
-    writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
     /// The viewer's pages of each namespace: its markdown export by path, made once per index
     /// state.
     views: Mutex<LruCache<AtState<HashMap<String, String>>>>,
@@ -119,9 +116,6 @@ struct AppState {
     store_names: Vec<String>,
 }
 
-/// At most this many idle connections are kept.
-const POOL_SIZE: usize = 8;
-
 impl AppState {
     /// Runs `work` with a store connection, on a blocking thread.
     async fn with_store<T: Send + 'static>(
@@ -129,22 +123,10 @@ impl AppState {
         work: impl FnOnce(&AppState, &mut Store) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Failure> {
         let state = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let taken = lock(&state.pool).pop();
-            let mut store = match taken {
-                Some(s) => s,
-                None => Store::open_existing(&state.store_dir).map_err(Failure::from_store)?,
-            };
-            let out = work(&state, &mut store);
-            let mut pool = lock(&state.pool);
-            if pool.len() < POOL_SIZE {
-                pool.push(store);
-            }
-            out
-        })
-        .await
-        .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
-        .map_err(|f| self.public(f))
+        tokio::task::spawn_blocking(move || state.engine.with_store(|store| work(&state, store)))
+            .await
+            .map_err(|e| Failure::internal(format!("the request's worker failed: {e}")))?
+            .map_err(|f| self.public(f))
     }
 
     /// `failure` as a client may see it: the store's location (a directory of the server's
@@ -156,18 +138,11 @@ impl AppState {
         failure
     }
 
-    /// The index of `ns`, from the cache while the namespace's [`IndexState`](trajwiki_store::IndexState) is the one it was
-    /// loaded at: a write to one namespace leaves the others' indexes in place.
-    /// Also says whether it was loaded for this request.
-    fn index(&self, store: &Store, ns: &Namespace) -> Result<(Arc<Kept>, bool), Failure> {
-        // Read before the load: a commit in between makes the kept state older than the index,
-        // which costs one reload, never a stale answer.
-        let current = store.index_state(ns).map_err(Failure::from_store)?;
-        current_or_made(&self.indexes, ns, current, |earlier| {
-            let loaded = api::reopen_index(store, ns, self.embedder.as_ref(), earlier)?;
-            let bytes = loaded.heap_bytes();
-            Ok((loaded, bytes))
-        })
+    /// The server's embedding model.
+    fn embedder(&self) -> Result<Arc<dyn Embedder>, Failure> {
+        self.engine
+            .embedder()
+            .map_err(|e| Failure::from(ApiError::Model(e)))
     }
 
     /// One search of `ns` with its kept index (the load's time and stages are in `timings`
@@ -180,24 +155,13 @@ impl AppState {
         mode: Mode,
         budget: usize,
     ) -> Result<api::Search, Failure> {
-        // Checked before an index is loaded for it (the search checks it again).
-        trajwiki_core::limits::QUESTION_BYTES
-            .check(question.len())
-            .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-        let (kept, loaded_now) = self.index(store, ns)?;
         let query = api::Query {
             question,
             mode,
             budget,
             config: &self.retrieval,
         };
-        Ok(api::search_index(
-            &kept.value,
-            loaded_now,
-            self.embedder.as_ref(),
-            &query,
-            self.backend.as_ref(),
-        )?)
+        Ok(self.engine.namespace(ns).search(store, &query)?)
     }
 }
 
@@ -232,49 +196,26 @@ impl AppState {
         build: bool,
         flush: bool,
     ) -> Result<Value, Failure> {
-        let writer = Arc::clone(lock(&self.writers).entry(ns.clone()).or_default());
-        let mut kept = lock(&writer);
         let parsed = crate::messages::parse_messages(messages, Some(ns), "messages", key)
             .map_err(|e| Failure::bad_request(e.to_string()))?;
-        let report = store
-            .append_messages(via, &parsed)
-            .map_err(Failure::from_store)?;
+        let options = build.then_some(BuildOptions {
+            flush,
+            ..BuildOptions::default()
+        });
+        let (report, built) = self
+            .engine
+            .namespace(ns)
+            .append(store, via, &parsed, options)?;
         let mut value = json!({
             "namespace": ns, "added": report.added, "unchanged": report.unchanged,
         });
-        if build {
-            let config = build_config(store, ns)?;
-            let options = BuildOptions {
-                flush,
-                ..BuildOptions::default()
-            };
-            let built = build_namespace_kept(
-                store,
-                ns,
-                self.embedder.as_ref(),
-                &config,
-                options,
-                &mut kept,
-            )
-            .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
+        if let Some(built) = built {
             value["built"] = serde_json::to_value(&built)
                 .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
         }
         Ok(value)
     }
 }
-
-/// The build settings of `ns`: its own when it was built before, else the defaults.
-fn build_config(store: &Store, ns: &Namespace) -> Result<trajwiki_memory::MemoryConfig, Failure> {
-    match store.built_with(ns).map_err(Failure::from_store)? {
-        Some((_, config)) => serde_json::from_str(&config)
-            .map_err(|e| Failure::internal(format!("the stored build settings of {ns}: {e}"))),
-        None => Ok(trajwiki_memory::MemoryConfig::default()),
-    }
-}
-
-/// A loaded index and the state of its namespace it was loaded at.
-type Kept = AtState<LoadedIndex>;
 
 #[cfg(test)]
 mod tests {
@@ -370,6 +311,12 @@ impl Failure {
     }
 
     fn from_store(e: StoreError) -> Self {
+        Failure::from(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
         let (status, code) =
             store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"));
         Failure::new(status, code, e.to_string())
@@ -565,15 +512,16 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
 /// The handlers' state over `config`'s store, and the MCP options.
 fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreError> {
     let first = Store::open_existing(&config.store)?;
+    let engine = Engine::new(
+        first,
+        Model::Loaded(config.embedder),
+        config.backend,
+        config.index_cache_bytes,
+    );
     let state = Arc::new(AppState {
-        store_dir: config.store.clone(),
-        embedder: config.embedder,
-        backend: config.backend,
+        engine,
         token: config.token,
         retrieval: RetrievalConfig::default(),
-        pool: Mutex::new(vec![first]),
-        indexes: Mutex::new(LruCache::new(config.index_cache_bytes)),
-        writers: Mutex::new(HashMap::new()),
         views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
         jobs: Mutex::new(jobs::Jobs::default()),
         llm: config.llm,
@@ -777,32 +725,17 @@ async fn ask(
             trajwiki_core::limits::QUESTION_BYTES
                 .check(req.question.len())
                 .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-            let (kept, loaded_now) = state.index(store, &ns)?;
-            let client = match &state.llm {
-                Some(config) => {
-                    let cache = api::StoreResponses::open(store.dir(), &ns, store.is_read_only())?;
-                    Some(trajwiki_llm::Client::new(
-                        config.clone(),
-                        Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),
-                    ))
-                }
-                None => None,
-            };
             let query = api::Query {
                 question: &req.question,
                 mode,
                 budget: req.budget,
                 config: &state.retrieval,
             };
-            let asked = api::ask_index(
-                &kept.value,
-                loaded_now,
-                state.embedder.as_ref(),
-                &query,
-                state.backend.as_ref(),
-                client.as_ref(),
-                req.rerank,
-            )?;
+            let (asked, client) =
+                state
+                    .engine
+                    .namespace(&ns)
+                    .ask(store, &query, state.llm.clone(), req.rerank)?;
             let mut value = asked.to_json(client.as_ref());
             value["namespace"] = json!(ns);
             value["mode"] = json!(mode.name());
@@ -1008,8 +941,8 @@ async fn append_runs(
     }
     state
         .with_store(move |state, store| {
-            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
-            let _writing = lock(&writer);
+            let handle = state.engine.namespace(&ns);
+            let _writing = handle.writer();
             // Errors name the item as a line of `runs`: line N is item N.
             let runs =
                 trajwiki_ingest::jsonl::parse_runs(std::path::Path::new("runs"), &text, Some(&ns))
@@ -1121,7 +1054,7 @@ async fn run_context(
             let found = crate::trace::first_context(
                 store,
                 &ns,
-                state.embedder.as_ref(),
+                state.embedder()?.as_ref(),
                 &req.task,
                 &options,
             )?;
@@ -1209,10 +1142,7 @@ async fn delete_namespace(
     state
         .with_store(move |state, store| {
             // Not while the namespace is being appended to; its kept fold goes with it.
-            let writer = Arc::clone(lock(&state.writers).entry(ns.clone()).or_default());
-            let mut kept = lock(&writer);
-            let deleted = store.delete_namespace(&ns).map_err(Failure::from_store)?;
-            *kept = None;
+            let deleted = state.engine.namespace(&ns).delete(store)?;
             if !deleted.existed {
                 return Err(ApiError::UnknownNamespace {
                     namespace: ns,
@@ -1259,7 +1189,8 @@ async fn embeddings(
     body: Result<Json<EmbeddingsRequest>, JsonRejection>,
 ) -> Result<Response, Failure> {
     let Json(req) = body.map_err(rejected)?;
-    let served = state.embedder.model_id().to_string();
+    let embedder = state.embedder()?;
+    let served = embedder.model_id().to_string();
     if let Some(m) = req.model.as_deref().filter(|m| *m != served) {
         return Err(Failure::bad_request(format!(
             "field `model`: this server embeds with {served:?}, not {m:?}"
@@ -1305,7 +1236,6 @@ async fn embeddings(
                 )
             })?;
     }
-    let embedder = Arc::clone(&state.embedder);
     let rows = tokio::task::spawn_blocking(move || {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let tokens: usize = refs.iter().map(|t| t.split_whitespace().count()).sum();

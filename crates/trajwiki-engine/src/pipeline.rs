@@ -460,13 +460,13 @@ pub trait PageWriter: Sync {
 /// The model-driven parts of a build, each in place of its deterministic counterpart when given.
 #[derive(Clone, Copy, Default)]
 pub struct Drivers<'a> {
-    /// Exchange → snapshot draft (`crate::extract_llm::LlmExtractor`).
+    /// Exchange → snapshot draft (`crate::llm::extract::LlmExtractor`).
     pub extractor: Option<&'a dyn trajwiki_memory::Extractor>,
-    /// Which trajectory a snapshot continues, or a new one (`crate::match_llm::LlmDecider`).
+    /// Which trajectory a snapshot continues, or a new one (`crate::llm::matching::LlmDecider`).
     pub decider: Option<&'a dyn trajwiki_memory::MatchDecider>,
-    /// Claim transitions: ADD / REVISE / DEPRECATE (`crate::judge_llm::LlmJudge`).
+    /// Claim transitions: ADD / REVISE / DEPRECATE (`crate::llm::judge::LlmJudge`).
     pub judge: Option<&'a dyn trajwiki_memory::ClaimJudge>,
-    /// The bodies of changed wiki pages (`crate::pages_llm::LlmPageWriter`).
+    /// The bodies of changed wiki pages (`crate::llm::pages::LlmPageWriter`).
     pub pages: Option<&'a dyn PageWriter>,
 }
 
@@ -511,6 +511,9 @@ fn build_retrying(
 /// again before the error is returned.
 const MOVED_RETRIES: usize = 16;
 
+/// One build: the fold resumed (or started), what arrived since folded in, the pages
+/// re-derived, the change committed in one transaction, then the vector files and the
+/// approximate index brought up to date. The fold is left in `kept`.
 fn build_once(
     store: &mut Store,
     ns: &Namespace,
@@ -523,37 +526,125 @@ fn build_once(
     let held = kept.take();
     let model_id = embedder.model_id().to_string();
     let config_json = serde_json::to_string(config).expect("configuration serialises");
+    let started = std::time::Instant::now();
+    let Start {
+        mut fold,
+        cursor,
+        pending,
+        from,
+        replaced,
+    } = start_fold(store, ns, held, &model_id, &config_json, config, options)?;
+    let replace = replaced.is_some();
+    let load_ms = started.elapsed().as_millis();
+
+    let (sequence, cursor) = arrived(store, ns, &pending, cursor)?;
+    if sequence.is_empty() && fold.header.messages == 0 {
+        return Err(PipelineError::Empty(ns.clone()));
+    }
+    let mut groups: Vec<Vec<&SourceMessage>> = exchanges(&sequence)
+        .into_iter()
+        .map(|g| g.into_iter().map(|i| &sequence[i]).collect())
+        .collect();
+    let tail: Vec<&SourceMessage> = if options.flush {
+        Vec::new()
+    } else {
+        groups.pop().unwrap_or_default()
+    };
+    let unchanged = groups.is_empty() && tail.len() == pending.len() && !replace;
+
+    let mut report = BuildReport {
+        load_ms,
+        ..BuildReport::default()
+    };
+    let (delta, computed) = fold_in(
+        store,
+        embedder,
+        config,
+        drivers,
+        &mut fold,
+        &groups,
+        &mut report,
+    )?;
+    let (changed, retired) = pages_of(&mut fold, drivers.pages, &mut report);
+    report.count(&fold);
+    let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
+    report.pending_messages = pending.len();
+    report.messages += pending.len();
+    report.appended = groups.len();
+    report.replaced = replaced;
+    report.embedded_texts = computed;
+    if !unchanged {
+        let record = FoldRecord {
+            model_id: model_id.clone(),
+            config: config_json.clone(),
+            cursor,
+            pending: pending.clone(),
+            header: encode(&fold.header),
+        };
+        let batch = memory_batch(
+            ns,
+            &mut fold,
+            delta,
+            PageUpdates { changed, retired },
+            replace,
+            FoldWrite {
+                from,
+                record,
+                trajectories: Vec::new(),
+                groups: Vec::new(),
+            },
+        );
+        report.commit_ms = commit(store, ns, embedder, &batch)?;
+    }
+    report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
+    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold)?;
+    *kept = Some(KeptFold {
+        fold,
+        model_id,
+        config: config_json,
+        cursor,
+        pending,
+    });
+    Ok(report)
+}
+
+/// Where a build starts: the fold, the ingest position it consumed up to, the messages of its
+/// pending exchange, the position the commit must find unchanged, and what a rebuild replaces.
+struct Start {
+    fold: Fold,
+    cursor: i64,
+    pending: Vec<trajwiki_core::MessageId>,
+    from: Option<(i64, Vec<trajwiki_core::MessageId>)>,
+    replaced: Option<String>,
+}
+
+/// The fold a build of `ns` starts from: `held` when it is the one the store holds, else read
+/// back from the store, else a new one (replacing a memory built otherwise only with
+/// `options.rebuild`; without it that memory is [`PipelineError::Stale`]).
+fn start_fold(
+    store: &Store,
+    ns: &Namespace,
+    held: Option<KeptFold>,
+    model_id: &str,
+    config_json: &str,
+    config: &MemoryConfig,
+    options: BuildOptions,
+) -> Result<Start, PipelineError> {
     let stale = |detail: String| PipelineError::Stale {
         namespace: ns.clone(),
         detail,
     };
-    let started = std::time::Instant::now();
     let record = store.fold_record(ns)?;
     let from = record.as_ref().map(|r| (r.cursor, r.pending.clone()));
     let mut replaced = None;
     // A memory without a fold record was built before memory could be appended to.
     let legacy = record.is_none() && store.has_memory(ns)?;
-    let (mut fold, cursor, pending) = match record {
+    let (fold, cursor, pending) = match record {
         Some(r) if r.model_id == model_id && r.config == config_json => {
             if let Some(k) = held.filter(|k| k.matches(ns, &r)) {
                 (k.fold, r.cursor, r.pending)
             } else {
-                let header = decode(ns, ("memory_builds", "header"), &r.header)?;
-                let trajectories = store
-                    .fold_trajectories(ns)?
-                    .iter()
-                    .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
-                    .collect::<Result<_, _>>()?;
-                let groups = store
-                    .fold_groups(ns)?
-                    .into_iter()
-                    .map(|(key, bytes)| Ok((key, decode(ns, ("fold_groups", "state"), &bytes)?)))
-                    .collect::<Result<_, PipelineError>>()?;
-                (
-                    Fold::resume(ns.clone(), header, trajectories, groups, config),
-                    r.cursor,
-                    r.pending,
-                )
+                (read_fold(store, ns, &r, config)?, r.cursor, r.pending)
             }
         }
         Some(r) if !options.rebuild => {
@@ -578,12 +669,52 @@ fn build_once(
         }
         None => (Fold::new(ns.clone()), 0, Vec::new()),
     };
-    let replace = replaced.is_some();
-    let load_ms = started.elapsed().as_millis();
+    Ok(Start {
+        fold,
+        cursor,
+        pending,
+        from,
+        replaced,
+    })
+}
 
-    // The pending tail, then what arrived since, in arrival order.
+/// The fold of `ns` as the store holds it at `record`: its header, trajectories and wiki groups.
+fn read_fold(
+    store: &Store,
+    ns: &Namespace,
+    record: &FoldRecord,
+    config: &MemoryConfig,
+) -> Result<Fold, PipelineError> {
+    let header = decode(ns, ("memory_builds", "header"), &record.header)?;
+    let trajectories = store
+        .fold_trajectories(ns)?
+        .iter()
+        .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
+        .collect::<Result<_, _>>()?;
+    let groups = store
+        .fold_groups(ns)?
+        .into_iter()
+        .map(|(key, bytes)| Ok((key, decode(ns, ("fold_groups", "state"), &bytes)?)))
+        .collect::<Result<_, PipelineError>>()?;
+    Ok(Fold::resume(
+        ns.clone(),
+        header,
+        trajectories,
+        groups,
+        config,
+    ))
+}
+
+/// The messages a build folds, in arrival order: the pending exchange, then what arrived after
+/// `cursor`; and the ingest position of the last.
+fn arrived(
+    store: &Store,
+    ns: &Namespace,
+    pending: &[trajwiki_core::MessageId],
+    cursor: i64,
+) -> Result<(Vec<SourceMessage>, i64), PipelineError> {
     let mut sequence = Vec::with_capacity(pending.len());
-    for id in &pending {
+    for id in pending {
         let m = store.message(id)?.ok_or_else(|| StoreError::Dangling {
             what: format!("pending exchange of namespace {ns}"),
             missing: id.to_string(),
@@ -593,20 +724,21 @@ fn build_once(
     let arrived = store.messages_after(ns, cursor)?;
     let cursor = arrived.last().map_or(cursor, |(rowid, _)| *rowid);
     sequence.extend(arrived.into_iter().map(|(_, m)| m));
-    if sequence.is_empty() && fold.header.messages == 0 {
-        return Err(PipelineError::Empty(ns.clone()));
-    }
-    let mut groups: Vec<Vec<&SourceMessage>> = exchanges(&sequence)
-        .into_iter()
-        .map(|g| g.into_iter().map(|i| &sequence[i]).collect())
-        .collect();
-    let tail: Vec<&SourceMessage> = if options.flush {
-        Vec::new()
-    } else {
-        groups.pop().unwrap_or_default()
-    };
-    let unchanged = groups.is_empty() && tail.len() == pending.len() && !replace;
+    Ok((sequence, cursor))
+}
 
+/// Folds the exchanges `groups` into `fold` with the deterministic builders or `drivers`,
+/// embedding through the store's cache; returns the new records and how many texts were
+/// embedded (not found in the cache).
+fn fold_in(
+    store: &mut Store,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    drivers: Drivers<'_>,
+    fold: &mut Fold,
+    groups: &[Vec<&SourceMessage>],
+    report: &mut BuildReport,
+) -> Result<(trajwiki_memory::Delta, usize), PipelineError> {
     let extractor = DeterministicExtractor::new(config.clone());
     let decider = DeterministicDecider::new(config.clone());
     let judge = DeterministicJudge::new(config.clone());
@@ -616,35 +748,36 @@ fn build_once(
         decider: drivers.decider.unwrap_or(&decider),
         judge: drivers.judge.unwrap_or(&judge),
     };
-    let mut report = BuildReport {
-        load_ms,
-        ..BuildReport::default()
-    };
     let mut computed = 0;
-    let delta = {
-        let mut embed = |texts: &[&str]| -> Result<Vec<Vec<f32>>, EmbedError> {
-            match embed_cached(store, embedder, texts) {
-                Ok((rows, n)) => {
-                    computed += n;
-                    Ok(rows)
-                }
-                Err(PipelineError::Build(BuildError::Embed { source, .. })) => Err(source),
-                Err(e) => Err(EmbedError::Backend {
-                    stage: "embedding cache",
-                    source: Box::new(e),
-                }),
+    let mut embed = |texts: &[&str]| -> Result<Vec<Vec<f32>>, EmbedError> {
+        match embed_cached(store, embedder, texts) {
+            Ok((rows, n)) => {
+                computed += n;
+                Ok(rows)
             }
-        };
-        fold_exchanges(&mut fold, &groups, &mut embed, &builders, &mut report)?
+            Err(PipelineError::Build(BuildError::Embed { source, .. })) => Err(source),
+            Err(e) => Err(EmbedError::Backend {
+                stage: "embedding cache",
+                source: Box::new(e),
+            }),
+        }
     };
-    let (changed, retired) = trajwiki_memory::wiki_with_members(&mut fold, &mut report);
-    let changed: Vec<trajwiki_core::WikiPage> = changed
+    let delta = fold_exchanges(fold, groups, &mut embed, &builders, report)?;
+    Ok((delta, computed))
+}
+
+/// The wiki pages the fold's changes changed (their bodies rewritten by `writer` when there is
+/// one, index pages excepted) and the pages they retired.
+fn pages_of(
+    fold: &mut Fold,
+    writer: Option<&dyn PageWriter>,
+    report: &mut BuildReport,
+) -> (Vec<trajwiki_core::WikiPage>, Vec<trajwiki_core::PageId>) {
+    let (changed, retired) = trajwiki_memory::wiki_with_members(fold, report);
+    let changed = changed
         .into_iter()
         .map(|(mut page, members)| {
-            if let Some(writer) = drivers
-                .pages
-                .filter(|_| page.kind != trajwiki_core::PageKind::Index)
-            {
+            if let Some(writer) = writer.filter(|_| page.kind != trajwiki_core::PageKind::Index) {
                 let summaries: Vec<&str> = members
                     .iter()
                     .map(|&t| fold.trajectories[t].summary.as_str())
@@ -656,81 +789,76 @@ fn build_once(
             page
         })
         .collect();
-    report.count(&fold);
-    let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
-    report.pending_messages = pending.len();
-    report.messages += pending.len();
-    report.appended = groups.len();
-    report.replaced = replaced;
-    report.embedded_texts = computed;
-    let position = (model_id.clone(), config_json.clone(), pending.clone());
-    if !unchanged {
-        let dirty = fold.take_dirty();
-        let batch = MemoryBatch {
-            namespace: ns.clone(),
-            trajectories: dirty
-                .iter()
-                .map(|&t| fold.trajectories[t].record(ns))
-                .collect(),
-            snapshots: delta.snapshots,
-            claims: delta.claims,
-            ops: delta.ops,
-            pages: None,
-            page_updates: Some(PageUpdates { changed, retired }),
-            replace,
-            fold: Some(FoldWrite {
-                from,
-                record: FoldRecord {
-                    model_id,
-                    config: config_json,
-                    cursor,
-                    pending,
-                    header: encode(&fold.header),
-                },
-                trajectories: dirty
-                    .iter()
-                    .map(|&t| (t, encode(&fold.trajectories[t])))
-                    .collect(),
-                groups: fold
-                    .wiki
-                    .take_dirty_groups()
-                    .into_iter()
-                    .map(|key| {
-                        let bytes = encode(&fold.wiki.groups()[&key]);
-                        (key, bytes)
-                    })
-                    .collect(),
-            }),
-        };
-        let committing = std::time::Instant::now();
-        let committed = store.commit_memory(&batch);
-        report.commit_ms = committing.elapsed().as_millis();
-        match committed {
-            Ok(()) => {
-                // The routing texts of the pages this build changed, embedded and cached: a
-                // query finds every page vector in the cache and writes nothing.
-                let changed = batch.page_updates.iter().flat_map(|u| &u.changed);
-                let refs: Vec<&str> = changed
-                    .filter(|p| p.kind != trajwiki_core::PageKind::Index)
-                    .map(|p| p.routing_text.as_str())
-                    .collect();
-                embed_cached(store, embedder, &refs)?;
-            }
-            Err(StoreError::Conflict { kind, id, .. }) => {
-                return Err(stale(format!("{kind} {id} differs")));
-            }
-            Err(e) => return Err(e.into()),
-        }
+    (changed, retired)
+}
+
+/// What a build commits: the new records, the changed trajectories and pages, and the fold's
+/// changed parts under `fold_write` (its trajectories and groups taken from the fold's dirty
+/// marks here).
+fn memory_batch(
+    ns: &Namespace,
+    fold: &mut Fold,
+    delta: trajwiki_memory::Delta,
+    page_updates: PageUpdates,
+    replace: bool,
+    mut fold_write: FoldWrite,
+) -> MemoryBatch {
+    let dirty = fold.take_dirty();
+    fold_write.trajectories = dirty
+        .iter()
+        .map(|&t| (t, encode(&fold.trajectories[t])))
+        .collect();
+    fold_write.groups = fold
+        .wiki
+        .take_dirty_groups()
+        .into_iter()
+        .map(|key| {
+            let bytes = encode(&fold.wiki.groups()[&key]);
+            (key, bytes)
+        })
+        .collect();
+    MemoryBatch {
+        namespace: ns.clone(),
+        trajectories: dirty
+            .iter()
+            .map(|&t| fold.trajectories[t].record(ns))
+            .collect(),
+        snapshots: delta.snapshots,
+        claims: delta.claims,
+        ops: delta.ops,
+        pages: None,
+        page_updates: Some(page_updates),
+        replace,
+        fold: Some(fold_write),
     }
-    report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
-    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold)?;
-    let (model_id, config, pending) = position;
-    *kept = Some(KeptFold {
-        fold,
-        model_id,
-        config,
-        cursor,
-        pending,
-    });
-    Ok(report)
+}
+
+/// Commits `batch` in one transaction, then caches the routing texts' vectors of the pages it
+/// changed (a query then finds every page vector in the cache and writes nothing). Returns the
+/// commit's milliseconds. A record stored with other content is [`PipelineError::Stale`].
+fn commit(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    batch: &MemoryBatch,
+) -> Result<u128, PipelineError> {
+    let committing = std::time::Instant::now();
+    let committed = store.commit_memory(batch);
+    let commit_ms = committing.elapsed().as_millis();
+    match committed {
+        Ok(()) => {
+            let changed = batch.page_updates.iter().flat_map(|u| &u.changed);
+            let refs: Vec<&str> = changed
+                .filter(|p| p.kind != trajwiki_core::PageKind::Index)
+                .map(|p| p.routing_text.as_str())
+                .collect();
+            embed_cached(store, embedder, &refs)?;
+            Ok(commit_ms)
+        }
+        Err(StoreError::Conflict { kind, id, .. }) => Err(PipelineError::Stale {
+            namespace: ns.clone(),
+            detail: format!("{kind} {id} differs"),
+        }),
+        Err(e) => Err(e.into()),
+    }
 }

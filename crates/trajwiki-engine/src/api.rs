@@ -6,8 +6,8 @@
 //! `Memory.search` in Python are one code path with two presentations.
 //!
 //! ```
-//! use trajwiki::api::{get, load_embedder, ApiError};
-//! use trajwiki::store::Store;
+//! use trajwiki_engine::api::{get, load_embedder, ApiError};
+//! use trajwiki_store::Store;
 //!
 //! let embedder = load_embedder("hashing-64").unwrap();
 //! assert_eq!(embedder.dim(), 64);
@@ -81,6 +81,18 @@ pub enum ApiError {
     /// The claim op log could not be replayed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The embedding model could not be loaded.
+    #[error("cannot load the embedding model")]
+    Model(#[from] EmbedError),
+    /// The build settings stored with a namespace do not parse.
+    #[error("the stored build settings of namespace {namespace} do not parse")]
+    StoredConfig {
+        /// The namespace.
+        namespace: Namespace,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl ApiError {

@@ -69,9 +69,6 @@ pub enum EvalError {
     /// Retrieval failed.
     #[error(transparent)]
     Retrieve(#[from] trajwiki_retrieve::IndexError),
-    /// The coverage chart could not be drawn.
-    #[error(transparent)]
-    Plot(#[from] crate::plot::PlotError),
     /// The data file holds no conversation.
     #[error("the data file holds no conversation")]
     NoSamples,
@@ -408,7 +405,6 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
         md.push_str(&answers::report(a));
     }
     std::fs::write(&path, md).map_err(io(&path))?;
-    crate::plot::coverage_png(&summary, &o.out.join("coverage.png"))?;
     Ok(summary)
 }
 

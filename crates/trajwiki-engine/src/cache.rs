@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use trajwiki::cache::LruCache;
-//! use trajwiki::core::Namespace;
+//! use trajwiki_engine::cache::LruCache;
+//! use trajwiki_core::Namespace;
 //!
 //! let mut cache: LruCache<&str> = LruCache::new(100);
 //! let (a, b) = (Namespace::new("a").unwrap(), Namespace::new("b").unwrap());

@@ -1,0 +1,373 @@
+//! [`Engine`]: one store's application state, shared by whoever serves it (the CLI for one
+//! command, a server for its lifetime, a Python `Memory` for the object's), and the
+//! [`NamespaceHandle`] through which a namespace is read and written.
+//!
+//! The state kept between calls is the engine's alone: the store connections (idle ones are
+//! pooled), the embedding model (loaded on first use when named rather than given), the loaded
+//! indexes (a byte-bounded LRU, each kept with the [`IndexState`](trajwiki_store::IndexState) of
+//! its namespace it was loaded at and loaded again when that moved, whoever wrote) and, per
+//! namespace, its writer lock holding the construction fold its last build left.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use trajwiki_core::Namespace;
+//! use trajwiki_engine::{api, Engine, Model};
+//! use trajwiki_store::Store;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = Store::open(dir.path()).unwrap();
+//! let model = Model::Loaded(api::load_embedder("hashing-64").unwrap().into());
+//! let engine = Engine::new(store, model, Arc::new(trajwiki_compute::CpuScoring), 1 << 20);
+//! let ns = Namespace::new("alice").unwrap();
+//! let err = engine.with_store(|store| engine.namespace(&ns).index(store).map(|_| ()));
+//! assert!(matches!(err, Err(api::ApiError::UnknownNamespace { .. })));
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use trajwiki_compute::ScoringBackend;
+use trajwiki_core::{EmbedError, Embedder, Namespace};
+use trajwiki_cuda::Device;
+use trajwiki_embed::EmbedOptions;
+use trajwiki_memory::{BuildReport, MemoryConfig};
+use trajwiki_store::{Append, Deleted, IngestReport, Store, StoreError};
+
+use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
+use crate::cache::{current_or_made, AtState, LruCache};
+use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
+
+/// At most this many idle store connections are kept.
+const POOL_SIZE: usize = 8;
+
+/// Where the engine's embedding model comes from.
+pub enum Model {
+    /// A model loaded by the caller.
+    Loaded(Arc<dyn Embedder>),
+    /// A model named as [`api::load_model`] takes it, loaded for `device` on first use (reading
+    /// or deleting records needs none).
+    Named {
+        /// The model's name (a folder, a name in the model cache, `hashing[-DIM]`).
+        spec: String,
+        /// The device it is loaded for.
+        device: Device,
+    },
+}
+
+/// A loaded index and the state of its namespace it was loaded at.
+pub type KeptIndex = AtState<LoadedIndex>;
+
+/// One store's application state; see the [module documentation](self).
+pub struct Engine {
+    dir: PathBuf,
+    read_only: bool,
+    /// Idle store connections.
+    pool: Mutex<Vec<Store>>,
+    model: Model,
+    /// A named model once loaded.
+    embedder: Mutex<Option<Arc<dyn Embedder>>>,
+    scoring: Arc<dyn ScoringBackend>,
+    indexes: Mutex<LruCache<KeptIndex>>,
+    /// One writer per namespace: its lock, holding the construction fold its last build left
+    /// (so that the next build folds on from it instead of reading the namespace again).
+    writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
+}
+
+impl Engine {
+    /// The engine of the store `store` is a connection to; more connections are opened as
+    /// calls need them, read only when `store` is. Loaded indexes are kept up to
+    /// `index_cache_bytes` in all (0 keeps none).
+    pub fn new(
+        store: Store,
+        model: Model,
+        scoring: Arc<dyn ScoringBackend>,
+        index_cache_bytes: usize,
+    ) -> Self {
+        Engine {
+            dir: store.dir().to_path_buf(),
+            read_only: store.is_read_only(),
+            pool: Mutex::new(vec![store]),
+            model,
+            embedder: Mutex::new(None),
+            scoring,
+            indexes: Mutex::new(LruCache::new(index_cache_bytes)),
+            writers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The scoring backend retrieval runs on.
+    pub fn scoring(&self) -> &Arc<dyn ScoringBackend> {
+        &self.scoring
+    }
+
+    /// The embedding model, loaded now when it was named and this is its first use.
+    pub fn embedder(&self) -> Result<Arc<dyn Embedder>, EmbedError> {
+        let (spec, device) = match &self.model {
+            Model::Loaded(e) => return Ok(Arc::clone(e)),
+            Model::Named { spec, device } => (spec, device),
+        };
+        let mut slot = lock(&self.embedder);
+        if let Some(e) = slot.as_ref() {
+            return Ok(Arc::clone(e));
+        }
+        let loaded: Arc<dyn Embedder> = api::load_model(spec, &EmbedOptions::default(), *device)?
+            .embedder
+            .into();
+        *slot = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+
+    /// Runs `work` with a store connection: an idle one, or one opened now (kept for the next
+    /// call afterwards, up to a few).
+    pub fn with_store<T, E: From<StoreError>>(
+        &self,
+        work: impl FnOnce(&mut Store) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let taken = lock(&self.pool).pop();
+        let mut store = match taken {
+            Some(s) => s,
+            None => self.connect()?,
+        };
+        let out = work(&mut store);
+        let mut pool = lock(&self.pool);
+        if pool.len() < POOL_SIZE {
+            pool.push(store);
+        }
+        out
+    }
+
+    /// A new connection to the store, read only when the engine's first one was.
+    pub fn connect(&self) -> Result<Store, StoreError> {
+        if self.read_only {
+            Store::open_read_only(&self.dir)
+        } else {
+            Store::open_existing(&self.dir)
+        }
+    }
+
+    /// The handle of `ns`.
+    pub fn namespace(&self, ns: &Namespace) -> NamespaceHandle<'_> {
+        let writer = Arc::clone(lock(&self.writers).entry(ns.clone()).or_default());
+        NamespaceHandle {
+            engine: self,
+            ns: ns.clone(),
+            writer,
+        }
+    }
+
+    /// The index cache's namespaces, bytes held and capacity.
+    pub fn index_cache(&self) -> (Vec<Namespace>, usize, usize) {
+        let cache = lock(&self.indexes);
+        (cache.namespaces(), cache.bytes(), cache.capacity())
+    }
+}
+
+/// One namespace of an [`Engine`]: its loaded index, its writer lock and the operations on it.
+/// Store work runs on the connection passed in (see [`Engine::with_store`]).
+pub struct NamespaceHandle<'e> {
+    engine: &'e Engine,
+    ns: Namespace,
+    writer: Arc<Mutex<Option<KeptFold>>>,
+}
+
+impl<'e> NamespaceHandle<'e> {
+    /// The namespace.
+    pub fn name(&self) -> &Namespace {
+        &self.ns
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &'e Engine {
+        self.engine
+    }
+
+    /// The namespace's index at the store's current state, and whether it was loaded for this
+    /// call: the one kept while the namespace's [`IndexState`](trajwiki_store::IndexState) is
+    /// the one it was loaded at, else loaded again (a write to one namespace leaves the others'
+    /// indexes in place). This is the one place where an index is obtained.
+    pub fn index(&self, store: &Store) -> Result<(Arc<KeptIndex>, bool), ApiError> {
+        // Read before the load: a commit in between makes the kept state older than the index,
+        // which costs one reload, never a stale answer.
+        let current = store.index_state(&self.ns)?;
+        let embedder = self.engine.embedder()?;
+        current_or_made(&self.engine.indexes, &self.ns, current, |earlier| {
+            let loaded = api::reopen_index(store, &self.ns, embedder.as_ref(), earlier)?;
+            let bytes = loaded.heap_bytes();
+            Ok((loaded, bytes))
+        })
+    }
+
+    /// Searches the namespace with its kept index (the load's time and stages are in the
+    /// timings when it was loaded for this search).
+    pub fn search(&self, store: &Store, query: &Query<'_>) -> Result<Search, ApiError> {
+        // Checked before an index is loaded for it (the search checks it again).
+        trajwiki_core::limits::QUESTION_BYTES.check(query.question.len())?;
+        let (kept, loaded_now) = self.index(store)?;
+        let embedder = self.engine.embedder()?;
+        api::search_index(
+            &kept.value,
+            loaded_now,
+            embedder.as_ref(),
+            query,
+            self.engine.scoring.as_ref(),
+        )
+    }
+
+    /// Answers a question from the kept index with the model `llm` names, checked (see
+    /// [`api::ask_index`]); without one, the evidence alone. Returns the client too, for its
+    /// identity and usage.
+    pub fn ask(
+        &self,
+        store: &Store,
+        query: &Query<'_>,
+        llm: Option<trajwiki_llm::LlmConfig>,
+        rerank: bool,
+    ) -> Result<(Asked, Option<trajwiki_llm::Client>), ApiError> {
+        trajwiki_core::limits::QUESTION_BYTES.check(query.question.len())?;
+        let (kept, loaded_now) = self.index(store)?;
+        let client = llm.map(|c| self.llm_client(store, c)).transpose()?;
+        let embedder = self.engine.embedder()?;
+        let asked = api::ask_index(
+            &kept.value,
+            loaded_now,
+            embedder.as_ref(),
+            query,
+            self.engine.scoring.as_ref(),
+            client.as_ref(),
+            rerank,
+        )?;
+        Ok((asked, client))
+    }
+
+    /// A client of the model `config` names whose responses are cached in the store under
+    /// this namespace (nothing is written to a read-only store).
+    pub fn llm_client(
+        &self,
+        store: &Store,
+        config: trajwiki_llm::LlmConfig,
+    ) -> Result<trajwiki_llm::Client, ApiError> {
+        let cache = api::StoreResponses::open(store.dir(), &self.ns, store.is_read_only())?;
+        Ok(trajwiki_llm::Client::new(
+            config,
+            Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),
+        ))
+    }
+
+    /// Takes the namespace's writer lock: appends, builds and deletes of the namespace wait
+    /// for each other; other namespaces and readers go on.
+    pub fn writer(&self) -> Writer<'_> {
+        Writer {
+            ns: &self.ns,
+            engine: self.engine,
+            kept: lock(&self.writer),
+        }
+    }
+
+    /// Appends `messages` (all of this namespace) under the writer lock and, with `build`,
+    /// folds them into the memory from the kept fold, with the namespace's own build settings
+    /// ([`build_config`]).
+    pub fn append(
+        &self,
+        store: &mut Store,
+        via: &str,
+        messages: &[Append],
+        build: Option<BuildOptions>,
+    ) -> Result<(IngestReport, Option<BuildReport>), ApiError> {
+        let mut writer = self.writer();
+        let report = store.append_messages(via, messages)?;
+        let built = match build {
+            Some(options) => {
+                let config = build_config(store, &self.ns)?;
+                Some(writer.build(store, &config, options)?)
+            }
+            None => None,
+        };
+        Ok((report, built))
+    }
+
+    /// Builds what arrived since the last build, from the kept fold (under the writer lock).
+    pub fn build(
+        &self,
+        store: &mut Store,
+        config: &MemoryConfig,
+        options: BuildOptions,
+    ) -> Result<BuildReport, ApiError> {
+        self.writer().build(store, config, options)
+    }
+
+    /// Deletes the namespace for good (see [`Store::delete_namespace`]) under the writer lock;
+    /// its kept fold goes with it.
+    pub fn delete(&self, store: &mut Store) -> Result<Deleted, StoreError> {
+        self.writer().delete(store)
+    }
+
+    /// Writes the namespace's memory as JSON lines (see [`crate::export::write_memory`]) and
+    /// returns the number of lines.
+    pub fn export(
+        &self,
+        store: &Store,
+        out: &mut impl std::io::Write,
+    ) -> Result<usize, crate::export::ExportError> {
+        crate::export::write_memory(store, &self.ns, out)
+    }
+}
+
+/// A namespace's writer lock, held: what is done through it is serialised with the namespace's
+/// other writes.
+pub struct Writer<'h> {
+    ns: &'h Namespace,
+    engine: &'h Engine,
+    kept: MutexGuard<'h, Option<KeptFold>>,
+}
+
+impl Writer<'_> {
+    /// Builds what arrived since the last build, starting from the kept fold when it is the
+    /// one the store holds, and keeping the fold the build leaves.
+    pub fn build(
+        &mut self,
+        store: &mut Store,
+        config: &MemoryConfig,
+        options: BuildOptions,
+    ) -> Result<BuildReport, ApiError> {
+        let embedder = self.engine.embedder()?;
+        Ok(build_namespace_kept(
+            store,
+            self.ns,
+            embedder.as_ref(),
+            config,
+            options,
+            &mut self.kept,
+        )?)
+    }
+
+    /// Deletes the namespace; the kept fold goes with it.
+    pub fn delete(mut self, store: &mut Store) -> Result<Deleted, StoreError> {
+        let deleted = store.delete_namespace(self.ns);
+        *self.kept = None;
+        deleted
+    }
+}
+
+/// The build settings of `ns`: its own when it was built before, else the defaults.
+pub fn build_config(store: &Store, ns: &Namespace) -> Result<MemoryConfig, ApiError> {
+    match store.built_with(ns)? {
+        Some((_, config)) => {
+            serde_json::from_str(&config).map_err(|source| ApiError::StoredConfig {
+                namespace: ns.clone(),
+                source,
+            })
+        }
+        None => Ok(MemoryConfig::default()),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while the lock was held left the value as it was between two writes.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

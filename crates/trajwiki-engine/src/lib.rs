@@ -1,0 +1,31 @@
+//! The application layer of trajwiki: what the command line, the HTTP server, the MCP tools and
+//! the Python bindings all do, in one place.
+//!
+//! [`Engine`] owns a store's location and connections, the embedding model, the scoring
+//! backend and the caches (loaded indexes by namespace, each kept with the index state it was
+//! loaded at); [`Engine::namespace`] hands out a [`NamespaceHandle`] holding the namespace's
+//! writer lock and the construction fold its last build left, with ingest, append, build,
+//! search, ask, delete and export as its methods. The faces (`trajwiki` CLI, `trajwiki serve`,
+//! `trajwiki._trajwiki`) convert arguments and results around it.
+//!
+//! The modules under it are the operations themselves: [`pipeline`] (build a namespace with the
+//! store's embedding cache), [`retrieval`] (load an index), [`api`] (models, records, search,
+//! history, ask), [`answer`] (a checked answer from a model), [`trace`] (the run memory),
+//! [`export`], [`messages`] (appended messages from JSON), [`cache`] (the index LRU), [`eval`]
+//! (the LoCoMo evaluation and its [`metrics`]) and [`llm`] (the model-driven drivers of a build
+//! and of run compilation).
+
+pub mod answer;
+pub mod api;
+pub mod cache;
+mod engine;
+pub mod eval;
+pub mod export;
+pub mod llm;
+pub mod messages;
+pub mod metrics;
+pub mod pipeline;
+pub mod retrieval;
+pub mod trace;
+
+pub use engine::{build_config, Engine, KeptIndex, Model, NamespaceHandle, Writer};

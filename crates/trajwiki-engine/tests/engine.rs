@@ -1,0 +1,175 @@
+//! The engine's state between calls: one index per namespace, kept while the namespace's index
+//! state holds and loaded again after any write (through this engine or another connection);
+//! one writer per namespace; a deleted namespace leaves nothing kept.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use trajwiki_core::Namespace;
+use trajwiki_engine::api::{load_embedder, ApiError, Query};
+use trajwiki_engine::messages::parse_messages;
+use trajwiki_engine::pipeline::BuildOptions;
+use trajwiki_engine::{Engine, Model};
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_store::{Append, Store};
+
+fn engine(dir: &std::path::Path) -> Engine {
+    let store = Store::open(dir).unwrap();
+    let model = Model::Loaded(load_embedder("hashing-64").unwrap().into());
+    Engine::new(
+        store,
+        model,
+        Arc::new(trajwiki_compute::CpuScoring),
+        64 << 20,
+    )
+}
+
+fn messages(ns: &Namespace, texts: &[(&str, &str)]) -> Vec<Append> {
+    let items: Vec<_> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, (speaker, text))| {
+            json!({"speaker": speaker, "text": text,
+                   "timestamp": format!("2023-05-08T13:{:02}:00", i)})
+        })
+        .collect();
+    parse_messages(json!(items), Some(ns), "<test>", None).unwrap()
+}
+
+const TALK: [(&str, &str); 4] = [
+    ("Caroline", "I adopted a dog named Biscuit last week."),
+    ("Melanie", "How lovely! What breed is Biscuit?"),
+    ("Caroline", "Biscuit is a beagle, and he loves the beach."),
+    (
+        "Melanie",
+        "We should take Biscuit and my kids to the beach in June.",
+    ),
+];
+
+/// Whether the search loaded the index (its load time is reported only then).
+fn search(engine: &Engine, ns: &Namespace, question: &str) -> (bool, Vec<String>) {
+    let config = RetrievalConfig::default();
+    let query = Query {
+        question,
+        mode: Mode::Full,
+        budget: 200,
+        config: &config,
+    };
+    let found = engine
+        .with_store(|store| engine.namespace(ns).search(store, &query))
+        .unwrap();
+    (found.timings.index_load > 0.0, found.context.source_refs)
+}
+
+#[test]
+fn an_index_is_kept_until_its_namespace_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let ns = Namespace::new("alice").unwrap();
+    let build = Some(BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    });
+    let (added, built) = engine
+        .with_store(|store| {
+            engine
+                .namespace(&ns)
+                .append(store, "test", &messages(&ns, &TALK[..2]), build)
+        })
+        .unwrap();
+    assert_eq!(added.added, 2);
+    assert!(built.is_some(), "append with build options builds");
+
+    let (loaded, _) = search(&engine, &ns, "What breed is Biscuit?");
+    assert!(loaded, "the first search loads the index");
+    let (loaded, _) = search(&engine, &ns, "What breed is Biscuit?");
+    assert!(!loaded, "the second search uses the kept index");
+    assert_eq!(engine.index_cache().0, vec![ns.clone()]);
+
+    // A write through this engine moves the namespace's state: the next search loads again
+    // and finds the new message.
+    engine
+        .with_store(|store| {
+            engine
+                .namespace(&ns)
+                .append(store, "test", &messages(&ns, &TALK[2..]), build)
+        })
+        .unwrap();
+    let (loaded, refs) = search(&engine, &ns, "Which breed is Biscuit, a beagle?");
+    assert!(loaded, "a write moved the namespace's index state");
+    assert_eq!(refs.len(), 4, "every message is in reach: {refs:?}");
+
+    // A write through another connection (another process) is seen too.
+    let mut other = Store::open(dir.path()).unwrap();
+    let later = messages(&ns, &[("Caroline", "June works, Biscuit will be ready.")]);
+    other.append_messages("other", &later).unwrap();
+    let (loaded, _) = search(&engine, &ns, "When do they go to the beach?");
+    assert!(loaded, "another connection's write moved the index state");
+}
+
+#[test]
+fn a_deleted_namespace_is_unknown_and_can_be_written_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let ns = Namespace::new("bob").unwrap();
+    let build = Some(BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    });
+    let handle = engine.namespace(&ns);
+    engine
+        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK), build))
+        .unwrap();
+    search(&engine, &ns, "Biscuit");
+    let deleted = engine.with_store(|store| handle.delete(store)).unwrap();
+    assert!(deleted.existed);
+    let config = RetrievalConfig::default();
+    let query = Query {
+        question: "Biscuit",
+        mode: Mode::Full,
+        budget: 200,
+        config: &config,
+    };
+    let gone = engine.with_store(|store| handle.search(store, &query));
+    assert!(
+        matches!(gone, Err(ApiError::UnknownNamespace { .. })),
+        "a deleted namespace is not served from the kept index"
+    );
+    // The kept fold went with it: building again starts from nothing, not from the old fold.
+    let (_, built) = engine
+        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[..2]), build))
+        .unwrap();
+    let built = serde_json::to_value(built.unwrap()).unwrap();
+    assert_eq!(built["messages"], json!(2), "{built}");
+}
+
+#[test]
+fn appends_to_one_namespace_from_many_threads_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let ns = Namespace::new("carol").unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let (engine, ns) = (&engine, &ns);
+            scope.spawn(move || {
+                for i in 0..3 {
+                    let text = format!("thread {t} says message {i} about the garden");
+                    let one = messages(ns, &[("Carol", text.as_str())]);
+                    let build = Some(BuildOptions {
+                        flush: true,
+                        ..BuildOptions::default()
+                    });
+                    engine
+                        .with_store(|store| engine.namespace(ns).append(store, "t", &one, build))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let counts = engine
+        .with_store(|store| store.namespace_counts(&ns))
+        .unwrap();
+    assert_eq!(counts.0, 12);
+    let (_, refs) = search(&engine, &ns, "garden");
+    assert!(!refs.is_empty());
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Python extension links the engine and the crates under it, not the server stack or the
+# plotting of the root crate: no axum, hyper, rmcp or plotters in its tree, and tokio only as the
+# runtime inside the store's PostgreSQL client (postgres, tokio-postgres). Exits 1 naming what
+# is linked otherwise. `scripts/test.sh` runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree=$(cargo tree -p trajwiki-py -e normal --prefix none)
+found=$(grep -E '^(axum|hyper|hyper-util|rmcp|plotters)( |$)' <<<"$tree" | sed 's/ (\*)$//' | sort -u || true)
+if [ -n "$found" ]; then
+  echo "the Python extension links the server stack or plotting:" >&2
+  echo "$found" >&2
+  exit 1
+fi
+# Who depends on tokio directly: only the PostgreSQL client.
+parents=$(cargo tree -p trajwiki-py -e normal -i tokio --depth 1 --prefix none 2>/dev/null | tail -n +2 | cut -d' ' -f1 | sort -u || true)
+others=$(grep -vE '^(postgres|tokio-postgres|tokio-util)$' <<<"$parents" || true)
+if [ -n "$others" ]; then
+  echo "the Python extension links tokio through something else than the PostgreSQL client:" >&2
+  echo "$others" >&2
+  exit 1
+fi
+echo "trajwiki-py links no axum, hyper, rmcp or plotters; tokio only through postgres"
