@@ -285,3 +285,56 @@ fn search_gives_every_context_line_its_provenance() {
         Err(ApiError::NoHistory(_))
     ));
 }
+
+/// `query --json` reports each level's candidate universe: every record on the direct routes,
+/// what the routed pages reach when the wiki alone routes.
+#[test]
+fn a_query_reports_each_levels_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let stats = common::stats(&store);
+    let query = |mode: &str| -> serde_json::Value {
+        let out = common::ok(&[
+            "query",
+            "--store",
+            common::s(&store),
+            "--namespace",
+            "demo",
+            "--model",
+            "hashing",
+            "--mode",
+            mode,
+            "--json",
+            "Where is the pottery workshop?",
+        ]);
+        serde_json::from_str(&out).unwrap()
+    };
+    let full = query("full");
+    let c = &full["candidates"];
+    assert_eq!(c["messages"], stats["messages"], "{c}");
+    assert_eq!(c["snapshots"], stats["snapshots"], "{c}");
+    assert_eq!(c["trajectories"], stats["trajectories"], "{c}");
+    // The index page routes nowhere: every other page is a candidate.
+    assert_eq!(
+        c["pages"].as_u64(),
+        stats["pages"].as_u64().map(|p| p - 1),
+        "{c}"
+    );
+    let wiki = query("wiki-only");
+    let w = &wiki["candidates"];
+    assert_eq!(w["trajectories"], wiki["candidate_universe"], "{w}");
+    let evidence: BTreeSet<&str> = wiki["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"]["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        w["messages"].as_u64().unwrap() >= evidence.len() as u64,
+        "{w}"
+    );
+    assert!(w["snapshots"].as_u64() <= c["snapshots"].as_u64(), "{w}");
+    let turns = query("turn-bm25");
+    assert_eq!(turns["candidates"]["messages"], stats["messages"]);
+    assert_eq!(turns["candidates"]["pages"], 0);
+}

@@ -152,8 +152,8 @@ pub struct SearchResult {
     pub trajectories: Vec<PathItem>,
     /// Snapshots expanded.
     pub snapshots: Vec<PathItem>,
-    /// `candidate_universe`, `shape` (what the question asks for), `timings_ms` and
-    /// `embedded_on_load`.
+    /// `candidate_universe`, `candidates` (each level's candidate universe), `shape` (what the
+    /// question asks for), `timings_ms` and `embedded_on_load`.
     pub diagnostics: Py<PyAny>,
 }
 
@@ -178,6 +178,7 @@ impl SearchResult {
             py,
             &serde_json::json!({
                 "candidate_universe": s.ranking.candidate_universe,
+                "candidates": s.ranking.candidates,
                 "shape": s.ranking.shape,
                 "timings_ms": s.timings,
                 "embedded_on_load": s.embedded_on_load,

@@ -82,6 +82,8 @@ def test_search_returns_context_with_provenance(memory: Memory) -> None:
     assert all(p.id.startswith("pg_") for p in hit.pages)
     d = hit.diagnostics
     assert d["candidate_universe"] >= len(hit.trajectories)
+    assert d["candidates"]["trajectories"] == d["candidate_universe"]
+    assert set(d["candidates"]) == {"pages", "trajectories", "snapshots", "messages"}
     assert set(d["timings_ms"]) >= {"index_load", "query_embedding", "render", "stages"}
 
 

@@ -81,6 +81,7 @@ fn search_json(
         "context_tokens": ctx.tokens,
         "evidence": found.evidence,
         "candidate_universe": ranking.candidate_universe,
+        "candidates": ranking.candidates,
         "shape": ranking.shape,
         "pages": ranking.pages,
         "trajectories": ranking.trajectories,

@@ -33,5 +33,5 @@ pub mod vectors;
 pub use derived::Derived;
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
-pub use retrieve::{Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};
+pub use retrieve::{Candidates, Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};
 pub use vectors::{MessageVectors, SharedRows};

@@ -168,8 +168,27 @@ pub struct Ranking {
     pub snapshots: Vec<PathItem>,
     /// Size of the candidate universe (trajectories reachable from routed pages, or considered).
     pub candidate_universe: usize,
+    /// The candidate universe of each level: the records this search could return.
+    pub candidates: Candidates,
     /// Milliseconds per stage.
     pub timings: BTreeMap<String, f64>,
+}
+
+/// The candidate universe of each level: the records a search could return there. With the
+/// direct routes (modes `full`, `no-wiki`, `latest-snapshot`) it is every trajectory, snapshot
+/// and message; routing through the wiki alone (`wiki-only`) narrows it to the trajectories the
+/// routed pages reach, their snapshots, and the messages of the evidence. (The lexical and
+/// dense scans still read whole levels; see BENCHMARKS.md.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Candidates {
+    /// Wiki pages (the index page excluded).
+    pub pages: usize,
+    /// Trajectories.
+    pub trajectories: usize,
+    /// Snapshots.
+    pub snapshots: usize,
+    /// Messages.
+    pub messages: usize,
 }
 
 /// What a reranker orders (see [`Index::rank_reranked`]).
@@ -382,6 +401,7 @@ impl Index {
             trajectories: vec![],
             snapshots: vec![],
             candidate_universe: 0,
+            candidates: Candidates::default(),
             timings: BTreeMap::new(),
         };
         // Baselines rank every message, so that a large budget is never starved by the depth.
@@ -461,6 +481,12 @@ impl Index {
                 )?;
             }
         }
+        if !matches!(
+            mode,
+            Mode::Full | Mode::NoWiki | Mode::WikiOnly | Mode::LatestSnapshot
+        ) {
+            ranking.candidates.messages = n_msgs;
+        }
         timings.insert("rank".into(), ms(t0));
         ranking.timings = timings;
         Ok(ranking)
@@ -521,6 +547,23 @@ impl Index {
             }
         }
         ranking.candidate_universe = if direct { n_traj } else { universe.len() };
+        ranking.candidates = Candidates {
+            pages: if use_wiki { self.pages.len() } else { 0 },
+            trajectories: ranking.candidate_universe,
+            snapshots: if direct {
+                self.records.snapshots.len()
+            } else {
+                self.snap_traj
+                    .iter()
+                    .filter(|t| universe.contains_key(t))
+                    .count()
+            },
+            messages: if direct {
+                self.records.messages.len()
+            } else {
+                0
+            },
+        };
         timings.insert("route".into(), ms(t0));
 
         // 2. Trajectory scoring: dense = 0.75 cos(q, summary) + 0.15 cos(q, latest snapshot)
@@ -677,6 +720,9 @@ impl Index {
             .iter()
             .flat_map(|&s| self.snap_msgs[s].iter().map(|&m| m as u32))
             .collect();
+        if !direct {
+            ranking.candidates.messages = evidence.len();
+        }
         ranking.messages = if let Some((md, msp)) = scans.messages {
             // The turns next to the best direct hits: an answer often sits beside the turn that
             // matches the question's words (a question and its reply).
