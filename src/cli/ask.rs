@@ -111,12 +111,15 @@ pub(crate) fn ask(args: &AskArgs, global: Global) -> anyhow::Result<()> {
     let loaded = load_embedder_on(&args.retrieval.model, global)?;
     // The process ends with this command: freeing a large index would only delay the exit, so
     // the engine holding it is never dropped.
-    let engine = ManuallyDrop::new(Engine::new(
-        store,
-        Model::Loaded(loaded.embedder.into()),
-        backend,
-        usize::MAX,
-    ));
+    let engine = ManuallyDrop::new(
+        Engine::new(
+            store,
+            Model::Loaded(loaded.embedder.into()),
+            backend,
+            usize::MAX,
+        )
+        .answering_once(),
+    );
     let config = RetrievalConfig::default();
     let query = Query {
         question: &args.question,

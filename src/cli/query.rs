@@ -106,12 +106,15 @@ pub(crate) fn query(args: &QueryArgs, global: Global) -> anyhow::Result<()> {
     // The process ends with this command: freeing a large index (millions of allocations) would
     // only delay the exit, so the engine holding it is never dropped. Its index is kept for
     // every question (loaded by the first).
-    let engine = ManuallyDrop::new(Engine::new(
-        store,
-        Model::Loaded(loaded.embedder.into()),
-        std::sync::Arc::clone(&backend),
-        usize::MAX,
-    ));
+    let engine = ManuallyDrop::new(
+        Engine::new(
+            store,
+            Model::Loaded(loaded.embedder.into()),
+            std::sync::Arc::clone(&backend),
+            usize::MAX,
+        )
+        .answering_once(),
+    );
     let search =
         |query: &Query<'_>| engine.with_store(|store| engine.namespace(&ns).search(store, query));
     if let Some(path) = &args.questions {

@@ -72,6 +72,9 @@ pub struct Engine {
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next build folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
+    /// Whether a load keeps what it derived from single records for the next load of its
+    /// namespace (see [`trajwiki_retrieve::Derived`]).
+    reloads: bool,
 }
 
 impl Engine {
@@ -93,7 +96,15 @@ impl Engine {
             scoring,
             indexes: Mutex::new(LruCache::new(index_cache_bytes)),
             writers: Mutex::new(HashMap::new()),
+            reloads: true,
         }
+    }
+
+    /// This engine for a command that answers and exits: no namespace is written and loaded
+    /// again, so a load keeps nothing for a next one (less memory, a shorter load).
+    pub fn answering_once(mut self) -> Self {
+        self.reloads = false;
+        self
     }
 
     /// The store's directory.
@@ -197,7 +208,11 @@ impl<'e> NamespaceHandle<'e> {
         let current = store.index_state(&self.ns)?;
         let embedder = self.engine.embedder()?;
         current_or_made(&self.engine.indexes, &self.ns, current, |earlier| {
-            let loaded = api::reopen_index(store, &self.ns, embedder.as_ref(), earlier)?;
+            let loaded = if self.engine.reloads {
+                api::reopen_index(store, &self.ns, embedder.as_ref(), earlier)?
+            } else {
+                api::open_index(store, &self.ns, embedder.as_ref())?
+            };
             let bytes = loaded.heap_bytes();
             Ok((loaded, bytes))
         })
