@@ -126,7 +126,9 @@ def main():
     print("| store | cold first search | append p50 | after p50 / p95 | warm p50 / p95 | after / warm p50, p95 |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {Path(r["store"]).parent.name if Path(r["store"]).name == "store" else Path(r["store"]).name} | {r['cold_first_search_ms']:.0f} ms | {r['append_p50_ms']:.1f} ms"
+        p = Path(r["store"])
+        name = p.parent.name if p.name == "store" else p.name
+        print(f"| {name} | {r['cold_first_search_ms']:.0f} ms | {r['append_p50_ms']:.1f} ms"
               f" | {r['after_p50_ms']:.1f} / {r['after_p95_ms']:.1f} ms"
               f" | {r['warm_p50_ms']:.1f} / {r['warm_p95_ms']:.1f} ms"
               f" | {r['after_over_warm_p50']:.2f}, {r['after_over_warm_p95']:.2f} |")

@@ -392,10 +392,11 @@ fn locomo_streamed_in_shuffled_session_order_passes_check_and_keeps_coverage() {
 }
 
 #[test]
-fn a_memory_folded_before_late_arrival_was_defined_asks_for_a_rebuild() {
-    // Such a memory's trajectories hold no time of their latest snapshot, and its configuration
-    // (stored with it, as JSON) has no `late_session_gap`: an append to it is refused, naming
-    // the remedy, rather than failing to read the fold's state; the rebuild folds it again.
+fn a_memory_folded_before_late_arrival_was_defined_folds_on() {
+    // Such a memory's configuration (stored with it, as JSON) has no `late_session_gap`, and
+    // its trajectories' fold states end before the time of their latest snapshot: an append
+    // folds on from it (the time read back from the latest snapshot) and gives the memory a
+    // build of the whole history gives now, byte for byte.
     let dir = tempfile::tempdir().unwrap();
     let store = common::demo_store(dir.path());
     let conn = rusqlite::Connection::open(store.join(trajwiki::store::DB_FILE)).unwrap();
@@ -413,27 +414,44 @@ fn a_memory_folded_before_late_arrival_was_defined_asks_for_a_rebuild() {
         [Value::Object(earlier).to_string()],
     )
     .unwrap();
+    let states: Vec<(i64, Vec<u8>)> = conn
+        .prepare("SELECT position, state FROM fold_trajectories WHERE namespace = 'demo'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(!states.is_empty());
+    for (position, bytes) in states {
+        let state: trajwiki::memory::TrajState = postcard::from_bytes(&bytes).unwrap();
+        let at = postcard::to_allocvec(&state.latest_at).unwrap();
+        assert!(bytes.ends_with(&at));
+        conn.execute(
+            "UPDATE fold_trajectories SET state = ?1 WHERE namespace = 'demo' AND position = ?2",
+            rusqlite::params![&bytes[..bytes.len() - at.len()], position],
+        )
+        .unwrap();
+    }
     drop(conn);
     let more = dir.path().join("more.jsonl");
     let line = json!({"namespace": "demo", "session": 9, "seq": 1, "speaker": "Maya",
         "text": "The pottery workshop ended.", "timestamp": "2024-06-01T10:00:00", "ref": "S9:1"});
     std::fs::write(&more, format!("{line}\n")).unwrap();
     ok(&["ingest", "--store", s(&store), s(&more), "-q"]);
-    let build = [
-        "build",
-        "--store",
-        s(&store),
-        "--namespace",
-        "demo",
-        "--model",
-        "hashing",
-    ];
-    let (code, _, err) = trajwiki(&[&build[..], &["--flush", "-q"]].concat());
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("built differently") && err.contains("--rebuild"),
-        "{err}"
-    );
-    ok(&[&build[..], &["--flush", "--rebuild", "-q"]].concat());
+    common::build_hashing(s(&store), "demo");
     assert_eq!(check(s(&store)), (0, vec![]));
+    let fresh = dir.path().join("fresh");
+    ok(&[
+        "ingest",
+        "--store",
+        s(&fresh),
+        s(&common::demo()),
+        s(&more),
+        "-q",
+    ]);
+    common::build_hashing(s(&fresh), "demo");
+    assert_eq!(
+        common::export_memory(s(&store), "demo"),
+        common::export_memory(s(&fresh), "demo")
+    );
 }

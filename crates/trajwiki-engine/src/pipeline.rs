@@ -5,7 +5,7 @@ use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_core::{EmbedError, EmbedKind, Embedder, Embeddings, Namespace, SourceMessage};
 use trajwiki_memory::{
     exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
-    DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig,
+    DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig, TrajState, TrajStateV1,
 };
 use trajwiki_store::{
     FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype,
@@ -640,7 +640,7 @@ fn start_fold(
     // A memory without a fold record was built before memory could be appended to.
     let legacy = record.is_none() && store.has_memory(ns)?;
     let (fold, cursor, pending) = match record {
-        Some(r) if r.model_id == model_id && r.config == config_json => {
+        Some(r) if r.model_id == model_id && same_config(&r.config, config_json) => {
             if let Some(k) = held.filter(|k| k.matches(ns, &r)) {
                 (k.fold, r.cursor, r.pending)
             } else {
@@ -689,7 +689,7 @@ fn read_fold(
     let trajectories = store
         .fold_trajectories(ns)?
         .iter()
-        .map(|bytes| decode(ns, ("fold_trajectories", "state"), bytes))
+        .map(|bytes| trajectory_state(store, ns, bytes))
         .collect::<Result<_, _>>()?;
     let groups = store
         .fold_groups(ns)?
@@ -703,6 +703,40 @@ fn read_fold(
         groups,
         config,
     ))
+}
+
+/// A trajectory's fold state: as stored, or as a fold stored it before late arrival was
+/// defined, with the time of its latest snapshot read back ([`TrajStateV1`]).
+fn trajectory_state(
+    store: &Store,
+    ns: &Namespace,
+    bytes: &[u8],
+) -> Result<TrajState, PipelineError> {
+    let now = decode::<TrajState>(ns, ("fold_trajectories", "state"), bytes);
+    if now.is_ok() {
+        return now;
+    }
+    let Ok(earlier) = postcard::from_bytes::<TrajStateV1>(bytes) else {
+        return now;
+    };
+    let latest = earlier
+        .latest()
+        .and_then(|id| store.snapshot(id).transpose())
+        .transpose()?;
+    match latest {
+        Some(s) => Ok(earlier.at(s.timestamp)),
+        None => now,
+    }
+}
+
+/// Whether a stored configuration is `config_json`: read as a configuration (settings added
+/// since it was stored take their defaults) and written again, or else as it is.
+fn same_config(stored: &str, config_json: &str) -> bool {
+    stored == config_json
+        || serde_json::from_str::<MemoryConfig>(stored)
+            .ok()
+            .and_then(|c| serde_json::to_string(&c).ok())
+            .is_some_and(|c| c == config_json)
 }
 
 /// The messages a build folds, in arrival order: the pending exchange, then what arrived after

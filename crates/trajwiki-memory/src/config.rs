@@ -23,7 +23,9 @@ pub struct MemoryConfig {
     pub max_session_gap: u32,
     /// A late exchange (its session behind the latest seen) also looks for the open
     /// trajectories whose latest snapshot is at most this many sessions before its own, though
-    /// they left the live window (see `fold`).
+    /// they left the live window (see `fold`). A configuration stored before this setting
+    /// existed reads as the default: a history that arrived in time order never takes this path.
+    #[serde(default = "default_late_session_gap")]
     pub late_session_gap: u32,
     /// Weight of cos(e, e_sum(T)) in g.
     pub w_cos_summary: f32,
@@ -66,6 +68,11 @@ pub struct MemoryConfig {
     pub max_surface_tokens: usize,
 }
 
+/// [`MemoryConfig::late_session_gap`]'s default.
+fn default_late_session_gap() -> u32 {
+    2
+}
+
 impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
@@ -74,7 +81,7 @@ impl Default for MemoryConfig {
             delta: 0.72,
             delta_deterministic: 0.40,
             max_session_gap: 2,
-            late_session_gap: 2,
+            late_session_gap: default_late_session_gap(),
             w_cos_summary: 0.60,
             w_cos_latest: 0.20,
             w_jaccard: 0.20,

@@ -84,6 +84,72 @@ pub struct TrajState {
     pub latest_at: Timestamp,
 }
 
+/// A trajectory as a fold stored it before late arrival was defined (issue 38): [`TrajState`]
+/// without `latest_at`. A fold resumed from such a state takes `latest_at` from the
+/// trajectory's latest snapshot ([`TrajStateV1::at`]), which is what the fold would have kept:
+/// a memory whose history arrived in time order folds on exactly as if it had been built now.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TrajStateV1 {
+    id: TrajectoryId,
+    features: TrajectoryFeatures,
+    sum: Vec<f32>,
+    snapshots: Vec<SnapshotId>,
+    notes: Vec<String>,
+    claims: Vec<ClaimEntry>,
+    continues: Option<TrajectoryId>,
+    continued: bool,
+    subject_facets: BTreeSet<(String, String)>,
+    items: BTreeSet<(String, String)>,
+    counts: BTreeSet<String>,
+    summary: String,
+    label: String,
+    surfaces: BTreeMap<String, String>,
+}
+
+impl TrajStateV1 {
+    /// Its latest snapshot.
+    pub fn latest(&self) -> Option<&SnapshotId> {
+        self.snapshots.last()
+    }
+
+    /// The state, with its latest snapshot said at `latest_at`.
+    pub fn at(self, latest_at: Timestamp) -> TrajState {
+        let TrajStateV1 {
+            id,
+            features,
+            sum,
+            snapshots,
+            notes,
+            claims,
+            continues,
+            continued,
+            subject_facets,
+            items,
+            counts,
+            summary,
+            label,
+            surfaces,
+        } = self;
+        TrajState {
+            id,
+            features,
+            sum,
+            snapshots,
+            notes,
+            claims,
+            continues,
+            continued,
+            subject_facets,
+            items,
+            counts,
+            summary,
+            label,
+            surfaces,
+            latest_at,
+        }
+    }
+}
+
 impl TrajState {
     /// A keyword as written (the stem when it was never seen written).
     pub fn surface<'a>(&'a self, keyword: &'a str) -> &'a str {

@@ -40,5 +40,5 @@ pub use extract::{
     claim_from_quote, exchanges, ClaimDraft, DeterministicExtractor, Extractor, Lexicon,
     LexiconStats, SnapshotDraft,
 };
-pub use fold::{ClaimEntry, Delta, Fold, FoldHeader, TrajState};
+pub use fold::{ClaimEntry, Delta, Fold, FoldHeader, TrajState, TrajStateV1};
 pub use matcher::{DeterministicDecider, MatchDecider, MatchScore};
