@@ -1324,7 +1324,10 @@ impl RandomMemory {
             claim_ids: batch_claims.iter().map(|c| c.id.clone()).collect(),
             source_message_ids: sources.iter().map(|m| m.id.clone()).collect(),
         };
-        trajectory.summary = snapshot.summary.clone();
+        // Half the time the trajectory's row is left as it was: the new snapshot alone changes it.
+        if self.rng % 2 == 0 {
+            trajectory.summary = snapshot.summary.clone();
+        }
         let mut batch_trajectories = vec![trajectory.clone()];
         // Another trajectory's signals refreshed, without a snapshot.
         if self.trajectories.len() > 1 && self.below(3) == 0 {
