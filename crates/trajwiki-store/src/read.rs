@@ -436,9 +436,10 @@ pub(crate) fn trajectories(conn: &Db, scope: Scope<'_>) -> Result<Vec<Trajectory
         Scope::Id(_) => {
             "SELECT trajectory, id FROM snapshots WHERE trajectory = ?1 ORDER BY version".into()
         }
+        // By the (trajectory, version) key: the namespace's key would read all its snapshots.
         Scope::Changed(..) => format!(
             "SELECT trajectory, id FROM snapshots
-             WHERE namespace = ?1 AND trajectory IN ({}) ORDER BY trajectory, version",
+             WHERE trajectory IN ({}) ORDER BY trajectory, version",
             changed_ids("trajectories")
         ),
     };

@@ -1325,7 +1325,7 @@ impl RandomMemory {
             source_message_ids: sources.iter().map(|m| m.id.clone()).collect(),
         };
         // Half the time the trajectory's row is left as it was: the new snapshot alone changes it.
-        if self.rng % 2 == 0 {
+        if self.rng.is_multiple_of(2) {
             trajectory.summary = snapshot.summary.clone();
         }
         let mut batch_trajectories = vec![trajectory.clone()];
