@@ -316,9 +316,52 @@ impl Store {
                 detail: format!("{len} bytes"),
             });
         }
+        check_generations(c, &mut report)?;
         self.check_vector_files(&mut report)?;
         Ok(report)
     }
+}
+
+/// Every namespace has a generation, and no record of it was stamped after it: what a read of
+/// the changes after a cursor counts on (`changes` module).
+fn check_generations(c: &Db, report: &mut CheckReport) -> Result<()> {
+    let missing = collect_pairs(
+        c,
+        "SELECT n.id, '' FROM namespaces n
+         WHERE NOT EXISTS (SELECT 1 FROM namespace_generations g WHERE g.namespace = n.id)
+         ORDER BY n.id",
+    )?;
+    for (id, _) in missing {
+        report.problems.push(Problem {
+            invariant: "a namespace has a generation",
+            id,
+            detail: "no namespace_generations row".into(),
+        });
+    }
+    for (table, id) in [
+        ("snapshots", "id"),
+        ("claims", "id"),
+        ("claim_state", "claim"),
+        ("trajectories", "id"),
+        ("pages", "id"),
+    ] {
+        let newer = collect_pairs(
+            c,
+            &format!(
+                "SELECT x.{id}, x.generation FROM {table} x
+                 JOIN namespace_generations g ON g.namespace = x.namespace
+                 WHERE x.generation > g.generation ORDER BY x.{id}"
+            ),
+        )?;
+        for (id, generation) in newer {
+            report.problems.push(Problem {
+                invariant: "no record is newer than its namespace's generation",
+                id,
+                detail: format!("{table} row of generation {generation}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Store {

@@ -353,6 +353,8 @@ impl Db {
     }
 
     pub(crate) fn prepare(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        #[cfg(test)]
+        recorded::note(sql);
         match self {
             Db::Sqlite(c) => Ok(Stmt::Sqlite(c.prepare(sql)?)),
             Db::Postgres(pg) => Ok(Stmt::Postgres(pg, pg.prepare(sql)?)),
@@ -361,6 +363,8 @@ impl Db {
 
     /// [`prepare`](Db::prepare), kept for the next call with the same text.
     pub(crate) fn prepare_cached(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        #[cfg(test)]
+        recorded::note(sql);
         match self {
             Db::Sqlite(c) => Ok(Stmt::SqliteCached(c.prepare_cached(sql)?)),
             Db::Postgres(pg) => Ok(Stmt::Postgres(pg, pg.prepare(sql)?)),
@@ -383,6 +387,8 @@ impl Db {
         params: impl Params,
         f: impl FnOnce(&Row<'_>) -> SqlResult<T>,
     ) -> SqlResult<T> {
+        #[cfg(test)]
+        recorded::note(sql);
         match self {
             Db::Sqlite(c) => c.query_row(sql, rusqlite::params_from_iter(params.list()), |r| {
                 f(&Row::Sqlite(r))
@@ -646,6 +652,35 @@ fn numeric(raw: &[u8]) -> Result<Value, BoxError> {
         }
     }
     Ok(Value::Real(if negative { -value } else { value }))
+}
+
+/// Tests: the statements a piece of code runs on this thread, to be explained.
+#[cfg(test)]
+pub(crate) mod recorded {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static STATEMENTS: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+    }
+
+    /// Notes `sql` while recording.
+    pub(crate) fn note(sql: &str) {
+        STATEMENTS.with(|s| {
+            if let Some(list) = s.borrow_mut().as_mut() {
+                list.push(sql.to_string());
+            }
+        });
+    }
+
+    /// The statements `f` prepared or ran (queries, not `execute_batch`), in order.
+    pub(crate) fn during<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+        STATEMENTS.with(|s| *s.borrow_mut() = Some(Vec::new()));
+        let out = f();
+        let list = STATEMENTS
+            .with(|s| s.borrow_mut().take())
+            .unwrap_or_default();
+        (out, list)
+    }
 }
 
 #[cfg(test)]

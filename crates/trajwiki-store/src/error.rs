@@ -92,6 +92,17 @@ pub enum StoreError {
         /// The namespace.
         namespace: String,
     },
+    /// Changes read after a cursor cannot be merged into records held at another, or the
+    /// namespace was replaced meanwhile: the records are to be read again.
+    #[error(
+        "changes cannot be applied to records held at {held}: {reason}; read the namespace again"
+    )]
+    Reload {
+        /// The cursor of the records held.
+        held: String,
+        /// Why not.
+        reason: String,
+    },
     /// A store location (`--store`, a store URI) that names no store this build can open.
     #[error("store location {location:?}: {reason}")]
     Location {

@@ -30,6 +30,7 @@
 //! assert_eq!(store.message(&msg.id).unwrap(), Some(msg));
 //! ```
 
+mod changes;
 mod check;
 mod conflict;
 mod db;
@@ -49,6 +50,7 @@ use db::{Begin, Db, Tx};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{de::DeserializeOwned, Serialize};
 
+pub use changes::{Cursor, NamespaceDelta};
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
@@ -72,6 +74,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_namespace_lists.sql"),
     include_str!("../migrations/0005_application_id.sql"),
     include_str!("../migrations/0006_llm_responses.sql"),
+    include_str!("../migrations/0007_changes.sql"),
 ];
 
 /// SQLite's application id of a trajwiki database ("TWKI"), set by migration 5.
@@ -609,6 +612,10 @@ impl Store {
     pub fn clear_memory(&mut self, ns: &trajwiki_core::Namespace) -> Result<bool> {
         let tx = self.write_tx("starting a delete", &[ns.as_str()])?;
         let exists = delete_in(&tx, ns, false)?;
+        if exists {
+            // Readers holding the memory read it again.
+            changes::advance(&tx, ns, true)?;
+        }
         tx.commit().ctx("committing a delete")?;
         Ok(exists)
     }
@@ -845,6 +852,7 @@ pub(crate) fn delete_in(tx: &Tx<'_>, ns: &trajwiki_core::Namespace, raw_too: boo
         "DELETE FROM runs WHERE namespace = ?1",
         "DELETE FROM vector_files WHERE namespace = ?1",
         "DELETE FROM llm_responses WHERE namespace = ?1",
+        "DELETE FROM namespace_generations WHERE namespace = ?1",
         "DELETE FROM messages WHERE namespace = ?1",
         "DELETE FROM namespaces WHERE id = ?1",
     ];

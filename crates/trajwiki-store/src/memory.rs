@@ -12,15 +12,20 @@ use trajwiki_core::{
     WikiPage,
 };
 
+use crate::changes::{advance, cursor_in, Cursor};
 use crate::conflict::{conflict, Differences};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::fold::{check_from, write_fold, Arrived, FoldWrite};
 use crate::read::{self, Pages, Scope};
 use crate::{fmt_ts, parse_stored, to_json, Store};
 
-/// A namespace's memory records as [`Store::memory_records`] reads them.
-#[derive(Debug, Clone, Default)]
+/// A namespace's memory records as [`Store::namespace_read`] reads them, with the [`Cursor`] of
+/// the state they were read at (what [`Store::namespace_changes`] counts changes from and
+/// [`MemoryRecords::apply`] moves). Equal records compare equal, cursor included.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemoryRecords {
+    /// The state of the namespace these records are.
+    pub cursor: Cursor,
     /// Snapshots, by trajectory and version.
     pub snapshots: Vec<Snapshot>,
     /// Claims sorted by id, each with its current status.
@@ -143,6 +148,8 @@ impl Store {
         if batch.replace {
             crate::delete_in(&tx, ns, false)?;
         }
+        // The generation this commit stamps on every row it inserts or changes.
+        let generation = advance(&tx, ns, batch.replace)?;
         for t in &batch.trajectories {
             check_ns(ns, "trajectory", &t.namespace)?;
             let stored: Option<Option<String>> = tx
@@ -164,16 +171,18 @@ impl Store {
                     ))
                 }
                 Some(_) => {
+                    // Stamped only when it changes: an unchanged trajectory is no change.
                     tx.execute(
-                        "UPDATE trajectories SET summary = ?2, signals = ?3 WHERE id = ?1",
-                        params![t.id.as_str(), t.summary, to_json(&t.signals)],
+                        "UPDATE trajectories SET summary = ?2, signals = ?3, generation = ?4
+                         WHERE id = ?1 AND (summary <> ?2 OR signals <> ?3)",
+                        params![t.id.as_str(), t.summary, to_json(&t.signals), generation],
                     )
                     .ctx("refreshing a trajectory")?;
                 }
                 None => {
                     tx.execute(
-                        "INSERT INTO trajectories (id, namespace, continues, summary, signals) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![t.id.as_str(), ns.as_str(), continues, t.summary, to_json(&t.signals)],
+                        "INSERT INTO trajectories (id, namespace, continues, summary, signals, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![t.id.as_str(), ns.as_str(), continues, t.summary, to_json(&t.signals), generation],
                     )
                     .ctx("inserting a trajectory")?;
                 }
@@ -206,8 +215,8 @@ impl Store {
                 });
             }
             tx.execute(
-                "INSERT INTO snapshots (id, namespace, trajectory, version, timestamp, summary, context, keywords)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO snapshots (id, namespace, trajectory, version, timestamp, summary, context, keywords, generation)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     s.id.as_str(),
                     ns.as_str(),
@@ -216,7 +225,8 @@ impl Store {
                     fmt_ts(&s.timestamp),
                     s.summary,
                     s.context,
-                    to_json(&s.keywords)
+                    to_json(&s.keywords),
+                    generation
                 ],
             )
             .map_err(|source| match source {
@@ -240,8 +250,8 @@ impl Store {
         for c in &batch.claims {
             check_ns(ns, "claim", &c.namespace)?;
             let inserted = tx.execute(
-                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from, generation)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
                 params![
                     c.id.as_str(),
                     ns.as_str(),
@@ -249,7 +259,8 @@ impl Store {
                     c.text,
                     c.status.as_str(),
                     c.quote,
-                    c.revised_from.as_ref().map(|r| r.as_str())
+                    c.revised_from.as_ref().map(|r| r.as_str()),
+                    generation
                 ],
             )
             .map_err(|source| crate::error::sql_error("inserting a claim", source))?;
@@ -311,16 +322,16 @@ impl Store {
         }
         // Claim state is derived from the op log: the new ops are applied to it (a replay of
         // the whole log gives the same, as `check` verifies).
-        apply_ops(&tx, ns, &new_ops, &batch.claims)?;
+        apply_ops(&tx, ns, &new_ops, &batch.claims, generation)?;
         if let Some(pages) = &batch.pages {
-            write_pages(&tx, ns, pages)?;
+            write_pages(&tx, ns, pages, generation)?;
         }
         if let Some(updates) = &batch.page_updates {
             for page in &updates.changed {
-                upsert_page(&tx, ns, page)?;
+                upsert_page(&tx, ns, page, generation)?;
             }
             for id in &updates.retired {
-                retire_page(&tx, id.as_str())?;
+                retire_page(&tx, id.as_str(), generation)?;
             }
         }
         if let Some(fold) = &batch.fold {
@@ -465,7 +476,10 @@ impl Store {
 
     /// A namespace's messages (in arrival order, with their row ids) and memory records, read
     /// in one transaction, so that every message a record cites is among the messages even
-    /// while another process ingests and builds: what retrieval loads. `with_messages` runs on
+    /// while another process ingests and builds: what retrieval loads. The records carry the
+    /// [`Cursor`] of that state, read in the same transaction (a read transaction on SQLite, a
+    /// REPEATABLE READ snapshot on PostgreSQL): [`Store::namespace_changes`] after it reports
+    /// exactly what later writes changed. `with_messages` runs on
     /// a thread of its own with the messages while the records are read; what it returns comes
     /// back beside them.
     pub fn namespace_read<T: Send>(
@@ -493,11 +507,13 @@ impl Store {
 
     fn records_in(&self, tx: &Tx<'_>, ns: &Namespace) -> Result<MemoryRecords> {
         let scope = Scope::Namespace(ns.as_str());
+        let cursor = cursor_in(tx, ns)?;
         let snapshots = read::snapshots(tx, scope)?;
         let claims = read::claims_with_states(tx, scope)?;
         let trajectories = read::trajectories_of(tx, ns.as_str(), &snapshots)?;
         let pages = read::pages(tx, Pages::Routing(ns.as_str()))?;
         Ok(MemoryRecords {
+            cursor,
             claims,
             trajectories,
             pages,
@@ -660,7 +676,13 @@ fn read_status(
 /// Applies new ops, in seq order, to the stored claim state: the statuses of the claims they
 /// target are read, the replay continued over them ([`trajwiki_core::apply_ops`], the one
 /// definition of claim state), and what it gives written back.
-fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp], claims: &[Claim]) -> Result<()> {
+fn apply_ops(
+    tx: &Tx<'_>,
+    ns: &Namespace,
+    ops: &[&ClaimOp],
+    claims: &[Claim],
+    generation: i64,
+) -> Result<()> {
     // The statuses new claims were created with: from the batch's claims where they are, else
     // from the store.
     let in_batch: HashMap<&ClaimId, ClaimStatus> =
@@ -694,13 +716,20 @@ fn apply_ops(tx: &Tx<'_>, ns: &Namespace, ops: &[&ClaimOp], claims: &[Claim]) ->
     })?;
     let mut stmt = tx
         .prepare_cached(
-            "INSERT INTO claim_state (namespace, claim, status) VALUES (?1, ?2, ?3)
-             ON CONFLICT (namespace, claim) DO UPDATE SET status = excluded.status",
+            "INSERT INTO claim_state (namespace, claim, status, generation) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (namespace, claim) DO UPDATE
+             SET status = excluded.status, generation = excluded.generation
+             WHERE claim_state.status <> excluded.status",
         )
         .ctx("writing claim state")?;
     for (claim, status) in &state {
-        stmt.execute(params![ns.as_str(), claim.as_str(), status.as_str()])
-            .ctx("writing claim state")?;
+        stmt.execute(params![
+            ns.as_str(),
+            claim.as_str(),
+            status.as_str(),
+            generation
+        ])
+        .ctx("writing claim state")?;
     }
     Ok(())
 }
@@ -750,11 +779,11 @@ fn same_content(a: &WikiPage, b: &WikiPage) -> bool {
     }
 }
 
-fn write_pages(tx: &Tx<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
+fn write_pages(tx: &Tx<'_>, ns: &Namespace, pages: &[WikiPage], generation: i64) -> Result<()> {
     let mut keep = std::collections::BTreeSet::new();
     for page in pages {
         keep.insert(page.id.as_str());
-        upsert_page(tx, ns, page)?;
+        upsert_page(tx, ns, page, generation)?;
     }
     let current = ids(
         tx,
@@ -762,13 +791,14 @@ fn write_pages(tx: &Tx<'_>, ns: &Namespace, pages: &[WikiPage]) -> Result<()> {
         ns.as_str(),
     )?;
     for id in current.iter().filter(|id| !keep.contains(id.as_str())) {
-        retire_page(tx, id)?;
+        retire_page(tx, id, generation)?;
     }
     Ok(())
 }
 
-/// Makes `page` the current revision of its page: a new revision when its content changed.
-fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
+/// Makes `page` the current revision of its page: a new revision when its content changed,
+/// stamped with `generation`.
+fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage, generation: i64) -> Result<()> {
     check_ns(ns, "page", &page.namespace)?;
     let stored: Option<(String, Option<u32>)> = tx
         .query_row(
@@ -781,8 +811,14 @@ fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
     let revision = match &stored {
         None => {
             tx.execute(
-                "INSERT INTO pages (id, namespace, kind, current_revision) VALUES (?1, ?2, ?3, NULL)",
-                params![page.id.as_str(), ns.as_str(), page.kind.as_str()],
+                "INSERT INTO pages (id, namespace, kind, current_revision, generation)
+                 VALUES (?1, ?2, ?3, NULL, ?4)",
+                params![
+                    page.id.as_str(),
+                    ns.as_str(),
+                    page.kind.as_str(),
+                    generation
+                ],
             )
             .ctx("inserting a page")?;
             1
@@ -847,18 +883,20 @@ fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage) -> Result<()> {
         })?;
     }
     tx.execute(
-        "UPDATE pages SET current_revision = ?2 WHERE id = ?1",
-        params![page.id.as_str(), revision],
+        "UPDATE pages SET current_revision = ?2, generation = ?3 WHERE id = ?1",
+        params![page.id.as_str(), revision, generation],
     )
     .ctx("advancing a page")?;
     Ok(())
 }
 
-/// Retires a page: it has no current revision; its revisions stay.
-fn retire_page(tx: &Tx<'_>, id: &str) -> Result<()> {
+/// Retires a page: it has no current revision; its revisions stay. A page retired already is
+/// left as it is (not stamped again).
+fn retire_page(tx: &Tx<'_>, id: &str, generation: i64) -> Result<()> {
     tx.execute(
-        "UPDATE pages SET current_revision = NULL WHERE id = ?1",
-        [id],
+        "UPDATE pages SET current_revision = NULL, generation = ?2
+         WHERE id = ?1 AND current_revision IS NOT NULL",
+        params![id, generation],
     )
     .ctx("retiring a page")
     .map(|_| ())

@@ -11,7 +11,10 @@
 //! - **Vectors are rows** (`vector_chunks`, one BYTEA per append) read into memory when a
 //!   namespace is loaded; approximate indexes, derived files, live in a local folder of each
 //!   machine and are rebuilt where missing.
-//! - **Schema versions are its own** (1 = the SQLite store's version 6).
+//! - **The generation clock is a sequence** (SQLite's is a one-row table): writers of different
+//!   namespaces do not wait for one another on it; one namespace's writers draw theirs under its
+//!   advisory lock, so its generations increase in commit order (see the `changes` module).
+//! - **Schema versions are its own** (1 = the SQLite store's version 6, 2 = its version 7).
 
 use std::path::PathBuf;
 
@@ -20,7 +23,10 @@ use crate::error::{Result, SqlContext, StoreError};
 use crate::{Access, Store};
 
 /// PostgreSQL schema migrations, in order.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/postgres/0001_init.sql"),
+    include_str!("../migrations/postgres/0002_changes.sql"),
+];
 
 /// The newest PostgreSQL schema version this build reads and writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -78,6 +78,9 @@ fn ensure_namespace(tx: &Tx<'_>, ns: &Namespace, report: &mut IngestReport) -> R
         )
         .ctx("creating a namespace")?;
     if inserted > 0 {
+        // A new namespace starts at a generation of its own: a reader of one deleted under the
+        // same name reads it again.
+        crate::changes::advance(tx, ns, true)?;
         report.new_namespaces.push(ns.to_string());
     }
     Ok(())

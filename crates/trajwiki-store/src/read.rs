@@ -10,7 +10,7 @@ use rusqlite::params;
 
 use crate::db::{Db, Row};
 use trajwiki_core::{
-    Claim, ClaimId, ClaimOp, ClaimStatus, IdError, ItemCount, MessageId, Namespace, OpKind,
+    Claim, ClaimId, ClaimOp, ClaimStatus, IdError, ItemCount, MessageId, Namespace, OpKind, PageId,
     PageKind, Signals, Snapshot, SnapshotId, Trajectory, TrajectoryId, WikiPage,
 };
 
@@ -24,25 +24,53 @@ pub(crate) enum Scope<'a> {
     Id(&'a str),
     /// Every record of this namespace.
     Namespace(&'a str),
+    /// The records of this namespace that writes after this generation inserted or changed
+    /// (see [`changed_ids`]).
+    Changed(&'a str, i64),
 }
 
 impl Scope<'_> {
-    /// The column of the record table that the scope filters on.
-    fn column(self) -> &'static str {
+    /// The condition on the rows of record table `table` that the scope covers.
+    fn filter(self, table: &str) -> String {
         match self {
-            Scope::Id(_) => "id",
-            Scope::Namespace(_) => "namespace",
+            Scope::Id(_) => "id = ?1".into(),
+            Scope::Namespace(_) => "namespace = ?1".into(),
+            Scope::Changed(..) => format!("id IN ({})", changed_ids(table)),
         }
     }
 
-    fn value(&self) -> &str {
+    /// The statement parameters: the scope's value (`?1`), and for changes the generation (`?2`).
+    fn params(&self) -> Vec<&dyn rusqlite::ToSql> {
         match self {
-            Scope::Id(v) | Scope::Namespace(v) => v,
+            Scope::Id(v) | Scope::Namespace(v) => vec![v],
+            Scope::Changed(ns, since) => vec![ns, since],
         }
     }
 }
 
-/// Runs `sql` (one parameter, the scope's value) and maps each row.
+/// The ids of the records of `table` (`?1` the namespace) that writes after generation `?2`
+/// inserted or changed, by the (namespace, generation) indexes: claims whose status changed
+/// are changed claims, trajectories that got a snapshot are changed trajectories.
+fn changed_ids(table: &str) -> String {
+    let stamped = |t: &str, id: &str| {
+        format!("SELECT {id} FROM {t} WHERE namespace = ?1 AND generation > ?2")
+    };
+    match table {
+        "claims" => format!(
+            "{} UNION {}",
+            stamped("claims", "id"),
+            stamped("claim_state", "claim")
+        ),
+        "trajectories" => format!(
+            "{} UNION {}",
+            stamped("trajectories", "id"),
+            stamped("snapshots", "trajectory")
+        ),
+        other => stamped(other, "id"),
+    }
+}
+
+/// Runs `sql` (the scope's parameters) and maps each row.
 fn rows<T>(
     conn: &Db,
     sql: &str,
@@ -51,8 +79,9 @@ fn rows<T>(
     map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
     let mut stmt = conn.prepare_cached(sql).ctx(context)?;
+    let params = scope.params();
     let out = stmt
-        .query_map([scope.value()], map)
+        .query_map(params.as_slice(), map)
         .ctx(context)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx(context)?;
@@ -102,6 +131,12 @@ fn positioned<T: TryFrom<String, Error = IdError>>(
              WHERE namespace = (SELECT namespace FROM {parent} WHERE id = ?1) AND {owner} = ?1
              ORDER BY {order}"
         ),
+        Scope::Changed(..) => format!(
+            "SELECT {owner}, {child} FROM {table}
+             WHERE namespace = ?1 AND {owner} IN ({})
+             ORDER BY {owner}, {order}",
+            changed_ids(parent)
+        ),
     };
     let found = rows(conn, &sql, scope, "reading a record list", |row| {
         Ok((row.get::<String>(0)?, row.get::<String>(1)?))
@@ -147,7 +182,7 @@ fn stored_id<T: TryFrom<String, Error = IdError>>(
 
 /// Snapshots in scope, by trajectory and version.
 pub(crate) fn snapshots(conn: &Db, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
-    let col = scope.column();
+    let filter = scope.filter("snapshots");
     let mut claims = positioned::<ClaimId>(
         conn,
         scope,
@@ -172,7 +207,7 @@ pub(crate) fn snapshots(conn: &Db, scope: Scope<'_>) -> Result<Vec<Snapshot>> {
     )?;
     let sql = format!(
         "SELECT id, namespace, trajectory, version, timestamp, summary, context, keywords
-         FROM snapshots WHERE {col} = ?1"
+         FROM snapshots WHERE {filter}"
     );
     let mut found = rows(conn, &sql, scope, "reading snapshots", |row| {
         row.tuple::<(String, String, String, u32, String, String, String, String)>()
@@ -219,7 +254,7 @@ pub(crate) fn claims(conn: &Db, scope: Scope<'_>) -> Result<Vec<Claim>> {
 /// Claims in scope with their current status, read from `claim_state` when `states` (else the
 /// creation status, without looking the state up).
 fn claim_rows(conn: &Db, scope: Scope<'_>, states: bool) -> Result<Vec<(Claim, ClaimStatus)>> {
-    let col = scope.column();
+    let filter = scope.filter("claims");
     let mut sources = positioned::<MessageId>(
         conn,
         scope,
@@ -230,14 +265,18 @@ fn claim_rows(conn: &Db, scope: Scope<'_>, states: bool) -> Result<Vec<(Claim, C
     let mut states = if states {
         let sql = match scope {
             Scope::Namespace(_) => {
-                "SELECT claim, status FROM claim_state WHERE namespace = ?1 ORDER BY claim"
+                "SELECT claim, status FROM claim_state WHERE namespace = ?1 ORDER BY claim".into()
             }
-            Scope::Id(_) => {
-                "SELECT claim, status FROM claim_state
+            Scope::Id(_) => "SELECT claim, status FROM claim_state
                  WHERE namespace = (SELECT namespace FROM claims WHERE id = ?1) AND claim = ?1"
-            }
+                .into(),
+            Scope::Changed(..) => format!(
+                "SELECT claim, status FROM claim_state
+                 WHERE namespace = ?1 AND claim IN ({}) ORDER BY claim",
+                changed_ids("claims")
+            ),
         };
-        ChildLists::new(rows(conn, sql, scope, "reading claim states", |row| {
+        ChildLists::new(rows(conn, &sql, scope, "reading claim states", |row| {
             Ok((row.get::<String>(0)?, row.get::<String>(1)?))
         })?)
     } else {
@@ -245,7 +284,7 @@ fn claim_rows(conn: &Db, scope: Scope<'_>, states: bool) -> Result<Vec<(Claim, C
     };
     let sql = format!(
         "SELECT c.id, c.namespace, c.snapshot, c.text, c.status, c.quote, c.revised_from
-         FROM claims c WHERE c.{col} = ?1"
+         FROM claims c WHERE c.{filter}"
     );
     type ClaimRow = (
         String,
@@ -320,7 +359,7 @@ pub(crate) fn claim_states(conn: &Db, ns: &Namespace) -> Result<HashMap<ClaimId,
 
 /// Claim ops in scope, in seq order.
 pub(crate) fn ops(conn: &Db, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
-    let col = scope.column();
+    let filter = scope.filter("claim_ops");
     let mut sources = positioned::<MessageId>(
         conn,
         scope,
@@ -328,7 +367,7 @@ pub(crate) fn ops(conn: &Db, scope: Scope<'_>) -> Result<Vec<ClaimOp>> {
     )?;
     let sql = format!(
         "SELECT id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot
-         FROM claim_ops WHERE {col} = ?1"
+         FROM claim_ops WHERE {filter}"
     );
     type OpRow = (
         String,
@@ -392,12 +431,19 @@ pub(crate) fn trajectories(conn: &Db, scope: Scope<'_>) -> Result<Vec<Trajectory
     let sql = match scope {
         Scope::Namespace(_) => {
             "SELECT trajectory, id FROM snapshots WHERE namespace = ?1 ORDER BY trajectory, version"
+                .into()
         }
         Scope::Id(_) => {
-            "SELECT trajectory, id FROM snapshots WHERE trajectory = ?1 ORDER BY version"
+            "SELECT trajectory, id FROM snapshots WHERE trajectory = ?1 ORDER BY version".into()
         }
+        // By the (trajectory, version) key: the namespace's key would read all its snapshots.
+        Scope::Changed(..) => format!(
+            "SELECT trajectory, id FROM snapshots
+             WHERE trajectory IN ({}) ORDER BY trajectory, version",
+            changed_ids("trajectories")
+        ),
     };
-    let found = rows(conn, sql, scope, "reading a record list", |row| {
+    let found = rows(conn, &sql, scope, "reading a record list", |row| {
         Ok((row.get::<String>(0)?, row.get::<String>(1)?))
     })?;
     let mut snapshots = lists::<SnapshotId>(found, "snapshots", "id")?;
@@ -428,9 +474,9 @@ fn trajectory_rows(
     scope: Scope<'_>,
     mut snapshots: impl FnMut(&TrajectoryId) -> Vec<SnapshotId>,
 ) -> Result<Vec<Trajectory>> {
-    let col = scope.column();
+    let filter = scope.filter("trajectories");
     let sql = format!(
-        "SELECT id, namespace, continues, summary, signals FROM trajectories WHERE {col} = ?1"
+        "SELECT id, namespace, continues, summary, signals FROM trajectories WHERE {filter}"
     );
     let mut found = rows(conn, &sql, scope, "reading trajectories", |row| {
         row.tuple::<(String, String, Option<String>, String, String)>()
@@ -469,6 +515,9 @@ pub(crate) enum Pages<'a> {
     /// title, routing text, links) and not the rest: body, keywords, terms and items are left
     /// empty.
     Routing(&'a str),
+    /// As `Routing`, the pages of a namespace that writes after a generation gave a new current
+    /// revision.
+    ChangedRouting(&'a str, i64),
 }
 
 /// Page revisions, sorted by kind then id.
@@ -481,9 +530,15 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
             ns,
             0,
         ),
+        Pages::ChangedRouting(ns, since) => (
+            "p.id IN (SELECT id FROM pages WHERE namespace = ?1 AND generation > ?2)
+             AND r.revision = p.current_revision",
+            ns,
+            since,
+        ),
     };
     let fields = match which {
-        Pages::Routing(_) => "'', r.routing_text, '[]', '[]', '[]'",
+        Pages::Routing(_) | Pages::ChangedRouting(..) => "'', r.routing_text, '[]', '[]', '[]'",
         _ => "r.body, r.routing_text, r.keywords, r.terms, r.items",
     };
     let mut links = {
@@ -558,4 +613,20 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
     // The order SQLite's `ORDER BY kind, id` gave: kinds by name.
     out.sort_by(|a, b| (a.kind.as_str(), &a.id).cmp(&(b.kind.as_str(), &b.id)));
     Ok(out)
+}
+
+/// The ids of the pages of `ns` that writes after generation `since` retired, sorted.
+pub(crate) fn retired_pages(conn: &Db, ns: &str, since: i64) -> Result<Vec<PageId>> {
+    let found = rows(
+        conn,
+        "SELECT id FROM pages
+         WHERE namespace = ?1 AND generation > ?2 AND current_revision IS NULL ORDER BY id",
+        Scope::Changed(ns, since),
+        "reading retired pages",
+        |row| row.get::<String>(0),
+    )?;
+    found
+        .into_iter()
+        .map(|id| stored_id(id, "pages", "id", ""))
+        .collect()
 }

@@ -9,8 +9,8 @@ use chrono::NaiveDate;
 use rusqlite::Connection;
 use trajwiki_core::*;
 use trajwiki_store::{
-    Append, MemoryBatch, Place, Store, StoreError, VectorDtype, DB_FILE, POSTGRES_SCHEMA_VERSION,
-    SCHEMA_VERSION,
+    Append, Cursor, MemoryBatch, MemoryRecords, NamespaceDelta, PageUpdates, Place, Store,
+    StoreError, VectorDtype, DB_FILE, POSTGRES_SCHEMA_VERSION, SCHEMA_VERSION,
 };
 
 #[path = "support/pg.rs"]
@@ -109,6 +109,7 @@ on_both!(
     appends_take_the_next_position_and_refs_recognise_retries,
     conflicts_name_the_fields_that_differ,
     concurrent_appends_take_distinct_positions,
+    changes_since_a_cursor_merge_into_a_full_read,
 );
 
 fn ts(day: u32) -> Timestamp {
@@ -1110,4 +1111,490 @@ fn concurrent_appends_take_distinct_positions(fresh: Fresh) {
     let n = 1 + writers * each;
     assert_eq!(seqs, (1..=n as u32).collect::<Vec<_>>());
     assert!(store.check().unwrap().ok());
+}
+
+/// A memory written by hand as builds write one, at random (a fixed seed): messages appended,
+/// builds that add snapshots to new or existing trajectories with their claims (ADD, REVISE,
+/// DEPRECATE), refresh a trajectory's signals, add, change and retire pages; rebuilds that
+/// replace the whole memory; clears.
+struct RandomMemory {
+    rng: u64,
+    ns: Namespace,
+    next: u64,
+    messages: Vec<SourceMessage>,
+    unbuilt: Vec<SourceMessage>,
+    trajectories: Vec<Trajectory>,
+    snapshots: Vec<Snapshot>,
+    claims: Vec<Claim>,
+    live_claims: Vec<ClaimId>,
+    ops: Vec<ClaimOp>,
+    pages: BTreeMap<PageId, WikiPage>,
+}
+
+/// What one step did, as far as a reader's cursor is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Did {
+    Append,
+    Build,
+    Rebuild,
+    Clear,
+}
+
+impl RandomMemory {
+    fn new(seed: u64) -> RandomMemory {
+        RandomMemory {
+            rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            ns: Namespace::new("changes").unwrap(),
+            next: 0,
+            messages: Vec::new(),
+            unbuilt: Vec::new(),
+            trajectories: Vec::new(),
+            snapshots: Vec::new(),
+            claims: Vec::new(),
+            live_claims: Vec::new(),
+            ops: Vec::new(),
+            pages: BTreeMap::new(),
+        }
+    }
+
+    /// A number below `n` (xorshift64*).
+    fn below(&mut self, n: usize) -> usize {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
+    }
+
+    fn key(&mut self, what: &str) -> String {
+        self.next += 1;
+        format!("{what}{}", self.next)
+    }
+
+    fn append(&mut self, store: &mut Store) {
+        let n = 1 + self.below(3);
+        let batch: Vec<SourceMessage> = (0..n)
+            .map(|_| {
+                let i = self.messages.len() as u32;
+                let word = ["Oslo", "dogs", "Bergen", "lamps", "tea"][self.below(5)];
+                let msg = SourceMessage::new(
+                    self.ns.clone(),
+                    1 + i / 10,
+                    1 + i % 10,
+                    ["Ann", "Bob"][self.below(2)].into(),
+                    format!("{word} said {i}"),
+                    ts(1) + chrono::Duration::minutes(i64::from(i)),
+                    vec![],
+                    None,
+                );
+                self.messages.push(msg.clone());
+                msg
+            })
+            .collect();
+        assert_eq!(
+            store.ingest_messages("test", &batch).unwrap().added,
+            n as u64
+        );
+        self.unbuilt.extend(batch);
+    }
+
+    fn claim(
+        &mut self,
+        snapshot: &SnapshotId,
+        source: &SourceMessage,
+        from: Option<ClaimId>,
+    ) -> Claim {
+        let key = self.key("c");
+        let status = [ClaimStatus::Active, ClaimStatus::NeedsConfirmation][self.below(2)];
+        Claim {
+            id: ClaimId::derive(&self.ns, &key),
+            namespace: self.ns.clone(),
+            snapshot: snapshot.clone(),
+            text: format!("claim {key}"),
+            status,
+            source_message_ids: vec![source.id.clone()],
+            quote: source.text.split(' ').next().unwrap().into(),
+            revised_from: from,
+        }
+    }
+
+    fn op(
+        &mut self,
+        kind: OpKind,
+        target: Option<ClaimId>,
+        new: Option<ClaimId>,
+        snapshot: &SnapshotId,
+        source: &SourceMessage,
+    ) -> ClaimOp {
+        let seq = self.ops.len() as u64 + 1;
+        let new_status = (kind == OpKind::Deprecate)
+            .then(|| [ClaimStatus::Deprecated, ClaimStatus::Contradictory][self.below(2)]);
+        let key = self.key("op");
+        let op = ClaimOp {
+            id: OpId::derive(&self.ns, &key),
+            namespace: self.ns.clone(),
+            seq,
+            op: kind,
+            target,
+            new_claim: new,
+            new_status,
+            source_message_ids: vec![source.id.clone()],
+            rationale: format!("{} {seq}", kind.as_str()),
+            snapshot: snapshot.clone(),
+        };
+        self.ops.push(op.clone());
+        op
+    }
+
+    fn page(&mut self, trajectory: &TrajectoryId) -> WikiPage {
+        let key = self.key("p");
+        WikiPage {
+            id: PageId::derive(&self.ns, &key),
+            namespace: self.ns.clone(),
+            kind: [PageKind::Entity, PageKind::Topic, PageKind::Inventory][self.below(3)],
+            title: format!("page {key}"),
+            body: format!("# page {key}"),
+            routing_text: format!("routing {key}"),
+            keywords: vec![key.clone()],
+            trajectory_ids: vec![trajectory.clone()],
+            terms: vec![],
+            items: vec![],
+            revision: 1,
+        }
+    }
+
+    /// One build over the unbuilt messages (one is appended first when there are none): a
+    /// snapshot on a new or an existing trajectory, its claims and ops, page updates.
+    fn build(&mut self, store: &mut Store) {
+        if self.unbuilt.is_empty() {
+            self.append(store);
+        }
+        let sources = std::mem::take(&mut self.unbuilt);
+        let last = sources.last().unwrap().clone();
+        let t = if self.trajectories.is_empty() || self.below(3) == 0 {
+            let key = self.key("t");
+            self.trajectories.push(Trajectory {
+                id: TrajectoryId::derive(&self.ns, &key),
+                namespace: self.ns.clone(),
+                snapshot_ids: vec![],
+                continues: None,
+                summary: String::new(),
+                signals: Signals::default(),
+            });
+            self.trajectories.len() - 1
+        } else {
+            self.below(self.trajectories.len())
+        };
+        let key = self.key("s");
+        let sid = SnapshotId::derive(&self.ns, &key);
+        let mut batch_claims = vec![self.claim(&sid, &sources[0], None)];
+        let mut batch_ops = Vec::new();
+        let added = batch_claims[0].id.clone();
+        batch_ops.push(self.op(OpKind::Add, None, Some(added.clone()), &sid, &sources[0]));
+        // A revision or a deprecation of an earlier claim, now and then.
+        if !self.live_claims.is_empty() && self.below(2) == 0 {
+            let at = self.below(self.live_claims.len());
+            let target = self.live_claims.remove(at);
+            if self.below(2) == 0 {
+                let revised = self.claim(&sid, &last, Some(target.clone()));
+                batch_ops.push(self.op(
+                    OpKind::Revise,
+                    Some(target),
+                    Some(revised.id.clone()),
+                    &sid,
+                    &last,
+                ));
+                self.live_claims.push(revised.id.clone());
+                batch_claims.push(revised);
+            } else {
+                batch_ops.push(self.op(OpKind::Deprecate, Some(target), None, &sid, &last));
+            }
+        }
+        self.live_claims.push(added);
+        let trajectory = &mut self.trajectories[t];
+        trajectory.snapshot_ids.push(sid.clone());
+        let snapshot = Snapshot {
+            id: sid.clone(),
+            namespace: self.ns.clone(),
+            trajectory: trajectory.id.clone(),
+            version: trajectory.snapshot_ids.len() as u32,
+            timestamp: last.timestamp,
+            summary: format!("snapshot of {}", last.text),
+            context: String::new(),
+            keywords: vec![],
+            claim_ids: batch_claims.iter().map(|c| c.id.clone()).collect(),
+            source_message_ids: sources.iter().map(|m| m.id.clone()).collect(),
+        };
+        // Half the time the trajectory's row is left as it was: the new snapshot alone changes it.
+        if self.rng.is_multiple_of(2) {
+            trajectory.summary = snapshot.summary.clone();
+        }
+        let mut batch_trajectories = vec![trajectory.clone()];
+        // Another trajectory's signals refreshed, without a snapshot.
+        if self.trajectories.len() > 1 && self.below(3) == 0 {
+            let other = self.below(self.trajectories.len());
+            let key = self.key("k");
+            self.trajectories[other].signals.keywords.push(key);
+            batch_trajectories.push(self.trajectories[other].clone());
+        }
+        let tid = self.trajectories[t].id.clone();
+        let mut updates = PageUpdates::default();
+        match self.below(4) {
+            0 => {
+                let page = self.page(&tid);
+                self.pages.insert(page.id.clone(), page.clone());
+                updates.changed.push(page);
+            }
+            1 if !self.pages.is_empty() => {
+                let at = self.below(self.pages.len());
+                let id = self.pages.keys().nth(at).unwrap().clone();
+                let page = self.pages.get_mut(&id).unwrap();
+                page.routing_text.push_str(" more");
+                page.trajectory_ids.push(tid.clone());
+                updates.changed.push(page.clone());
+            }
+            2 if !self.pages.is_empty() => {
+                let at = self.below(self.pages.len());
+                let id = self.pages.keys().nth(at).unwrap().clone();
+                self.pages.remove(&id);
+                updates.retired.push(id);
+            }
+            _ => {}
+        }
+        self.snapshots.push(snapshot.clone());
+        self.claims.extend(batch_claims.iter().cloned());
+        store
+            .commit_memory(&MemoryBatch {
+                namespace: self.ns.clone(),
+                trajectories: batch_trajectories,
+                snapshots: vec![snapshot],
+                claims: batch_claims,
+                ops: batch_ops,
+                pages: None,
+                page_updates: Some(updates),
+                replace: false,
+                fold: None,
+            })
+            .unwrap();
+    }
+
+    /// The whole memory again, replacing the stored one (one page fewer, when there are any).
+    fn rebuild(&mut self, store: &mut Store) {
+        if let Some(id) = self.pages.keys().next().cloned() {
+            self.pages.remove(&id);
+        }
+        store
+            .commit_memory(&MemoryBatch {
+                namespace: self.ns.clone(),
+                trajectories: self.trajectories.clone(),
+                snapshots: self.snapshots.clone(),
+                claims: self.claims.clone(),
+                ops: self.ops.clone(),
+                pages: Some(self.pages.values().cloned().collect()),
+                page_updates: None,
+                replace: true,
+                fold: None,
+            })
+            .unwrap();
+    }
+
+    /// The memory cleared; the messages stay, as built as they were.
+    fn clear(&mut self, store: &mut Store) {
+        assert!(store.clear_memory(&self.ns).unwrap());
+        self.trajectories.clear();
+        self.snapshots.clear();
+        self.claims.clear();
+        self.live_claims.clear();
+        self.ops.clear();
+        self.pages.clear();
+    }
+
+    fn step(&mut self, store: &mut Store) -> Did {
+        match self.below(20) {
+            0..=5 => {
+                self.append(store);
+                Did::Append
+            }
+            6..=16 => {
+                self.build(store);
+                Did::Build
+            }
+            17 | 18 => {
+                self.rebuild(store);
+                Did::Rebuild
+            }
+            _ => {
+                self.clear(store);
+                Did::Clear
+            }
+        }
+    }
+}
+
+/// A reader's state: the messages and records of one namespace read.
+type Read = (Vec<(i64, SourceMessage)>, MemoryRecords);
+
+fn full_read(store: &Store, ns: &Namespace) -> Read {
+    let (arrived, records, ()) = store.namespace_read(ns, |_| ()).unwrap();
+    (arrived, records)
+}
+
+/// `held` brought up to the store's state by the changes after its cursor; `None` when the
+/// changes say to read again.
+fn caught_up(store: &Store, ns: &Namespace, held: &Read) -> Option<(Read, NamespaceDelta)> {
+    let delta = store.namespace_changes(ns, &held.1.cursor).unwrap();
+    assert_eq!(delta.since, held.1.cursor);
+    if delta.reload {
+        assert!(delta.messages.is_empty() && delta.records.snapshots.is_empty());
+        let mut stale = held.1.clone();
+        assert!(matches!(
+            stale.apply(&delta),
+            Err(StoreError::Reload { .. })
+        ));
+        assert_eq!(stale, held.1, "a refused delta changes nothing");
+        return None;
+    }
+    let (mut arrived, mut records) = held.clone();
+    arrived.extend(delta.messages.iter().cloned());
+    records.apply(&delta).unwrap();
+    Some(((arrived, records), delta))
+}
+
+/// The acceptance of "what changed since": after every step of a random history, the records
+/// read at a cursor merged with the changes after it equal a namespace read now, record for
+/// record — from a cursor taken once (until a rebuild or clear says to read again) and from the
+/// previous step's. Reload is said exactly after a rebuild, clear, delete or re-creation; a
+/// step that changed nothing of the memory reports no record; a delta is only what changed.
+fn changes_since_a_cursor_merge_into_a_full_read(fresh: Fresh) {
+    let mut store = fresh.open();
+    // What the histories exercised: steps of each kind, deltas holding a claim whose status
+    // changed, a trajectory changed without being new, a retired page, a changed page.
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for seed in 1..=4 {
+        let mut memory = RandomMemory::new(seed);
+        let ns = Namespace::new(format!("changes{seed}")).unwrap();
+        memory.ns = ns.clone();
+        assert!(store
+            .namespace_changes(&ns, &Cursor::default())
+            .unwrap()
+            .is_empty());
+        memory.append(&mut store);
+        memory.build(&mut store);
+        // A reader that holds nothing reads the namespace.
+        assert!(
+            store
+                .namespace_changes(&ns, &Cursor::default())
+                .unwrap()
+                .reload
+        );
+        let mut first = full_read(&store, &ns);
+        let mut previous = first.clone();
+        assert_eq!(store.cursor(&ns).unwrap(), first.1.cursor);
+        let mut reset_since_first = false;
+        for _ in 0..30 {
+            let step = memory.step(&mut store);
+            *seen.entry(format!("{step:?}")).or_default() += 1;
+            let now = full_read(&store, &ns);
+            reset_since_first |= matches!(step, Did::Rebuild | Did::Clear);
+            match caught_up(&store, &ns, &first) {
+                Some((merged, _)) => {
+                    assert!(!reset_since_first, "seed {seed}: a reset must say reload");
+                    assert_eq!(
+                        merged, now,
+                        "seed {seed}: changes since the first cursor, after {step:?}"
+                    );
+                }
+                None => {
+                    assert!(
+                        reset_since_first,
+                        "seed {seed}: reload without a reset, after {step:?}"
+                    );
+                    first = now.clone();
+                    reset_since_first = false;
+                }
+            }
+            match caught_up(&store, &ns, &previous) {
+                Some((merged, delta)) => {
+                    assert!(matches!(step, Did::Append | Did::Build), "{step:?}");
+                    assert_eq!(merged, now, "seed {seed}: changes of one step, {step:?}");
+                    let records = &delta.records;
+                    let counts = (
+                        records.snapshots.len(),
+                        records.trajectories.len(),
+                        records.claims.len(),
+                        records.pages.len() + delta.retired_pages.len(),
+                    );
+                    let held = |id: &ClaimId| previous.1.claims.iter().any(|(c, _)| &c.id == id);
+                    let tallies = [
+                        (
+                            "claim status changed",
+                            records.claims.iter().any(|(c, _)| held(&c.id)),
+                        ),
+                        (
+                            "trajectory changed",
+                            records
+                                .trajectories
+                                .iter()
+                                .any(|t| previous.1.trajectories.iter().any(|p| p.id == t.id)),
+                        ),
+                        ("page retired", !delta.retired_pages.is_empty()),
+                        ("page revised", records.pages.iter().any(|p| p.revision > 1)),
+                    ];
+                    for (what, happened) in tallies {
+                        *seen.entry(what.into()).or_default() += usize::from(happened);
+                    }
+                    if step == Did::Append {
+                        assert_eq!(counts, (0, 0, 0, 0), "an append changes no record");
+                        assert!(!delta.messages.is_empty());
+                    } else {
+                        // One snapshot, its trajectory and maybe one more, one or two new
+                        // claims and maybe a changed one, at most one page.
+                        assert_eq!(counts.0, 1, "{counts:?}");
+                        assert!((1..=2).contains(&counts.1), "{counts:?}");
+                        assert!((1..=3).contains(&counts.2), "{counts:?}");
+                        assert!(counts.3 <= 1, "{counts:?}");
+                    }
+                }
+                None => assert!(matches!(step, Did::Rebuild | Did::Clear), "{step:?}"),
+            }
+            previous = now;
+            let unchanged = store.namespace_changes(&ns, &previous.1.cursor).unwrap();
+            let nothing = MemoryRecords {
+                cursor: previous.1.cursor,
+                ..MemoryRecords::default()
+            };
+            assert!(unchanged.is_empty() && unchanged.messages.is_empty());
+            assert_eq!(unchanged.records, nothing);
+        }
+        assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
+        // Deleted, then created again under the same name: every earlier cursor reloads.
+        store.delete_namespace(&ns).unwrap();
+        assert!(
+            store
+                .namespace_changes(&ns, &previous.1.cursor)
+                .unwrap()
+                .reload
+        );
+        assert_eq!(store.cursor(&ns).unwrap(), Cursor::default());
+        memory = RandomMemory::new(seed + 100);
+        memory.ns = ns.clone();
+        memory.append(&mut store);
+        let again = store.namespace_changes(&ns, &previous.1.cursor).unwrap();
+        assert!(again.reload, "a namespace created again is not the old one");
+    }
+    for what in [
+        "Append",
+        "Build",
+        "Rebuild",
+        "Clear",
+        "claim status changed",
+        "trajectory changed",
+        "page retired",
+        "page revised",
+    ] {
+        assert!(
+            seen.get(what).copied().unwrap_or(0) > 0,
+            "no {what} in {seen:?}"
+        );
+    }
+    eprintln!("histories: {seen:?}");
 }
