@@ -1,10 +1,12 @@
-//! The read side lives: a server's index after an append (loaded again with what the previous
-//! load derived from single records, see `trajwiki_retrieve::Derived`) answers exactly as an
-//! index loaded cold from the store. Random messages are appended over HTTP, one request at a
-//! time with a build, to the current session, to a new one and to an older one (a backfill);
-//! after each, the server's search is compared with a fresh server's (whose index is loaded
-//! cold): context, the ranking of every level and evidence, byte for byte. On SQLite, and on PostgreSQL
-//! when a server can be started (`crates/trajwiki-store/tests/support/pg.rs`).
+//! The read side lives: a server's index after an append — its records and the store's
+//! changes since (`Store::namespace_changes`), and what the previous load derived from single
+//! records (`trajwiki_retrieve::Derived`) — answers exactly as an index loaded cold from the
+//! store. Random messages are appended over HTTP, one request at a time with a build, to the
+//! current session, to a new one and to an older one (a backfill), through the searched server
+//! or through another one over the same store; after each, the server's search is compared with
+//! a fresh server's (whose index is loaded cold): context, the ranking of every level and
+//! evidence, byte for byte. On SQLite, and on PostgreSQL when a server can be started
+//! (`crates/trajwiki-store/tests/support/pg.rs`).
 
 mod common;
 
@@ -121,6 +123,9 @@ fn cold_search(store: &str, question: &str) -> Value {
 /// searches after each append with a cold load's.
 fn appends_answer_as_a_cold_load(store: &str, seed: u64, steps: usize) {
     let server = serve_hashing(store, &[]);
+    // Every other append goes through another server over the same store: the first picks the
+    // write up from the store's changes, not from its own.
+    let other = serve_hashing(store, &[]);
     let mut numbers = Numbers(seed);
     let mut newest = 3;
     // The first search loads the index; every later one follows the appends.
@@ -134,7 +139,10 @@ fn appends_answer_as_a_cold_load(store: &str, seed: u64, steps: usize) {
     for step in 0..steps {
         let m = message(&mut numbers, step, &mut newest);
         let (status, body) = common::http(
-            &format!("{}/v1/namespaces/demo/messages", server.url),
+            &format!(
+                "{}/v1/namespaces/demo/messages",
+                [&server, &other][step % 2].url
+            ),
             Some(&json!({ "messages": [m], "build": true }).to_string()),
             None,
         );

@@ -295,6 +295,7 @@ fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_repl
         &ns,
         &HashingEmbedder::new(128),
         &mut Default::default(),
+        None,
     )
     .err()
     .expect("another model is refused");

@@ -33,7 +33,7 @@ fn demo_index() -> (
     let ns = Namespace::new("demo").unwrap();
     let e = HashingEmbedder::new(256);
     build_namespace(&mut store, &ns, &e, &MemoryConfig::default(), FLUSH).unwrap();
-    let loaded = load_index(&store, &ns, &e, &mut Default::default()).unwrap();
+    let loaded = load_index(&store, &ns, &e, &mut Default::default(), None).unwrap();
     let (index, computed) = (loaded.index, loaded.embedded);
     // The build wrote every message's vector to the namespace's vector file, which serves them.
     assert_eq!(index.vectors().shared_rows(), index.records.messages.len());

@@ -33,10 +33,10 @@ use trajwiki_core::{
 use trajwiki_cuda::{CudaBertEmbedder, CudaQwen3Embedder, Device};
 use trajwiki_embed::{Architecture, EmbedOptions, Precision};
 use trajwiki_retrieve::{Context, Derived, Index, IndexError, Mode, Ranking, RetrievalConfig};
-use trajwiki_store::{Store, StoreError};
+use trajwiki_store::{Cursor, Store, StoreError};
 
 use crate::pipeline::PipelineError;
-use crate::retrieval::{embed_query, load_index};
+use crate::retrieval::{embed_query, load_index, Earlier};
 
 /// A failure of one of the shared operations.
 #[derive(Debug, thiserror::Error)]
@@ -482,6 +482,11 @@ pub struct LoadedIndex {
     /// What the load derived from single records, for the next load of the namespace to reuse
     /// (see [`Derived`]): taken by [`reopen_index`].
     pub derived: std::sync::Mutex<Derived>,
+    /// Each message's ingest position, in the index's order.
+    pub rowids: Vec<i64>,
+    /// The state of the namespace the index was read at: the next load reads what changed
+    /// since.
+    pub cursor: Cursor,
     /// Milliseconds spent reading the records and building the index.
     pub load_ms: f64,
     /// The same, by stage (see [`crate::retrieval::Loaded::stages`]).
@@ -497,13 +502,15 @@ pub fn open_index(
     ns: &Namespace,
     embedder: &dyn Embedder,
 ) -> Result<LoadedIndex, ApiError> {
-    load(store, ns, embedder, Derived::transient())
+    load(store, ns, embedder, Derived::transient(), None)
 }
 
 /// Loads the retrieval index of a namespace whose index is kept and loaded again after each
-/// write (a server's, a Python `Memory`'s): what `earlier`, the namespace's previous load,
-/// derived from single records is taken and reused, so that the load after an append derives
-/// the new and changed records only; what this load derives is kept in the result for the next.
+/// write (a server's, a Python `Memory`'s): `earlier`, the namespace's previous load, gives its
+/// records, to which only what changed since is read and merged
+/// ([`trajwiki_store::Store::namespace_changes`]), and what it derived from single records,
+/// which is taken and reused, so that the load after an append derives the new and changed
+/// records only; what this load derives is kept in the result for the next.
 pub fn reopen_index(
     store: &Store,
     ns: &Namespace,
@@ -513,7 +520,12 @@ pub fn reopen_index(
     let derived = earlier
         .map(|e| std::mem::take(&mut *e.derived.lock().unwrap_or_else(PoisonError::into_inner)))
         .unwrap_or_default();
-    load(store, ns, embedder, derived)
+    let earlier = earlier.map(|e| Earlier {
+        records: &e.index.records,
+        rowids: &e.rowids,
+        cursor: &e.cursor,
+    });
+    load(store, ns, embedder, derived, earlier)
 }
 
 impl LoadedIndex {
@@ -533,6 +545,7 @@ fn load(
     ns: &Namespace,
     embedder: &dyn Embedder,
     mut derived: Derived,
+    earlier: Option<Earlier<'_>>,
 ) -> Result<LoadedIndex, ApiError> {
     if store.namespace_counts(ns)?.0 == 0 {
         return Err(ApiError::UnknownNamespace {
@@ -546,10 +559,12 @@ fn load(
         return Err(ApiError::NotBuilt(ns.clone()));
     }
     let t0 = Instant::now();
-    let loaded = load_index(store, ns, embedder, &mut derived)?;
+    let loaded = load_index(store, ns, embedder, &mut derived, earlier)?;
     Ok(LoadedIndex {
         index: loaded.index,
         derived: std::sync::Mutex::new(derived),
+        rowids: loaded.rowids,
+        cursor: loaded.cursor,
         load_ms: t0.elapsed().as_secs_f64() * 1000.0,
         load_stages: loaded.stages,
         embedded_on_load: loaded.embedded,

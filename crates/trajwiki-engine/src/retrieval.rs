@@ -13,7 +13,7 @@ use trajwiki_retrieve::{
     Derived, Index, LevelTexts, LevelVectors, MessageSide, MessageVectors, NamespaceRecords,
     SharedRows,
 };
-use trajwiki_store::{MappedVectors, Store, StoreError};
+use trajwiki_store::{Arrived, Cursor, MappedVectors, MemoryRecords, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
 
@@ -46,6 +46,10 @@ impl SharedRows for MappedRows {
 pub struct Loaded {
     /// The index.
     pub index: Index,
+    /// Each message's ingest position, in the index's order.
+    pub rowids: Vec<i64>,
+    /// The state of the namespace the index was read at.
+    pub cursor: Cursor,
     /// Texts that had to be embedded (not in the vector file or the cache).
     pub embedded: usize,
     /// Where the time went, in milliseconds: `records` (reading the messages and the memory's
@@ -68,16 +72,89 @@ fn side_pool() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
+/// An earlier load of a namespace, for a load that follows its writes: its records and the
+/// state they were read at.
+#[derive(Clone, Copy)]
+pub struct Earlier<'a> {
+    /// The records.
+    pub records: &'a NamespaceRecords,
+    /// Each message's ingest position, in the records' order.
+    pub rowids: &'a [i64],
+    /// The state of the namespace they were read at.
+    pub cursor: &'a Cursor,
+}
+
+/// The messages in ingest order and the memory's records of `ns` now: `earlier`'s with the
+/// changes the store reports since its cursor merged in, or `None` when the store says to read
+/// the namespace again (it was rebuilt, cleared, or deleted and made again since).
+fn read_changes(
+    store: &Store,
+    ns: &Namespace,
+    earlier: Earlier<'_>,
+) -> Result<Option<(Vec<Arrived>, MemoryRecords)>, StoreError> {
+    let delta = store.namespace_changes(ns, earlier.cursor)?;
+    if delta.reload {
+        return Ok(None);
+    }
+    let r = earlier.records;
+    let mut memory = MemoryRecords {
+        cursor: *earlier.cursor,
+        snapshots: r.snapshots.clone(),
+        claims: r.claims.clone(),
+        trajectories: r.trajectories.clone(),
+        pages: r.pages.clone(),
+    };
+    match memory.apply(&delta) {
+        Ok(()) => {}
+        Err(StoreError::Reload { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut arrived: Vec<Arrived> = earlier
+        .rowids
+        .iter()
+        .copied()
+        .zip(r.messages.iter().cloned())
+        .collect();
+    arrived.sort_unstable_by_key(|(rowid, _)| *rowid);
+    arrived.extend(delta.messages.iter().cloned());
+    Ok(Some((arrived, memory)))
+}
+
+/// The messages' order in the index (by session and position) and their side of it.
+fn message_side(
+    arrived: &[Arrived],
+    min_count: usize,
+    derived: &mut Derived,
+) -> (Vec<u32>, MessageSide) {
+    let mut prepare = || {
+        let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
+        order.sort_by_key(|&i| {
+            let m = &arrived[i as usize].1;
+            (m.session, m.seq)
+        });
+        let sorted: Vec<&SourceMessage> = order.iter().map(|&i| &arrived[i as usize].1).collect();
+        let side = MessageSide::new(&sorted, min_count, derived);
+        (order, side)
+    };
+    match side_pool() {
+        Some(pool) => pool.install(prepare),
+        None => prepare(),
+    }
+}
+
 /// Reads a namespace's records and builds its retrieval index: message vectors from the
 /// namespace's vector file as far as it reaches, the rest (messages ingested since the last
 /// build) and the pages embedded through the cache. What `derived` kept of the records from an
 /// earlier load of the namespace is reused, and what is derived now is kept in it (see
-/// [`Derived`]): after an append, only the new and changed records are derived.
+/// [`Derived`]): after an append, only the new and changed records are derived. With
+/// `earlier`, the records are `earlier`'s and what changed since ([`Store::namespace_changes`]),
+/// not a read of the whole namespace; the index is the same.
 pub fn load_index(
     store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
     derived: &mut Derived,
+    earlier: Option<Earlier<'_>>,
 ) -> Result<Loaded, PipelineError> {
     let mut stages = BTreeMap::new();
     let mut clock = Instant::now();
@@ -108,26 +185,24 @@ pub fn load_index(
         }
         None => trajwiki_memory::MemoryConfig::default(),
     };
-    // The messages and the records in one read; while the records are read, the messages'
-    // side of the index is prepared from them (ingest order is the vector file's row order;
-    // the index lists messages by session and position).
-    let (arrived, read, (order, side)) = store.namespace_read(ns, |arrived| {
-        let mut prepare = || {
-            let mut order: Vec<u32> = (0..arrived.len() as u32).collect();
-            order.sort_by_key(|&i| {
-                let m = &arrived[i as usize].1;
-                (m.session, m.seq)
-            });
-            let sorted: Vec<&SourceMessage> =
-                order.iter().map(|&i| &arrived[i as usize].1).collect();
-            let side = MessageSide::new(&sorted, config.entity_min_count, derived);
-            (order, side)
-        };
-        match side_pool() {
-            Some(pool) => pool.install(prepare),
-            None => prepare(),
+    // The messages and the records: what changed since an earlier load merged into its records,
+    // else one read, while which the messages' side of the index is prepared from them (ingest
+    // order is the vector file's row order; the index lists messages by session and position).
+    let changed = match earlier {
+        Some(e) => read_changes(store, ns, e)?,
+        None => None,
+    };
+    let (arrived, read, (order, side)) = match changed {
+        Some((arrived, read)) => {
+            let prepared = message_side(&arrived, config.entity_min_count, derived);
+            (arrived, read, prepared)
         }
-    })?;
+        None => store.namespace_read(ns, |arrived| {
+            message_side(arrived, config.entity_min_count, derived)
+        })?,
+    };
+    let cursor = read.cursor;
+    let rowids: Vec<i64> = order.iter().map(|&i| arrived[i as usize].0).collect();
     lap("records");
     if arrived.is_empty() {
         return Err(PipelineError::Empty(ns.clone()));
@@ -235,6 +310,8 @@ pub fn load_index(
     lap("index");
     Ok(Loaded {
         index,
+        rowids,
+        cursor,
         embedded: computed,
         stages,
     })

@@ -243,6 +243,7 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
             &sample.namespace,
             o.embedder,
             &mut Derived::transient(),
+            None,
         )?
         .index;
         let traj_of_ref: BTreeMap<String, String> = index
@@ -364,7 +365,14 @@ pub fn run_locomo(o: &EvalOptions<'_>) -> Result<Summary, EvalError> {
             let tmp = o.out.join("answers.jsonl.partial");
             let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
             let index_of = |s: &LocomoSample| -> Result<trajwiki_retrieve::Index, EvalError> {
-                Ok(load_index(&store, &s.namespace, o.embedder, &mut Derived::transient())?.index)
+                Ok(load_index(
+                    &store,
+                    &s.namespace,
+                    o.embedder,
+                    &mut Derived::transient(),
+                    None,
+                )?
+                .index)
             };
             let summary = answers::run(
                 &samples,
