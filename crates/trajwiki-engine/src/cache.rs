@@ -17,7 +17,7 @@
 //! ```
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use trajwiki_core::Namespace;
 use trajwiki_store::IndexState;
@@ -59,11 +59,12 @@ impl<T> LruCache<T> {
     }
 
     /// Keeps `value` for `ns` (replacing an older one), then evicts the least recently used
-    /// until the cache fits its capacity.
-    pub fn insert(&mut self, ns: Namespace, value: Arc<T>, bytes: usize) {
-        self.remove(&ns);
+    /// until the cache fits its capacity. Returns the values it let go of, for the caller to drop
+    /// where that costs no one a wait (see [`drop_later`]).
+    pub fn insert(&mut self, ns: Namespace, value: Arc<T>, bytes: usize) -> Vec<Arc<T>> {
+        let mut gone: Vec<Arc<T>> = self.remove(&ns).into_iter().collect();
         if bytes > self.capacity {
-            return;
+            return gone;
         }
         self.clock += 1;
         self.bytes += bytes;
@@ -82,16 +83,18 @@ impl<T> LruCache<T> {
                 .min_by_key(|(_, e)| e.used)
                 .map(|(ns, _)| ns.clone());
             match oldest {
-                Some(ns) => self.remove(&ns),
+                Some(ns) => gone.extend(self.remove(&ns)),
                 None => break,
             }
         }
+        gone
     }
 
-    fn remove(&mut self, ns: &Namespace) {
-        if let Some(e) = self.entries.remove(ns) {
+    fn remove(&mut self, ns: &Namespace) -> Option<Arc<T>> {
+        self.entries.remove(ns).map(|e| {
             self.bytes -= e.bytes;
-        }
+            e.value
+        })
     }
 
     /// Forgets everything (after a write to the store).
@@ -142,7 +145,7 @@ pub struct AtState<T> {
 /// cache is not held while `make` runs: other namespaces are served meanwhile. Read `current`
 /// before the store is read for `make`: a commit in between makes the kept state older than the
 /// value, which costs one remake, never a stale value.
-pub fn current_or_made<T, E>(
+pub fn current_or_made<T: Send + Sync + 'static, E>(
     cache: &Mutex<LruCache<AtState<T>>>,
     ns: &Namespace,
     current: IndexState,
@@ -159,8 +162,26 @@ pub fn current_or_made<T, E>(
         state: current,
         value,
     });
-    lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
+    let gone = lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
+    drop_later((found, gone));
     Ok((made, true))
+}
+
+/// Drops `value` on a thread of its own: a namespace's index is a great many allocations, and
+/// freeing the one an append made stale would otherwise hold up the search that replaced it.
+pub fn drop_later<T: Send + 'static>(value: T) {
+    static DROPPER: OnceLock<mpsc::Sender<Box<dyn Send>>> = OnceLock::new();
+    let sender = DROPPER.get_or_init(|| {
+        let (sender, receiver) = mpsc::channel::<Box<dyn Send>>();
+        // Without the thread the receiver is gone, and a send hands the value back to drop here.
+        let _ = std::thread::Builder::new()
+            .name("trajwiki-drop".into())
+            .spawn(move || receiver.into_iter().for_each(drop));
+        sender
+    });
+    if let Err(mpsc::SendError(value)) = sender.send(Box::new(value)) {
+        drop(value);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
