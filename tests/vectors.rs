@@ -81,12 +81,27 @@ const SCHEMA_3_LISTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Turns a current store into the one schema 2 wrote. Migration 4 only rekeys the list tables
-/// (their rows unchanged), so rebuilding them in schema 3's shape undoes it; migration 3 only
-/// adds (the vector file table, an index), so removing what it added leaves exactly schema 2's
-/// database.
+/// Turns a current store into the one schema 2 wrote. Migration 7 only adds (the generation
+/// clock and columns, their indexes), so dropping them undoes it; migration 4 only rekeys the
+/// list tables (their rows unchanged), so rebuilding them in schema 3's shape undoes it;
+/// migration 3 only adds (the vector file table, an index), so removing what it added leaves
+/// exactly schema 2's database.
 fn downgrade_to_schema_2(store: &Path) {
     let conn = rusqlite::Connection::open(store.join(DB_FILE)).unwrap();
+    conn.execute_batch("DROP TABLE generation_clock; DROP TABLE namespace_generations;")
+        .unwrap();
+    for table in [
+        "snapshots",
+        "claims",
+        "claim_state",
+        "trajectories",
+        "pages",
+    ] {
+        conn.execute_batch(&format!(
+            "DROP INDEX {table}_by_generation; ALTER TABLE {table} DROP COLUMN generation;"
+        ))
+        .unwrap();
+    }
     for (table, columns, names) in SCHEMA_3_LISTS {
         conn.execute_batch(&format!(
             "CREATE TABLE {table}_v3 ({columns}) STRICT;
