@@ -8,7 +8,8 @@ Each store (made by `scripts/bench_scale.py one --messages N`, lexical `hashing`
 copied to a scratch folder (the appends must not change it) and served by `trajwiki serve`.
 Then, per turn: one message appended to the namespace with `build: true` (a new session after
 the history's, as a live conversation goes on), the same question searched right after it, and
-searched once more (warm: nothing changed in between). Reported per store: the first search
+searched once more (warm: nothing changed in between); --pause waits between the calls, as an
+agent thinks between its turns (work a server does off the request path then has time to end). Reported per store: the first search
 (the cold load), p50 and p95 of each step, and the ratio the target is about, search right after
 an append over a warm search (p50 and p95). The questions are LoCoMo's, one per turn, in turn.
 Results are printed as a table and written as JSON to --out.
@@ -78,7 +79,7 @@ def questions():
     return qs
 
 
-def measure(binary, store, turns, qs):
+def measure(binary, store, turns, qs, pause):
     scratch = Path(tempfile.mkdtemp(prefix="trajwiki-bench-live-"))
     try:
         copy = scratch / "store"
@@ -96,8 +97,11 @@ def measure(binary, store, turns, qs):
                        "text": f"Turn {t}: I planted {t + 3} tulips by the lake today.",
                        "timestamp": "2031-01-01T10:00:00"}
                 steps["append"].append(call(append, {"messages": [msg], "build": True})[0])
+                time.sleep(pause)
                 steps["after"].append(call(search, q)[0])
+                time.sleep(pause)
                 steps["warm"].append(call(search, q)[0])
+                time.sleep(pause)
         finally:
             proc.terminate()
             proc.wait()
@@ -118,11 +122,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stores", nargs="+")
     ap.add_argument("--turns", type=int, default=30)
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds between calls (an agent thinks between its turns)")
     ap.add_argument("--bin", default=str(BIN))
     ap.add_argument("--out", default=str(ROOT / "target" / "bench-live.json"))
     args = ap.parse_args()
     qs = questions()
-    rows = [measure(args.bin, s, args.turns, qs) for s in args.stores]
+    rows = [measure(args.bin, s, args.turns, qs, args.pause) for s in args.stores]
     print("| store | cold first search | append p50 | after p50 / p95 | warm p50 / p95 | after / warm p50, p95 |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:

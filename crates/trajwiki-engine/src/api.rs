@@ -529,6 +529,20 @@ pub fn reopen_index(
 }
 
 impl LoadedIndex {
+    /// Its approximate heap bytes once it fits in `capacity` bytes: what it keeps for the next
+    /// load is let go of when the index fits only without it (a reload then derives every
+    /// record again, as a cold one does, but the index is kept and its searches stay warm).
+    pub fn fitted_bytes(&self, capacity: usize) -> usize {
+        let bytes = self.heap_bytes();
+        if bytes <= capacity {
+            return bytes;
+        }
+        let derived =
+            std::mem::take(&mut *self.derived.lock().unwrap_or_else(PoisonError::into_inner));
+        crate::cache::drop_later(derived);
+        self.heap_bytes()
+    }
+
     /// Approximate heap bytes: the index's and what it keeps for the next load.
     pub fn heap_bytes(&self) -> usize {
         self.index.heap_bytes()

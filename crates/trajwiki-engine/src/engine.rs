@@ -207,13 +207,14 @@ impl<'e> NamespaceHandle<'e> {
         // which costs one reload, never a stale answer.
         let current = store.index_state(&self.ns)?;
         let embedder = self.engine.embedder()?;
+        let capacity = lock(&self.engine.indexes).capacity();
         current_or_made(&self.engine.indexes, &self.ns, current, |earlier| {
             let loaded = if self.engine.reloads {
                 api::reopen_index(store, &self.ns, embedder.as_ref(), earlier)?
             } else {
                 api::open_index(store, &self.ns, embedder.as_ref())?
             };
-            let bytes = loaded.heap_bytes();
+            let bytes = loaded.fitted_bytes(capacity);
             Ok((loaded, bytes))
         })
     }

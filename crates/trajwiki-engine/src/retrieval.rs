@@ -189,7 +189,13 @@ pub fn load_index(
     // else one read, while which the messages' side of the index is prepared from them (ingest
     // order is the vector file's row order; the index lists messages by session and position).
     let changed = match earlier {
-        Some(e) => read_changes(store, ns, e)?,
+        Some(e) => {
+            let changed = read_changes(store, ns, e)?;
+            if changed.is_none() {
+                derived.forget_records();
+            }
+            changed
+        }
         None => None,
     };
     let (arrived, read, (order, side)) = match changed {

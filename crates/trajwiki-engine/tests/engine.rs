@@ -173,3 +173,42 @@ fn appends_to_one_namespace_from_many_threads_all_land() {
     let (_, refs) = search(&engine, &ns, "garden");
     assert!(!refs.is_empty());
 }
+
+/// An index that fits the cache only without what it keeps for the next load is kept without
+/// it: its searches stay warm (at 250,000 messages the two together passed the server's default
+/// gigabyte, and every search loaded the index again).
+#[test]
+fn an_index_is_kept_when_it_fits_only_without_its_derivations() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = Namespace::new("alice").unwrap();
+    let build = Some(BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    });
+    let roomy = engine(dir.path());
+    roomy
+        .with_store(|store| {
+            roomy
+                .namespace(&ns)
+                .append(store, "test", &messages(&ns, &TALK), build)
+        })
+        .unwrap();
+    let (index_bytes, with_derived) = roomy
+        .with_store(|store| {
+            let (kept, _) = roomy.namespace(&ns).index(store)?;
+            Ok::<_, ApiError>((kept.value.index.heap_bytes(), kept.value.heap_bytes()))
+        })
+        .unwrap();
+    assert!(with_derived > index_bytes);
+    let tight = Engine::new(
+        Store::open(dir.path()).unwrap(),
+        Model::Loaded(load_embedder("hashing-64").unwrap().into()),
+        Arc::new(trajwiki_compute::CpuScoring),
+        index_bytes + (with_derived - index_bytes) / 2,
+    );
+    let (loaded, _) = search(&tight, &ns, "What breed is Biscuit?");
+    assert!(loaded);
+    let (loaded, _) = search(&tight, &ns, "What breed is Biscuit?");
+    assert!(!loaded, "the index is kept, its derivations let go of");
+    assert_eq!(tight.index_cache().0, vec![ns.clone()]);
+}

@@ -94,6 +94,16 @@ impl Derived {
         }
     }
 
+    /// Forgets what it derived from records by their ids (messages, centroids, the lexicon's
+    /// counts), keeping what it keyed by content (texts' keywords, embedded texts): for a
+    /// namespace the store says was replaced or made again, whose ids may now name other
+    /// records.
+    pub fn forget_records(&mut self) {
+        self.messages.clear();
+        self.centroids.clear();
+        self.lexicon = None;
+    }
+
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         let keywords = |k: &Keywords| 16 * k.len() + k.iter().map(|w| w.len()).sum::<usize>();
