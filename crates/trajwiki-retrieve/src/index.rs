@@ -383,6 +383,110 @@ struct Linked {
     msg_claims: Vec<Vec<usize>>,
 }
 
+impl Sparse {
+    /// The derived levels' keywords numbered after the messages' terms (in `vocab`), level
+    /// after level, and the four BM25 indexes, built side by side (they share nothing).
+    fn new(
+        mut vocab: FxHashMap<String, u32>,
+        msg_terms: Vec<Vec<u32>>,
+        keywords: &LevelKeywords,
+    ) -> Result<Sparse, ComputeError> {
+        // The derived levels' keywords numbered level after level.
+        let snap_terms = numbered(&mut vocab, &keywords.snapshots);
+        let traj_terms = numbered(&mut vocab, &keywords.trajectories);
+        let page_terms = numbered(&mut vocab, &keywords.pages);
+        let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
+            let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+            Bm25Index::build(&refs, Bm25Params::default())
+        };
+        // The four indexes share nothing: built side by side.
+        let ((msg, snap), (traj, page)) = rayon::join(
+            || rayon::join(|| bm25(&msg_terms), || bm25(&snap_terms)),
+            || rayon::join(|| bm25(&traj_terms), || bm25(&page_terms)),
+        );
+        Ok(Sparse {
+            msg: msg?,
+            snap: snap?,
+            traj: traj?,
+            page: page?,
+            vocab,
+            msg_terms,
+            traj_terms,
+        })
+    }
+}
+
+impl Linked {
+    /// The links of `records` (`msg_idx` and `snap_idx` their positions by id, `snap_msgs`
+    /// each snapshot's messages): claim revisions link snapshots, deprecated claims flag their
+    /// messages, and each message lists its snapshots and claims.
+    fn new(
+        records: &NamespaceRecords,
+        msg_idx: &FxHashMap<&MessageId, usize>,
+        snap_idx: &FxHashMap<&SnapshotId, usize>,
+        snap_msgs: &[Vec<usize>],
+    ) -> Linked {
+        // Claim revisions link snapshots; deprecated claims flag their messages.
+        let claim_snap: FxHashMap<&ClaimId, usize> = records
+            .claims
+            .iter()
+            .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
+            .collect();
+        let mut update_links = vec![Vec::new(); records.snapshots.len()];
+        let mut revised_by: FxHashMap<&ClaimId, &Claim> = FxHashMap::default();
+        for (c, _) in &records.claims {
+            if let Some(from) = &c.revised_from {
+                revised_by.insert(from, c);
+                if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
+                    if a != b {
+                        update_links[a].push(b);
+                        update_links[b].push(a);
+                    }
+                }
+            }
+        }
+        let mut superseded = vec![Vec::new(); records.messages.len()];
+        for (c, status) in &records.claims {
+            if *status != ClaimStatus::Deprecated {
+                continue;
+            }
+            let by = revised_by
+                .get(&c.id)
+                .and_then(|r| r.source_message_ids.first())
+                .and_then(|m| msg_idx.get(m))
+                .map(|&mi| {
+                    let m = &records.messages[mi];
+                    m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
+                });
+            for m in &c.source_message_ids {
+                if let Some(&mi) = msg_idx.get(m) {
+                    superseded[mi].push(Superseded { by: by.clone() });
+                }
+            }
+        }
+        let mut msg_snaps = vec![Vec::new(); records.messages.len()];
+        for (si, ms) in snap_msgs.iter().enumerate() {
+            for &mi in ms {
+                msg_snaps[mi].push(si);
+            }
+        }
+        let mut msg_claims = vec![Vec::new(); records.messages.len()];
+        for (ci, (c, _)) in records.claims.iter().enumerate() {
+            for m in &c.source_message_ids {
+                if let Some(&mi) = msg_idx.get(m) {
+                    msg_claims[mi].push(ci);
+                }
+            }
+        }
+        Linked {
+            update_links,
+            superseded,
+            msg_snaps,
+            msg_claims,
+        }
+    }
+}
+
 /// What an index keeps per message that the messages alone decide: their sparse terms (which
 /// are numbered first in the vocabulary), item families, speakers and sessions, the namespace
 /// lexicon, and their context lines as far as the messages decide them. Prepared on its own, it
@@ -647,7 +751,7 @@ impl Index {
         // Sparse terms and BM25 per level, on one thread while the rest of the index is built
         // on the other (they share nothing). The messages' terms come numbered first.
         let MessageSide {
-            mut vocab,
+            vocab,
             terms: msg_terms,
             families_of,
             speaker_of,
@@ -655,92 +759,10 @@ impl Index {
             lexicon,
             base_lines,
         } = side;
-        let sparse = || -> Result<Sparse, ComputeError> {
-            // Each level's keywords found at once, then numbered level after level.
-            let snap_terms = numbered(&mut vocab, &keywords.snapshots);
-            let traj_terms = numbered(&mut vocab, &keywords.trajectories);
-            let page_terms = numbered(&mut vocab, &keywords.pages);
-            let bm25 = |docs: &[Vec<u32>]| -> Result<Bm25Index, ComputeError> {
-                let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
-                Bm25Index::build(&refs, Bm25Params::default())
-            };
-            // The four indexes share nothing: built side by side.
-            let ((msg, snap), (traj, page)) = rayon::join(
-                || rayon::join(|| bm25(&msg_terms), || bm25(&snap_terms)),
-                || rayon::join(|| bm25(&traj_terms), || bm25(&page_terms)),
-            );
-            Ok(Sparse {
-                msg: msg?,
-                snap: snap?,
-                traj: traj?,
-                page: page?,
-                vocab,
-                msg_terms,
-                traj_terms,
-            })
-        };
-        // The links between records and the per-message lists.
-        let linked = || {
-            // Claim revisions link snapshots; deprecated claims flag their messages.
-            let claim_snap: FxHashMap<&ClaimId, usize> = records
-                .claims
-                .iter()
-                .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
-                .collect();
-            let mut update_links = vec![Vec::new(); records.snapshots.len()];
-            let mut revised_by: FxHashMap<&ClaimId, &Claim> = FxHashMap::default();
-            for (c, _) in &records.claims {
-                if let Some(from) = &c.revised_from {
-                    revised_by.insert(from, c);
-                    if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
-                        if a != b {
-                            update_links[a].push(b);
-                            update_links[b].push(a);
-                        }
-                    }
-                }
-            }
-            let mut superseded = vec![Vec::new(); records.messages.len()];
-            for (c, status) in &records.claims {
-                if *status != ClaimStatus::Deprecated {
-                    continue;
-                }
-                let by = revised_by
-                    .get(&c.id)
-                    .and_then(|r| r.source_message_ids.first())
-                    .and_then(|m| msg_idx.get(m))
-                    .map(|&mi| {
-                        let m = &records.messages[mi];
-                        m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
-                    });
-                for m in &c.source_message_ids {
-                    if let Some(&mi) = msg_idx.get(m) {
-                        superseded[mi].push(Superseded { by: by.clone() });
-                    }
-                }
-            }
-            let mut msg_snaps = vec![Vec::new(); records.messages.len()];
-            for (si, ms) in snap_msgs.iter().enumerate() {
-                for &mi in ms {
-                    msg_snaps[mi].push(si);
-                }
-            }
-            let mut msg_claims = vec![Vec::new(); records.messages.len()];
-            for (ci, (c, _)) in records.claims.iter().enumerate() {
-                for m in &c.source_message_ids {
-                    if let Some(&mi) = msg_idx.get(m) {
-                        msg_claims[mi].push(ci);
-                    }
-                }
-            }
-            Linked {
-                update_links,
-                superseded,
-                msg_snaps,
-                msg_claims,
-            }
-        };
-        let (sparse, linked) = rayon::join(sparse, linked);
+        let (sparse, linked) = rayon::join(
+            || Sparse::new(vocab, msg_terms, &keywords),
+            || Linked::new(&records, &msg_idx, &snap_idx, &snap_msgs),
+        );
         let Sparse {
             msg: msg_bm25,
             snap: snap_bm25,
