@@ -53,7 +53,8 @@ pub struct Loaded {
     /// Texts that had to be embedded (not in the vector file or the cache).
     pub embedded: usize,
     /// Where the time went, in milliseconds: `records` (reading the messages and the memory's
-    /// records, the messages' side of the index prepared meanwhile), `vectors` (mapping the
+    /// records, or what changed since an earlier load merged into its records; the messages'
+    /// side of the index prepared meanwhile), `vectors` (mapping the
     /// vector file, embedding what it lacks), `index` (building the index from them).
     pub stages: BTreeMap<String, f64>,
 }
