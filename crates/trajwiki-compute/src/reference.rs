@@ -81,11 +81,17 @@ pub fn jaccard(a: &[u32], b: &[u32]) -> Result<f32, ComputeError> {
     Ok(a.intersection(&b).count() as f32 / union as f32)
 }
 
-/// BM25 top-`k` by scanning every document for every query term.
+/// BM25 top-`k` by scanning every document for every query term (each once, added in the
+/// query's order).
 pub fn bm25_topk(docs: &[&[u32]], params: Bm25Params, query: &[u32], k: usize) -> Vec<Hit> {
     let total: u64 = docs.iter().map(|d| d.len() as u64).sum();
     let avg = bm25_avg_len(total, docs.len());
-    let terms: BTreeSet<u32> = query.iter().copied().collect();
+    let mut terms: Vec<u32> = Vec::new();
+    for &t in query {
+        if !terms.contains(&t) {
+            terms.push(t);
+        }
+    }
     let mut hits = Vec::new();
     for (d, doc) in docs.iter().enumerate() {
         let mut s = 0f32;

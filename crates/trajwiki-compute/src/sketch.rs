@@ -81,6 +81,59 @@ impl Sketch {
         Sketch { dim, codes, rows }
     }
 
+    /// Sketches rows `from..` of `matrix` in place of those held from `from` on; the rows before
+    /// `from` are kept (they must be `matrix`'s: rows that grow at their end, as a vector file's
+    /// do). The sketch is then [`Sketch::of`] `matrix`'s.
+    pub fn update(&mut self, matrix: &MatrixView<'_>, from: usize) -> Result<(), ComputeError> {
+        if matrix.dim() != self.dim && !self.rows.is_empty() {
+            return Err(ComputeError::WrongDimension {
+                what: "rows to sketch",
+                expected: self.dim,
+                got: matrix.dim(),
+            });
+        }
+        let from = from.min(self.rows.len()).min(matrix.rows());
+        self.dim = matrix.dim();
+        self.codes.truncate(from * self.dim);
+        self.rows.truncate(from);
+        let mut row = vec![0f32; self.dim];
+        let mut code = vec![0i8; self.dim];
+        for i in from..matrix.rows() {
+            matrix.row_f32(i, &mut row);
+            self.rows.push(code_row(&row, &mut code));
+            self.codes.extend_from_slice(&code);
+        }
+        Ok(())
+    }
+
+    /// Sketches `x` as row `i` (an existing row, or the next one).
+    pub fn set_row(&mut self, i: usize, x: &[f32]) -> Result<(), ComputeError> {
+        if x.len() != self.dim {
+            return Err(ComputeError::WrongDimension {
+                what: "row to sketch",
+                expected: self.dim,
+                got: x.len(),
+            });
+        }
+        if i > self.rows.len() {
+            return Err(ComputeError::IndexOutOfRange {
+                what: "sketch rows (or the next)",
+                index: i as u64,
+                len: self.rows.len(),
+            });
+        }
+        let mut code = vec![0i8; self.dim];
+        let row = code_row(x, &mut code);
+        if i == self.rows.len() {
+            self.rows.push(row);
+            self.codes.extend_from_slice(&code);
+        } else {
+            self.rows[i] = row;
+            self.codes[i * self.dim..(i + 1) * self.dim].copy_from_slice(&code);
+        }
+        Ok(())
+    }
+
     /// Rows sketched.
     pub fn rows(&self) -> usize {
         self.rows.len()
@@ -354,6 +407,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_sketch_updated_row_by_row_is_the_sketch_of_the_rows() {
+        let mut rng = Rng::new(5);
+        let dim = 16;
+        let rows = unit_rows(&mut rng, 50, dim);
+        let whole = Sketch::of(&MatrixView::f32(&rows, dim).unwrap());
+        // Grown from the first 20 rows, with one row first sketched as another's.
+        let mut grown = Sketch::of(&MatrixView::f32(&rows[..20 * dim], dim).unwrap());
+        grown.set_row(3, &rows[40 * dim..41 * dim]).unwrap();
+        grown
+            .update(&MatrixView::f32(&rows, dim).unwrap(), 20)
+            .unwrap();
+        grown.set_row(3, &rows[3 * dim..4 * dim]).unwrap();
+        assert_eq!(grown.codes, whole.codes);
+        assert_eq!(format!("{:?}", grown.rows), format!("{:?}", whole.rows));
+        assert!(grown.set_row(51, &rows[..dim]).is_err());
+        assert!(grown.set_row(0, &rows[..dim - 1]).is_err());
     }
 
     #[test]

@@ -107,14 +107,22 @@ pub fn bm25_avg_len(total_len: u64, n_docs: usize) -> f32 {
     }
 }
 
-/// An inverted index over tokenised documents (term ids), built once, scored by BM25.
+/// An inverted index over tokenised documents (term ids), scored by BM25, that takes documents
+/// as they come: [`push`](Self::push) adds one, [`replace`](Self::replace) changes one.
+///
+/// Postings hold term frequencies, not weights: a document's contribution depends on the number
+/// of documents and their average length, which every new document changes, so the weights are
+/// computed when a query is scored (the same expression, [`bm25_term`], on the same inputs as a
+/// build over all the documents at once). A query's terms are added in the order it gives them,
+/// so that a caller that numbers its terms in any order scores alike when it orders the query
+/// alike.
 #[derive(Debug, Clone)]
 pub struct Bm25Index {
     params: Bm25Params,
     doc_len: Vec<u32>,
-    /// term → postings of (doc, the term's BM25 contribution to it), in doc order: the
-    /// contributions depend on the index alone, so they are computed once, at build.
-    postings: HashMap<u32, Vec<(u32, f32)>>,
+    total_len: u64,
+    /// term → postings of (doc, the term's frequency in it), in doc order.
+    postings: HashMap<u32, Vec<(u32, u32)>>,
 }
 
 impl Bm25Index {
@@ -128,8 +136,8 @@ impl Bm25Index {
                 .sum::<usize>()
     }
 
-    /// Builds the index. Documents are bags of term ids (any order, repeats are frequencies).
-    pub fn build(docs: &[&[u32]], params: Bm25Params) -> Result<Self, ComputeError> {
+    /// An index of no documents.
+    pub fn empty(params: Bm25Params) -> Result<Self, ComputeError> {
         if !params.k1.is_finite() || params.k1 < 0.0 {
             return Err(ComputeError::InvalidParameter {
                 name: "k1",
@@ -144,46 +152,79 @@ impl Bm25Index {
                 expected: "a number in [0, 1]",
             });
         }
-        if docs.len() > u32::MAX as usize {
-            return Err(ComputeError::IndexOutOfRange {
-                what: "document count (ids are u32)",
-                index: docs.len() as u64,
-                len: u32::MAX as usize,
-            });
-        }
-        let mut counts: HashMap<u32, Vec<(u32, u32)>> = HashMap::new();
-        let mut doc_len = Vec::with_capacity(docs.len());
-        let mut total = 0u64;
-        let mut tf: HashMap<u32, u32> = HashMap::new();
-        for (d, terms) in docs.iter().enumerate() {
-            doc_len.push(terms.len() as u32);
-            total += terms.len() as u64;
-            tf.clear();
-            for &t in terms.iter() {
-                *tf.entry(t).or_insert(0) += 1;
-            }
-            for (&t, &f) in &tf {
-                counts.entry(t).or_default().push((d as u32, f));
-            }
-        }
-        let n = docs.len();
-        let avg_len = bm25_avg_len(total, n);
-        let postings = counts
-            .into_iter()
-            .map(|(t, list)| {
-                let idf = bm25_idf(n, list.len());
-                let weighted = list
-                    .into_iter()
-                    .map(|(d, tf)| (d, bm25_term(idf, tf, doc_len[d as usize], avg_len, params)))
-                    .collect();
-                (t, weighted)
-            })
-            .collect();
         Ok(Bm25Index {
             params,
-            doc_len,
-            postings,
+            doc_len: Vec::new(),
+            total_len: 0,
+            postings: HashMap::new(),
         })
+    }
+
+    /// Builds the index. Documents are bags of term ids (any order, repeats are frequencies).
+    pub fn build(docs: &[&[u32]], params: Bm25Params) -> Result<Self, ComputeError> {
+        let mut index = Self::empty(params)?;
+        index.doc_len.reserve(docs.len());
+        for terms in docs {
+            index.push(terms)?;
+        }
+        Ok(index)
+    }
+
+    /// Adds a document (a bag of term ids) after the others; returns its id.
+    pub fn push(&mut self, terms: &[u32]) -> Result<u32, ComputeError> {
+        let doc = u32::try_from(self.doc_len.len())
+            .ok()
+            .filter(|&d| d < u32::MAX)
+            .ok_or(ComputeError::IndexOutOfRange {
+                what: "document count (ids are u32)",
+                index: self.doc_len.len() as u64,
+                len: u32::MAX as usize,
+            })?;
+        self.doc_len.push(terms.len() as u32);
+        self.total_len += terms.len() as u64;
+        for (t, f) in frequencies(terms) {
+            self.postings.entry(t).or_default().push((doc, f));
+        }
+        Ok(doc)
+    }
+
+    /// Replaces document `doc`, which held `old`, by `new`. `old` must be the bag the document
+    /// was pushed (or last replaced) with.
+    pub fn replace(&mut self, doc: u32, old: &[u32], new: &[u32]) -> Result<(), ComputeError> {
+        let len = self.doc_len.len();
+        let slot = self
+            .doc_len
+            .get_mut(doc as usize)
+            .ok_or(ComputeError::IndexOutOfRange {
+                what: "document",
+                index: doc as u64,
+                len,
+            })?;
+        if *slot as usize != old.len() {
+            return Err(ComputeError::InvalidParameter {
+                name: "old document",
+                value: old.len() as f64,
+                expected: "the terms the document holds",
+            });
+        }
+        self.total_len = self.total_len - old.len() as u64 + new.len() as u64;
+        *slot = new.len() as u32;
+        for (t, _) in frequencies(old) {
+            if let Some(list) = self.postings.get_mut(&t) {
+                if let Ok(at) = list.binary_search_by_key(&doc, |p| p.0) {
+                    list.remove(at);
+                }
+                if list.is_empty() {
+                    self.postings.remove(&t);
+                }
+            }
+        }
+        for (t, f) in frequencies(new) {
+            let list = self.postings.entry(t).or_default();
+            let at = list.partition_point(|p| p.0 < doc);
+            list.insert(at, (doc, f));
+        }
+        Ok(())
     }
 
     /// Number of documents.
@@ -197,7 +238,7 @@ impl Bm25Index {
     }
 
     /// Scores of the documents that contain at least one query term, as `(doc, score)` in doc
-    /// order. Query terms count once each.
+    /// order. Query terms count once each, added in the query's order.
     pub fn matches(&self, query: &[u32]) -> Vec<Hit> {
         let mut hits = Vec::new();
         self.each_match(query, |d, s| hits.push((d, s)));
@@ -206,30 +247,35 @@ impl Bm25Index {
     }
 
     /// Calls `f` with each document that contains at least one query term and its score, in no
-    /// particular order. Query terms count once each.
+    /// particular order. Query terms count once each, and are added in the query's order.
     fn each_match(&self, query: &[u32], mut f: impl FnMut(u32, f32)) {
-        let mut q = query.to_vec();
-        q.sort_unstable();
-        q.dedup();
-        // A dense accumulator: each document's terms are still added in term order, so the sums
+        let n = self.doc_len.len();
+        let avg_len = bm25_avg_len(self.total_len, n);
+        // A dense accumulator: each document's terms are added in the query's order, so the sums
         // are the same as any other accumulation in that order. It is the thread's scratch,
         // grown to the largest index it served and left empty (only the touched entries are
         // reset), so a query allocates what it matches, not the size of the index.
         SCRATCH.with(|scratch| {
             let mut acc = scratch.borrow_mut();
-            if acc.len() < self.doc_len.len() {
-                acc.resize(self.doc_len.len(), None);
+            if acc.len() < n {
+                acc.resize(n, None);
             }
             let mut touched: Vec<u32> = Vec::new();
-            for t in q {
-                if let Some(list) = self.postings.get(&t) {
-                    for &(d, w) in list {
-                        match &mut acc[d as usize] {
-                            Some(sum) => *sum += w,
-                            slot => {
-                                *slot = Some(w);
-                                touched.push(d);
-                            }
+            for (i, t) in query.iter().enumerate() {
+                if query[..i].contains(t) {
+                    continue;
+                }
+                let Some(list) = self.postings.get(t) else {
+                    continue;
+                };
+                let idf = bm25_idf(n, list.len());
+                for &(d, tf) in list {
+                    let w = bm25_term(idf, tf, self.doc_len[d as usize], avg_len, self.params);
+                    match &mut acc[d as usize] {
+                        Some(sum) => *sum += w,
+                        slot => {
+                            *slot = Some(w);
+                            touched.push(d);
                         }
                     }
                 }
@@ -240,7 +286,7 @@ impl Bm25Index {
         })
     }
 
-    /// The `k` best matching documents, by score then doc id.
+    /// The `k` best matching documents, by score then doc id (terms added in the query's order).
     pub fn topk(&self, query: &[u32], k: usize) -> Vec<Hit> {
         let mut top = TopK::new(k);
         // The top k do not depend on the order of the pushes.
@@ -262,4 +308,18 @@ impl Bm25Index {
     pub fn params(&self) -> Bm25Params {
         self.params
     }
+}
+
+/// Each distinct term of a bag and its count, by term.
+fn frequencies(terms: &[u32]) -> Vec<(u32, u32)> {
+    let mut sorted = terms.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(sorted.len());
+    for t in sorted {
+        match out.last_mut() {
+            Some((x, f)) if *x == t => *f += 1,
+            _ => out.push((t, 1)),
+        }
+    }
+    out
 }

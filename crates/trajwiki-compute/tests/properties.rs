@@ -109,6 +109,34 @@ proptest! {
     }
 
     #[test]
+    fn bm25_pushed_and_replaced_matches_one_build(
+        docs in proptest::collection::vec(proptest::collection::vec(0u32..25, 0..30), 1..40),
+        changes in proptest::collection::vec(
+            (0usize..40, proptest::collection::vec(0u32..25, 0..30)), 0..10),
+        query in proptest::collection::vec(0u32..30, 0..6),
+        k in 0usize..50,
+    ) {
+        // Pushed one by one, then some replaced, against one build over the final documents.
+        let mut index = Bm25Index::empty(Bm25Params::default()).unwrap();
+        let mut held = docs.clone();
+        for d in &docs {
+            index.push(d).unwrap();
+        }
+        for (at, new) in &changes {
+            let at = at % held.len();
+            index.replace(at as u32, &held[at], new).unwrap();
+            held[at] = new.clone();
+        }
+        let refs: Vec<&[u32]> = held.iter().map(|d| &d[..]).collect();
+        let built = Bm25Index::build(&refs, Bm25Params::default()).unwrap();
+        prop_assert_eq!(index.topk(&query, k), built.topk(&query, k));
+        prop_assert_eq!(
+            index.topk(&query, k),
+            reference::bm25_topk(&refs, Bm25Params::default(), &query, k)
+        );
+    }
+
+    #[test]
     fn selection_matches_reference(
         problems in proptest::collection::vec(
             (proptest::collection::vec(cand_strategy(), 0..25), want_strategy()), 0..5),

@@ -36,7 +36,9 @@ use trajwiki_retrieve::{Context, Derived, Index, IndexError, Mode, Ranking, Retr
 use trajwiki_store::{Cursor, Store, StoreError};
 
 use crate::pipeline::PipelineError;
-use crate::retrieval::{embed_query, load_index, Earlier};
+use crate::retrieval::{
+    embed_query, load_index, update_index as update_index_in_place, Earlier, Held, Updated,
+};
 
 /// A failure of one of the shared operations.
 #[derive(Debug, thiserror::Error)]
@@ -526,6 +528,43 @@ pub fn reopen_index(
         cursor: &e.cursor,
     });
     load(store, ns, embedder, derived, earlier)
+}
+
+/// Applies what changed in `ns` since `held` was loaded (or last updated) to it in place (see
+/// [`crate::retrieval::update_index`]); `false`, `held` unchanged, when it cannot take the
+/// change (a backfill, a rebuild): the namespace is then loaded again. On an error `held` is to
+/// be dropped.
+pub fn update_index(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    held: &mut LoadedIndex,
+) -> Result<bool, ApiError> {
+    let t0 = Instant::now();
+    let derived = held
+        .derived
+        .get_mut()
+        .unwrap_or_else(PoisonError::into_inner);
+    let updated = update_index_in_place(
+        store,
+        ns,
+        embedder,
+        Held {
+            index: &mut held.index,
+            rowids: &mut held.rowids,
+            cursor: &mut held.cursor,
+            derived,
+        },
+    )?;
+    match updated {
+        Updated::InPlace { stages, embedded } => {
+            held.load_ms = t0.elapsed().as_secs_f64() * 1000.0;
+            held.load_stages = stages;
+            held.embedded_on_load = embedded;
+            Ok(true)
+        }
+        Updated::Refused(_) => Ok(false),
+    }
 }
 
 impl LoadedIndex {

@@ -90,6 +90,14 @@ impl<T> LruCache<T> {
         gone
     }
 
+    /// Takes the value of `ns` out of the cache, with its bytes.
+    pub fn take(&mut self, ns: &Namespace) -> Option<(Arc<T>, usize)> {
+        self.entries.remove(ns).map(|e| {
+            self.bytes -= e.bytes;
+            (e.value, e.bytes)
+        })
+    }
+
     fn remove(&mut self, ns: &Namespace) -> Option<Arc<T>> {
         self.entries.remove(ns).map(|e| {
             self.bytes -= e.bytes;
@@ -164,6 +172,61 @@ pub fn current_or_made<T: Send + Sync + 'static, E>(
     });
     let gone = lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
     drop_later((found, gone));
+    Ok((made, true))
+}
+
+/// The value held for an older state of a namespace, as [`current_or_updated`] hands it over.
+pub enum Stale<'a, T> {
+    /// None is held.
+    None,
+    /// The held value, which no one else holds any longer: it may be changed into the new one.
+    Owned(T),
+    /// The held value while a caller still uses it (a search in flight): to be read, not changed.
+    Shared(&'a T),
+}
+
+/// [`current_or_made`] for values that can be changed into the new one: when the value held for
+/// `ns` was made at an older state, it is taken out of the cache and handed to `make` whole
+/// ([`Stale::Owned`]) unless a caller still holds it ([`Stale::Shared`]). One caller at a time
+/// makes the value of a namespace (`making` is the namespace's lock): the others wait for it,
+/// then take what it made.
+pub fn current_or_updated<T: Send + Sync + 'static, E>(
+    cache: &Mutex<LruCache<AtState<T>>>,
+    ns: &Namespace,
+    current: IndexState,
+    making: &Mutex<()>,
+    make: impl FnOnce(Stale<'_, T>) -> Result<(T, usize), E>,
+) -> Result<(Arc<AtState<T>>, bool), E> {
+    if let Some(found) = lock(cache).get(ns) {
+        if found.state == current {
+            return Ok((found, false));
+        }
+    }
+    let _one = lock(making);
+    let found = lock(cache).take(ns);
+    let (value, bytes) = match found {
+        // Made by the caller this one waited for.
+        Some((found, bytes)) if found.state == current => {
+            let gone = lock(cache).insert(ns.clone(), Arc::clone(&found), bytes);
+            drop_later(gone);
+            return Ok((found, false));
+        }
+        None => make(Stale::None)?,
+        Some((found, _)) => match Arc::try_unwrap(found) {
+            Ok(held) => make(Stale::Owned(held.value))?,
+            Err(shared) => {
+                let made = make(Stale::Shared(&shared.value));
+                drop_later(shared);
+                made?
+            }
+        },
+    };
+    let made = Arc::new(AtState {
+        state: current,
+        value,
+    });
+    let gone = lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
+    drop_later(gone);
     Ok((made, true))
 }
 

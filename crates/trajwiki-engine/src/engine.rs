@@ -35,7 +35,7 @@ use trajwiki_memory::{BuildReport, MemoryConfig};
 use trajwiki_store::{Append, Deleted, IngestReport, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
-use crate::cache::{current_or_made, AtState, LruCache};
+use crate::cache::{current_or_updated, AtState, LruCache, Stale};
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 
 /// At most this many idle store connections are kept.
@@ -72,6 +72,9 @@ pub struct Engine {
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next build folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
+    /// One lock per namespace for making its index: one caller loads or updates it, the
+    /// others wait for that and search it.
+    loaders: Mutex<HashMap<Namespace, Arc<Mutex<()>>>>,
     /// Whether a load keeps what it derived from single records for the next load of its
     /// namespace (see [`trajwiki_retrieve::Derived`]).
     reloads: bool,
@@ -96,6 +99,7 @@ impl Engine {
             scoring,
             indexes: Mutex::new(LruCache::new(index_cache_bytes)),
             writers: Mutex::new(HashMap::new()),
+            loaders: Mutex::new(HashMap::new()),
             reloads: true,
         }
     }
@@ -165,10 +169,12 @@ impl Engine {
     /// The handle of `ns`.
     pub fn namespace(&self, ns: &Namespace) -> NamespaceHandle<'_> {
         let writer = Arc::clone(lock(&self.writers).entry(ns.clone()).or_default());
+        let loader = Arc::clone(lock(&self.loaders).entry(ns.clone()).or_default());
         NamespaceHandle {
             engine: self,
             ns: ns.clone(),
             writer,
+            loader,
         }
     }
 
@@ -185,6 +191,7 @@ pub struct NamespaceHandle<'e> {
     engine: &'e Engine,
     ns: Namespace,
     writer: Arc<Mutex<Option<KeptFold>>>,
+    loader: Arc<Mutex<()>>,
 }
 
 impl<'e> NamespaceHandle<'e> {
@@ -208,11 +215,21 @@ impl<'e> NamespaceHandle<'e> {
         let current = store.index_state(&self.ns)?;
         let embedder = self.engine.embedder()?;
         let capacity = lock(&self.engine.indexes).capacity();
-        current_or_made(&self.engine.indexes, &self.ns, current, |earlier| {
-            let loaded = if self.engine.reloads {
-                api::reopen_index(store, &self.ns, embedder.as_ref(), earlier)?
-            } else {
-                api::open_index(store, &self.ns, embedder.as_ref())?
+        let making = &*self.loader;
+        current_or_updated(&self.engine.indexes, &self.ns, current, making, |stale| {
+            let (store, ns, embedder) = (store, &self.ns, embedder.as_ref());
+            let loaded = match (stale, self.engine.reloads) {
+                // What changed since is applied to the index in place when it can take it.
+                (Stale::Owned(mut held), true) => {
+                    if api::update_index(store, ns, embedder, &mut held)? {
+                        held
+                    } else {
+                        api::reopen_index(store, ns, embedder, Some(&held))?
+                    }
+                }
+                (Stale::Shared(held), true) => api::reopen_index(store, ns, embedder, Some(held))?,
+                (Stale::None, true) => api::reopen_index(store, ns, embedder, None)?,
+                (_, false) => api::open_index(store, ns, embedder)?,
             };
             let bytes = loaded.fitted_bytes(capacity);
             Ok((loaded, bytes))

@@ -8,12 +8,14 @@ use std::time::Instant;
 
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
-use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
+use trajwiki_core::{EmbedKind, Embedder, Namespace, PageKind, SourceMessage};
 use trajwiki_retrieve::{
-    Derived, Index, LevelTexts, LevelVectors, MessageSide, MessageVectors, NamespaceRecords,
-    SharedRows,
+    Applied, Derived, Index, IndexDelta, LevelTexts, LevelVectors, MessageSide, MessageVectors,
+    NamespaceRecords, SharedRows,
 };
-use trajwiki_store::{Arrived, Cursor, MappedVectors, MemoryRecords, Store, StoreError};
+use trajwiki_store::{
+    Arrived, Cursor, MappedVectors, MemoryRecords, NamespaceDelta, Store, StoreError,
+};
 
 use crate::pipeline::{embed_read, PipelineError};
 
@@ -71,6 +73,42 @@ fn side_pool() -> Option<&'static rayon::ThreadPool> {
             .ok()
     })
     .as_ref()
+}
+
+/// The vector file of `ns` for `model` as the index's shared rows, when it serves a model of
+/// dimension `dim` and its committed rows are the first of the namespace's `messages` in ingest
+/// order (`rowid(r)` the ingest position of row `r`); otherwise (another model's dimension, a
+/// file out of step) it is left aside and every vector comes through the cache. A damaged file
+/// is left aside too (`trajwiki check` reports it, the next build rewrites it).
+fn mapped_rows(
+    store: &Store,
+    ns: &Namespace,
+    model: &str,
+    dim: usize,
+    messages: usize,
+    rowid: impl Fn(usize) -> i64,
+) -> Result<Option<MappedRows>, PipelineError> {
+    let mapped = match store.map_vectors(ns, model) {
+        Ok(mapped) => mapped,
+        Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(mapped
+        .filter(|m| {
+            let rows = m.info().rows;
+            rows <= messages && (rows == 0 || rowid(rows - 1) == m.info().last_rowid)
+        })
+        .and_then(|m| MappedRows::new(m, dim)))
+}
+
+/// The approximate index of `shared`, when the build made one and it covers committed rows only
+/// (it is written before its row count is committed, so it may be newer than the record says).
+fn approximate_index(shared: &MappedRows, dim: usize) -> Option<AnnIndex> {
+    let info = shared.0.info();
+    (AnnIndex::available() && info.ann_rows > 0)
+        .then(|| AnnIndex::load(&info.ann_path(), AnnParams::default()).ok())
+        .flatten()
+        .filter(|a| a.rows() <= info.rows && a.dim() == dim)
 }
 
 /// An earlier load of a namespace, for a load that follows its writes: its records and the
@@ -218,17 +256,9 @@ pub fn load_index(
     // order; otherwise (another model's dimension, a file out of step) it is left aside and
     // every vector comes through the cache.
     // A damaged file is left aside too (`trajwiki check` reports it, the next build rewrites it).
-    let shared = match store.map_vectors(ns, &model) {
-        Ok(mapped) => mapped,
-        Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let shared = shared
-        .filter(|m| {
-            let rows = m.info().rows;
-            rows <= arrived.len() && (rows == 0 || arrived[rows - 1].0 == m.info().last_rowid)
-        })
-        .and_then(|m| MappedRows::new(m, embedder.dim()));
+    let shared = mapped_rows(store, ns, &model, embedder.dim(), arrived.len(), |r| {
+        arrived[r].0
+    })?;
     let covered = shared.as_ref().map_or(0, |s| s.0.info().rows);
     let mut computed = 0;
     let tail_texts: Vec<String> = arrived[covered..]
@@ -249,15 +279,9 @@ pub fn load_index(
             .map(|&i| slots[i as usize].take().expect("a permutation"))
             .collect()
     };
-    // The approximate index, when the build made one and it covers committed rows only (it is
-    // written before its row count is committed, so it may be newer than the record says).
-    let ann = shared.as_ref().and_then(|s| {
-        let info = s.0.info();
-        (AnnIndex::available() && info.ann_rows > 0)
-            .then(|| AnnIndex::load(&info.ann_path(), AnnParams::default()).ok())
-            .flatten()
-            .filter(|a| a.rows() <= covered && a.dim() == embedder.dim())
-    });
+    let ann = shared
+        .as_ref()
+        .and_then(|s| approximate_index(s, embedder.dim()));
     let mut message_vectors = MessageVectors::new(
         embedder.dim(),
         shared.map(|s| Box::new(s) as Box<dyn SharedRows>),
@@ -272,7 +296,7 @@ pub fn load_index(
     }
     lap("vectors");
 
-    let records = NamespaceRecords {
+    let mut records = NamespaceRecords {
         messages,
         snapshots: read.snapshots,
         trajectories: read.trajectories,
@@ -280,6 +304,7 @@ pub fn load_index(
         claims: read.claims,
         entity_min_count: config.entity_min_count,
     };
+    records.sort_for_index();
     // The pages are embedded through the cache (store lookups, on this thread) while the other
     // levels' texts are put together.
     let page_texts = Index::page_texts(&records);
@@ -322,6 +347,185 @@ pub fn load_index(
         embedded: computed,
         stages,
     })
+}
+
+/// A loaded index that takes what changed since in place ([`update_index`]).
+pub struct Held<'a> {
+    /// The index.
+    pub index: &'a mut Index,
+    /// Each message's ingest position, in the index's order.
+    pub rowids: &'a mut Vec<i64>,
+    /// The state of the namespace the index is at.
+    pub cursor: &'a mut Cursor,
+    /// What the index's loads derived from single records.
+    pub derived: &'a mut Derived,
+}
+
+/// What [`update_index`] did.
+pub enum Updated {
+    /// The index took what changed, in place: where the time went, in milliseconds (`changes`
+    /// reading what changed, `vectors` mapping the vector file and embedding what it lacks,
+    /// `apply` the index taking it), and the texts embedded.
+    InPlace {
+        /// Stages.
+        stages: BTreeMap<String, f64>,
+        /// Texts embedded.
+        embedded: usize,
+    },
+    /// The index cannot take it (the reason given), and is unchanged: load the namespace.
+    Refused(&'static str),
+}
+
+/// Applies what changed in `ns` since `held` was read to it, in place (see
+/// [`Index::apply`]): the new messages, their vectors (the vector file's rows as far as a build
+/// wrote them, the rest through the cache), the records builds wrote. On an error the index is
+/// to be dropped.
+pub fn update_index(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    held: Held<'_>,
+) -> Result<Updated, PipelineError> {
+    let mut stages = BTreeMap::new();
+    let mut clock = Instant::now();
+    let mut lap = |stage: &str| {
+        let now = Instant::now();
+        stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
+        clock = now;
+    };
+    let delta = store.namespace_changes(ns, held.cursor)?;
+    if delta.reload {
+        return Ok(Updated::Refused(
+            "the namespace was rebuilt, cleared or made again",
+        ));
+    }
+    let index = held.index;
+    // The new messages in the index's order; their rows follow the held ones' in ingest order.
+    let before = index.records.messages.len();
+    let mut order: Vec<usize> = (0..delta.messages.len()).collect();
+    order.sort_by_key(|&k| {
+        let m = &delta.messages[k].1;
+        (m.session, m.seq)
+    });
+    let pages = if delta.records.pages.is_empty() && delta.retired_pages.is_empty() {
+        None
+    } else {
+        let mut merged = MemoryRecords {
+            cursor: *held.cursor,
+            pages: index.records.pages.clone(),
+            ..MemoryRecords::default()
+        };
+        merged.apply(&NamespaceDelta {
+            since: delta.since,
+            cursor: delta.cursor,
+            reload: false,
+            messages: Vec::new(),
+            records: MemoryRecords {
+                cursor: delta.cursor,
+                pages: delta.records.pages.clone(),
+                ..MemoryRecords::default()
+            },
+            retired_pages: delta.retired_pages.clone(),
+        })?;
+        Some(merged.pages)
+    };
+    lap("changes");
+
+    let model = embedder.model_id().to_string();
+    let dim = embedder.dim();
+    let total = before + delta.messages.len();
+    let rowid = |r: usize| {
+        if r < before {
+            held.rowids[index.vectors().message_of_row(r)]
+        } else {
+            delta.messages[r - before].0
+        }
+    };
+    let shared = mapped_rows(store, ns, &model, dim, total, rowid)?;
+    let covered = shared.as_ref().map_or(0, |s| s.0.info().rows);
+    let tail_texts: Vec<String> = (covered..total)
+        .map(|r| {
+            if r < before {
+                index.records.messages[index.vectors().message_of_row(r)].embedding_text()
+            } else {
+                delta.messages[r - before].1.embedding_text()
+            }
+        })
+        .collect();
+    let refs: Vec<&str> = tail_texts.iter().map(String::as_str).collect();
+    let (rows, mut embedded) = embed_read(store, embedder, &refs)?;
+    let tail: Vec<f32> = rows.into_iter().flatten().collect();
+    let mut row_of: Vec<u32> = index.vectors().rows_of().to_vec();
+    row_of.extend(order.iter().map(|&k| (before + k) as u32));
+    // The approximate index is read again only when the build wrote another.
+    let ann_rows = shared.as_ref().map_or(0, |s| s.0.info().ann_rows);
+    let keep_ann = index.vectors().ann().map(|a| a.rows()) == Some(ann_rows);
+    let ann = match &shared {
+        Some(s) if !keep_ann => approximate_index(s, dim),
+        _ => None,
+    };
+    let page_rows = match &pages {
+        Some(pages) => {
+            let texts: Vec<String> = pages
+                .iter()
+                .filter(|p| p.kind != PageKind::Index)
+                .map(|p| p.routing_text.clone())
+                .collect();
+            let mut embedded_now = 0;
+            let rows = held.derived.embedded(&model, &texts, |missing| {
+                let (rows, n) = embed_read(store, embedder, missing)?;
+                embedded_now = n;
+                Ok::<_, PipelineError>(rows)
+            })?;
+            embedded += embedded_now;
+            Some(
+                rows.iter()
+                    .flat_map(|r| r.iter().copied())
+                    .collect::<Vec<f32>>(),
+            )
+        }
+        None => None,
+    };
+    lap("vectors");
+
+    let new_rowids: Vec<i64> = order.iter().map(|&k| delta.messages[k].0).collect();
+    let messages: Vec<SourceMessage> = {
+        let mut slots: Vec<Option<SourceMessage>> =
+            delta.messages.into_iter().map(|(_, m)| Some(m)).collect();
+        order
+            .iter()
+            .map(|&k| slots[k].take().expect("a permutation"))
+            .collect()
+    };
+    let changes = IndexDelta {
+        messages,
+        snapshots: delta.records.snapshots,
+        claims: delta.records.claims,
+        trajectories: delta.records.trajectories,
+        pages: pages.zip(page_rows),
+    };
+    let grow = |held_vectors: MessageVectors| {
+        let shared = shared.map(|s| Box::new(s) as Box<dyn SharedRows>);
+        let grown = if keep_ann {
+            held_vectors.grown(shared, tail, row_of)?
+        } else {
+            held_vectors.without_ann().grown(shared, tail, row_of)?
+        };
+        match ann {
+            Some(ann) => grown.with_ann(ann),
+            None => Ok(grown),
+        }
+    };
+    let applied = index
+        .apply(changes, grow, held.derived)
+        .map_err(|e| PipelineError::Index(Box::new(e)))?;
+    if let Applied::Refused(reason) = applied {
+        return Ok(Updated::Refused(reason));
+    }
+    held.rowids.extend(new_rowids);
+    *held.cursor = delta.cursor;
+    lap("apply");
+    Ok(Updated::InPlace { stages, embedded })
 }
 
 /// Embeds one question as a query, returning the vector and the milliseconds it took.

@@ -216,6 +216,40 @@ impl Derived {
         )
     }
 
+    /// The parts of `messages`, which come after the `held` first messages of a namespace
+    /// (in the index's order, the last of them `last`), and the lexicon of all of them: `None`
+    /// when the kept lexicon counts are not those of the held messages (nothing is changed then).
+    pub(crate) fn appended(
+        &mut self,
+        held: usize,
+        last: Option<&MessageId>,
+        messages: &[&SourceMessage],
+        min_count: usize,
+    ) -> Option<(Vec<Arc<MessagePart>>, Lexicon)> {
+        let fold = self.lexicon.as_ref()?;
+        if fold.min_count != min_count
+            || fold.counted.len() != held
+            || fold.counted.last() != last
+            || !self.keep
+        {
+            return None;
+        }
+        let found: Vec<Option<Arc<MessagePart>>> = messages
+            .iter()
+            .map(|m| match self.messages.get(&m.id) {
+                Some((seen, part)) if seen == *m => Some(Arc::clone(part)),
+                _ => None,
+            })
+            .collect();
+        let parts = message_parts(&mut self.messages, true, messages, found);
+        let fold = self.lexicon.as_mut().expect("checked above");
+        for m in messages {
+            fold.stats.add(m, min_count);
+            fold.counted.push(m.id.clone());
+        }
+        Some((parts, fold.stats.lexicon().clone()))
+    }
+
     /// The keywords of each of `texts`, found now where none are kept for it.
     pub(crate) fn keywords(&mut self, texts: &[String]) -> Vec<Keywords> {
         let missing: Vec<String> = texts

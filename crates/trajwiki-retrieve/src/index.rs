@@ -107,6 +107,34 @@ impl Rows {
         })
     }
 
+    /// Sets row `i` (an existing row, or the next one) to `row`, keeping the sketch in step
+    /// (made when the rows reach [`SKETCH_MIN_ROWS`]); the backend's copy is let go of.
+    pub(crate) fn set_row(&mut self, i: usize, row: &[f16]) -> Result<(), IndexError> {
+        let n = self.len();
+        if row.len() != self.dim || i > n {
+            return Err(IndexError::Shape {
+                level: "a row set in place",
+                got: row.len(),
+                rows: i,
+                dim: self.dim,
+            });
+        }
+        if i == n {
+            self.data.extend_from_slice(row);
+        } else {
+            self.data[i * self.dim..(i + 1) * self.dim].copy_from_slice(row);
+        }
+        match &mut self.sketch {
+            Some(sketch) => {
+                let x: Vec<f32> = row.iter().map(|v| v.to_f32()).collect();
+                sketch.set_row(i, &x)?;
+            }
+            None => self.sketch = sketch_if_long(&MatrixView::f16(&self.data, self.dim)?),
+        }
+        self.kept = KeptRows::default();
+        Ok(())
+    }
+
     /// The rows as a matrix, with their sketch if they have one.
     pub(crate) fn view(&self) -> Result<MatrixView<'_>, IndexError> {
         let view = MatrixView::f16(&self.data, self.dim)?;
@@ -185,7 +213,7 @@ pub struct Index {
     pub(crate) snap_msgs: Vec<Vec<usize>>,
     /// Per entity, the trajectories that name it, in index order.
     pub(crate) entity_trajectories: FxHashMap<String, Vec<u32>>,
-    pub(crate) vocab: FxHashMap<String, u32>,
+    pub(crate) vocab: Vocab,
     pub(crate) msg_terms: Vec<Vec<u32>>,
     /// Per trajectory, the term ids of its summary (sorted, each once), as a query's are found.
     pub(crate) traj_terms: Vec<Vec<u32>>,
@@ -208,11 +236,20 @@ pub struct Index {
     /// Per message: bit f set when it mentions an item of `ITEM_FAMILIES[f]`.
     pub(crate) families_of: Vec<u64>,
     /// Per message: its rendered context line and that line's whitespace tokens.
-    lines: Vec<(String, usize)>,
+    pub(crate) lines: Vec<(String, usize)>,
+    /// Per message: its line's bytes and tokens as the message alone decides it (before what
+    /// later records say of it).
+    pub(crate) base_len: Vec<(usize, usize)>,
+    /// Per non-index page: its term ids.
+    pub(crate) page_terms: Vec<Vec<u32>>,
+    /// The records' positions by id.
+    pub(crate) ids: Ids,
+    /// Per revised claim: the claim that revised it (the last in record order).
+    pub(crate) revised_by: FxHashMap<ClaimId, u32>,
     /// Per message: the snapshots that hold it, in record order.
-    msg_snaps: Vec<Vec<usize>>,
+    pub(crate) msg_snaps: Vec<Vec<usize>>,
     /// Per message: the claims grounded in it, in record order.
-    msg_claims: Vec<Vec<usize>>,
+    pub(crate) msg_claims: Vec<Vec<usize>>,
 }
 
 /// The item families (`ITEM_FAMILIES`, by position) that `text` mentions an item of, compared
@@ -276,24 +313,68 @@ pub(crate) fn keyword_chunk_len(len: usize) -> usize {
     len.div_ceil(4 * rayon::current_num_threads()).max(256)
 }
 
+/// The terms of an index, numbered as they were met, with the number of documents that use
+/// each: a term no document uses any longer (a trajectory's summary changed) is unknown to
+/// queries, as it is to an index loaded now.
+#[derive(Default, Clone)]
+pub(crate) struct Vocab {
+    ids: FxHashMap<Arc<str>, u32>,
+    terms: Vec<Arc<str>>,
+    uses: Vec<u32>,
+}
+
+impl Vocab {
+    /// The id of `term`, numbered next if it is new, counting one more use of it.
+    fn id_of(&mut self, term: &Arc<str>) -> u32 {
+        let id = match self.ids.get(&**term) {
+            Some(&id) => id,
+            None => {
+                let id = self.terms.len() as u32;
+                self.ids.insert(Arc::clone(term), id);
+                self.terms.push(Arc::clone(term));
+                self.uses.push(0);
+                id
+            }
+        };
+        self.uses[id as usize] += 1;
+        id
+    }
+
+    /// One use fewer of each of `ids`.
+    pub(crate) fn release(&mut self, ids: &[u32]) {
+        for &id in ids {
+            let uses = &mut self.uses[id as usize];
+            *uses = uses.saturating_sub(1);
+        }
+    }
+
+    /// The id of `term`, if a document of the index uses it.
+    pub(crate) fn get(&self, term: &str) -> Option<u32> {
+        self.ids
+            .get(term)
+            .copied()
+            .filter(|&id| self.uses[id as usize] > 0)
+    }
+
+    /// The text of term `id`.
+    pub(crate) fn term(&self, id: u32) -> &str {
+        &self.terms[id as usize]
+    }
+
+    /// Approximate heap bytes.
+    fn heap_bytes(&self) -> usize {
+        self.terms.iter().map(|k| 60 + k.len()).sum()
+    }
+}
+
 /// Term ids of texts given by their keywords (each text's in keyword order, without repeats;
 /// see [`Derived::keywords`]): a keyword new to `vocab` is numbered next, in text order, then in
 /// the text's keyword order, as one pass over the texts numbers them. Each text's ids sorted.
-fn numbered(vocab: &mut FxHashMap<String, u32>, texts: &[Keywords]) -> Vec<Vec<u32>> {
+pub(crate) fn numbered(vocab: &mut Vocab, texts: &[Keywords]) -> Vec<Vec<u32>> {
     texts
         .iter()
         .map(|keywords| {
-            let mut row: Vec<u32> = keywords
-                .iter()
-                .map(|k| match vocab.get(&**k) {
-                    Some(&id) => id,
-                    None => {
-                        let id = vocab.len() as u32;
-                        vocab.insert(k.to_string(), id);
-                        id
-                    }
-                })
-                .collect();
+            let mut row: Vec<u32> = keywords.iter().map(|k| vocab.id_of(k)).collect();
             row.sort_unstable();
             row
         })
@@ -370,9 +451,10 @@ struct Sparse {
     snap: Bm25Index,
     traj: Bm25Index,
     page: Bm25Index,
-    vocab: FxHashMap<String, u32>,
+    vocab: Vocab,
     msg_terms: Vec<Vec<u32>>,
     traj_terms: Vec<Vec<u32>>,
+    page_terms: Vec<Vec<u32>>,
 }
 
 /// The links between an index's records and its per-message lists.
@@ -381,13 +463,14 @@ struct Linked {
     superseded: Vec<Vec<Superseded>>,
     msg_snaps: Vec<Vec<usize>>,
     msg_claims: Vec<Vec<usize>>,
+    revised_by: FxHashMap<ClaimId, u32>,
 }
 
 impl Sparse {
     /// The derived levels' keywords numbered after the messages' terms (in `vocab`), level
     /// after level, and the four BM25 indexes, built side by side (they share nothing).
     fn new(
-        mut vocab: FxHashMap<String, u32>,
+        mut vocab: Vocab,
         msg_terms: Vec<Vec<u32>>,
         keywords: &LevelKeywords,
     ) -> Result<Sparse, ComputeError> {
@@ -412,56 +495,121 @@ impl Sparse {
             vocab,
             msg_terms,
             traj_terms,
+            page_terms,
         })
     }
 }
 
-impl Linked {
-    /// The links of `records` (`msg_idx` and `snap_idx` their positions by id, `snap_msgs`
-    /// each snapshot's messages): claim revisions link snapshots, deprecated claims flag their
-    /// messages, and each message lists its snapshots and claims.
-    fn new(
-        records: &NamespaceRecords,
-        msg_idx: &FxHashMap<&MessageId, usize>,
-        snap_idx: &FxHashMap<&SnapshotId, usize>,
-        snap_msgs: &[Vec<usize>],
-    ) -> Linked {
-        // Claim revisions link snapshots; deprecated claims flag their messages.
-        let claim_snap: FxHashMap<&ClaimId, usize> = records
-            .claims
-            .iter()
-            .filter_map(|(c, _)| snap_idx.get(&c.snapshot).map(|&s| (&c.id, s)))
-            .collect();
-        let mut update_links = vec![Vec::new(); records.snapshots.len()];
-        let mut revised_by: FxHashMap<&ClaimId, &Claim> = FxHashMap::default();
-        for (c, _) in &records.claims {
-            if let Some(from) = &c.revised_from {
-                revised_by.insert(from, c);
-                if let (Some(&a), Some(&b)) = (claim_snap.get(from), claim_snap.get(&c.id)) {
-                    if a != b {
-                        update_links[a].push(b);
-                        update_links[b].push(a);
-                    }
-                }
-            }
+/// The positions of an index's records by id.
+#[derive(Default)]
+pub(crate) struct Ids {
+    pub messages: FxHashMap<MessageId, u32>,
+    pub snapshots: FxHashMap<SnapshotId, u32>,
+    pub trajectories: FxHashMap<TrajectoryId, u32>,
+    pub claims: FxHashMap<ClaimId, u32>,
+}
+
+impl Ids {
+    fn of(records: &NamespaceRecords) -> Ids {
+        fn positions<'a, K: Clone + Eq + std::hash::Hash + 'a>(
+            keys: impl Iterator<Item = &'a K>,
+        ) -> FxHashMap<K, u32> {
+            keys.enumerate()
+                .map(|(i, k)| (k.clone(), i as u32))
+                .collect()
         }
-        let mut superseded = vec![Vec::new(); records.messages.len()];
-        for (c, status) in &records.claims {
-            if *status != ClaimStatus::Deprecated {
-                continue;
-            }
+        Ids {
+            messages: positions(records.messages.iter().map(|m| &m.id)),
+            snapshots: positions(records.snapshots.iter().map(|s| &s.id)),
+            trajectories: positions(records.trajectories.iter().map(|t| &t.id)),
+            claims: positions(records.claims.iter().map(|(c, _)| &c.id)),
+        }
+    }
+
+    pub fn message(&self, id: &MessageId) -> Option<usize> {
+        self.messages.get(id).map(|&i| i as usize)
+    }
+
+    pub fn snapshot(&self, id: &SnapshotId) -> Option<usize> {
+        self.snapshots.get(id).map(|&i| i as usize)
+    }
+
+    pub fn trajectory(&self, id: &TrajectoryId) -> Option<usize> {
+        self.trajectories.get(id).map(|&i| i as usize)
+    }
+
+    pub fn claim(&self, id: &ClaimId) -> Option<usize> {
+        self.claims.get(id).map(|&i| i as usize)
+    }
+
+    /// Approximate heap bytes.
+    fn heap_bytes(&self) -> usize {
+        72 * (self.messages.len()
+            + self.snapshots.len()
+            + self.trajectories.len()
+            + self.claims.len())
+    }
+}
+
+/// The superseded statements in message `mi`: its deprecated claims (`msg_claims`, in record
+/// order), each with where it was revised (`revised_by`: a revised claim's reviser).
+pub(crate) fn superseded_in(
+    records: &NamespaceRecords,
+    ids: &Ids,
+    revised_by: &FxHashMap<ClaimId, u32>,
+    msg_claims: &[usize],
+) -> Vec<Superseded> {
+    msg_claims
+        .iter()
+        .filter(|&&ci| records.claims[ci].1 == ClaimStatus::Deprecated)
+        .map(|&ci| {
             let by = revised_by
-                .get(&c.id)
-                .and_then(|r| r.source_message_ids.first())
-                .and_then(|m| msg_idx.get(m))
-                .map(|&mi| {
+                .get(&records.claims[ci].0.id)
+                .and_then(|&r| records.claims[r as usize].0.source_message_ids.first())
+                .and_then(|m| ids.message(m))
+                .map(|mi| {
                     let m = &records.messages[mi];
                     m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
                 });
-            for m in &c.source_message_ids {
-                if let Some(&mi) = msg_idx.get(m) {
-                    superseded[mi].push(Superseded { by: by.clone() });
-                }
+            Superseded { by }
+        })
+        .collect()
+}
+
+/// Links snapshots `a` and `b` (both ways) when claim `c` revises a claim (of another
+/// snapshot), as [`Linked::new`] does for each claim in record order.
+pub(crate) fn link_revision(
+    records: &NamespaceRecords,
+    ids: &Ids,
+    c: &Claim,
+    update_links: &mut [Vec<usize>],
+) {
+    let Some(from) = &c.revised_from else {
+        return;
+    };
+    let snapshot_of = |id: &ClaimId| {
+        ids.claim(id)
+            .and_then(|ci| ids.snapshot(&records.claims[ci].0.snapshot))
+    };
+    if let (Some(a), Some(b)) = (snapshot_of(from), snapshot_of(&c.id)) {
+        if a != b {
+            update_links[a].push(b);
+            update_links[b].push(a);
+        }
+    }
+}
+
+impl Linked {
+    /// The links of `records` (`ids` their positions, `snap_msgs` each snapshot's messages):
+    /// claim revisions link snapshots, deprecated claims flag their messages, and each message
+    /// lists its snapshots and claims.
+    fn new(records: &NamespaceRecords, ids: &Ids, snap_msgs: &[Vec<usize>]) -> Linked {
+        let mut update_links = vec![Vec::new(); records.snapshots.len()];
+        let mut revised_by: FxHashMap<ClaimId, u32> = FxHashMap::default();
+        for (ci, (c, _)) in records.claims.iter().enumerate() {
+            if let Some(from) = &c.revised_from {
+                revised_by.insert(from.clone(), ci as u32);
+                link_revision(records, ids, c, &mut update_links);
             }
         }
         let mut msg_snaps = vec![Vec::new(); records.messages.len()];
@@ -473,16 +621,21 @@ impl Linked {
         let mut msg_claims = vec![Vec::new(); records.messages.len()];
         for (ci, (c, _)) in records.claims.iter().enumerate() {
             for m in &c.source_message_ids {
-                if let Some(&mi) = msg_idx.get(m) {
+                if let Some(mi) = ids.message(m) {
                     msg_claims[mi].push(ci);
                 }
             }
         }
+        let superseded = msg_claims
+            .par_iter()
+            .map(|cs| superseded_in(records, ids, &revised_by, cs))
+            .collect();
         Linked {
             update_links,
             superseded,
             msg_snaps,
             msg_claims,
+            revised_by,
         }
     }
 }
@@ -492,7 +645,7 @@ impl Linked {
 /// lexicon, and their context lines as far as the messages decide them. Prepared on its own, it
 /// can be computed while the rest of a namespace is read.
 pub struct MessageSide {
-    vocab: FxHashMap<String, u32>,
+    vocab: Vocab,
     terms: Vec<Vec<u32>>,
     families_of: Vec<u64>,
     speaker_of: Vec<String>,
@@ -512,7 +665,7 @@ impl MessageSide {
     ) -> MessageSide {
         let (parts, lexicon) = derived.messages_and_lexicon(messages, entity_min_count);
         let keywords: Vec<Keywords> = parts.iter().map(|p| Arc::clone(&p.keywords)).collect();
-        let mut vocab = FxHashMap::default();
+        let mut vocab = Vocab::default();
         let terms = numbered(&mut vocab, &keywords);
         MessageSide {
             vocab,
@@ -524,6 +677,107 @@ impl MessageSide {
             base_lines: parts.iter().map(|p| p.line.clone()).collect(),
         }
     }
+}
+
+/// Snapshot `s`'s messages and trajectory, by position.
+pub(crate) fn snapshot_links(s: &Snapshot, ids: &Ids) -> Result<(Vec<usize>, usize), IndexError> {
+    let dangling = |missing: String| IndexError::Dangling {
+        what: s.id.to_string(),
+        missing,
+    };
+    let ms = s
+        .source_message_ids
+        .iter()
+        .map(|m| ids.message(m).ok_or_else(|| dangling(m.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let t = ids
+        .trajectory(&s.trajectory)
+        .ok_or_else(|| dangling(s.trajectory.to_string()))?;
+    Ok((ms, t))
+}
+
+/// Trajectory `t`'s snapshots, by position.
+pub(crate) fn trajectory_snapshots(t: &Trajectory, ids: &Ids) -> Result<Vec<usize>, IndexError> {
+    t.snapshot_ids
+        .iter()
+        .map(|s| {
+            ids.snapshot(s).ok_or_else(|| IndexError::Dangling {
+                what: t.id.to_string(),
+                missing: s.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A trajectory's row from its snapshots' centroids (`snapshot(i, out)` writes snapshot `i`'s):
+/// 0.75 × the centroid of its snapshots + 0.15 × its latest snapshot's, in f16.
+pub(crate) fn trajectory_row(
+    out: &mut [f16],
+    snaps: &[usize],
+    c: &mut [f32],
+    scratch: &mut [f32],
+    mut snapshot: impl FnMut(usize, &mut [f32]),
+) {
+    centroid_into(c, scratch, snaps.iter().copied(), &mut snapshot);
+    let mut latest = vec![0.0f32; out.len()];
+    snapshot(
+        *snaps.last().expect("a trajectory has a snapshot"),
+        &mut latest,
+    );
+    for ((o, &t), &s) in out.iter_mut().zip(c.iter()).zip(&latest) {
+        *o = f16::from_f32(0.75 * t + 0.15 * s);
+    }
+}
+
+/// Snapshot `s`'s centroid (of its messages `ms`), the one `derived` kept or computed now.
+pub(crate) fn snapshot_centroid(
+    derived: &Derived,
+    messages: &MessageVectors,
+    s: &Snapshot,
+    ms: &[usize],
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
+    match derived.centroid(&s.id, &s.source_message_ids) {
+        Some(c) if c.len() == out.len() => out.copy_from_slice(c),
+        _ => centroid_into(out, scratch, ms.iter().copied(), |i, row| {
+            messages.row_into(i, row)
+        }),
+    }
+}
+
+/// Keeps snapshot `s`'s centroid `c` in `derived` when its sources' rows are the vector
+/// file's: they never change, while a row embedded at load may be stored at another precision
+/// by the next build.
+pub(crate) fn keep_centroid(
+    derived: &mut Derived,
+    messages: &MessageVectors,
+    s: &Snapshot,
+    ms: &[usize],
+    c: &[f32],
+) {
+    if ms.iter().all(|&i| messages.is_shared(i)) {
+        derived.keep_centroid(&s.id, &s.source_message_ids, c);
+    }
+}
+
+/// Appends to a message's line (and its tokens) what its superseded statements say.
+pub(crate) fn add_superseded(line: &mut (String, usize), superseded: &[Superseded]) {
+    if superseded.is_empty() {
+        return;
+    }
+    // The suffix starts with a space: its tokens add to the line's.
+    let at = line.0.len();
+    push_superseded(&mut line.0, superseded);
+    line.1 += line.0[at..].split_whitespace().count();
+}
+
+/// Page `p`'s trajectories, by position (those in the namespace).
+pub(crate) fn page_trajectories(p: &WikiPage, ids: &Ids) -> Vec<usize> {
+    p.trajectory_ids
+        .iter()
+        .filter_map(|t| ids.trajectory(t))
+        .collect()
 }
 
 impl Index {
@@ -604,60 +858,21 @@ impl Index {
                 });
             }
         }
-        let msg_idx: FxHashMap<&MessageId, usize> = records
-            .messages
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (&m.id, i))
-            .collect();
-        let snap_idx: FxHashMap<&SnapshotId, usize> = records
-            .snapshots
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (&s.id, i))
-            .collect();
-        let traj_idx: FxHashMap<&TrajectoryId, usize> = records
-            .trajectories
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (&t.id, i))
-            .collect();
-        let dangling = |what: String, missing: String| IndexError::Dangling { what, missing };
-
+        let ids = Ids::of(&records);
         let mut snap_msgs = Vec::with_capacity(records.snapshots.len());
         let mut snap_traj = Vec::with_capacity(records.snapshots.len());
         for s in &records.snapshots {
-            let mut ms = Vec::new();
-            for m in &s.source_message_ids {
-                let &mi = msg_idx
-                    .get(m)
-                    .ok_or_else(|| dangling(s.id.to_string(), m.to_string()))?;
-                ms.push(mi);
-            }
+            let (ms, t) = snapshot_links(s, &ids)?;
             snap_msgs.push(ms);
-            snap_traj.push(
-                *traj_idx
-                    .get(&s.trajectory)
-                    .ok_or_else(|| dangling(s.id.to_string(), s.trajectory.to_string()))?,
-            );
+            snap_traj.push(t);
         }
-        let mut traj_snaps = Vec::with_capacity(records.trajectories.len());
-        for t in &records.trajectories {
-            let mut ss = Vec::new();
-            for s in &t.snapshot_ids {
-                ss.push(
-                    *snap_idx
-                        .get(s)
-                        .ok_or_else(|| dangling(t.id.to_string(), s.to_string()))?,
-                );
-            }
-            traj_snaps.push(ss);
-        }
+        let traj_snaps = records
+            .trajectories
+            .iter()
+            .map(|t| trajectory_snapshots(t, &ids))
+            .collect::<Result<Vec<_>, _>>()?;
         // Snapshot and trajectory vectors: centroids of their parts, in order, as construction
         // computes them.
-        fn row(m: &[f32], dim: usize, i: usize) -> &[f32] {
-            &m[i * dim..(i + 1) * dim]
-        }
         let mut snapshots = vec![0.0f32; snap_msgs.len() * dim];
         {
             let kept = &*derived;
@@ -667,25 +882,18 @@ impl Index {
                 .zip(&records.snapshots)
                 .for_each_init(
                     || vec![0.0f32; dim],
-                    |scratch, ((out, ms), s)| match kept.centroid(&s.id, &s.source_message_ids) {
-                        Some(c) if c.len() == out.len() => out.copy_from_slice(c),
-                        _ => centroid_into(out, scratch, ms.iter().copied(), |i, row| {
-                            vectors.messages.row_into(i, row)
-                        }),
+                    |scratch, ((out, ms), s)| {
+                        snapshot_centroid(kept, &vectors.messages, s, ms, out, scratch)
                     },
                 );
         }
-        // A centroid is kept when its sources' rows are the vector file's: they never change,
-        // while a row embedded at load may be stored at another precision by the next build.
         for ((s, ms), c) in records
             .snapshots
             .iter()
             .zip(&snap_msgs)
             .zip(snapshots.chunks(dim.max(1)))
         {
-            if ms.iter().all(|&i| vectors.messages.is_shared(i)) {
-                derived.keep_centroid(&s.id, &s.source_message_ids, c);
-            }
+            keep_centroid(derived, &vectors.messages, s, ms, c);
         }
         let keywords = LevelKeywords {
             snapshots: derived.keywords(&texts.snapshots),
@@ -699,17 +907,9 @@ impl Index {
             .for_each_init(
                 || (vec![0.0f32; dim], vec![0.0f32; dim]),
                 |(c, scratch), (out, ss)| {
-                    centroid_into(c, scratch, ss.iter().copied(), |i, r| {
-                        r.copy_from_slice(row(&snapshots, dim, i))
-                    });
-                    let latest = row(
-                        &snapshots,
-                        dim,
-                        *ss.last().expect("a trajectory has a snapshot"),
-                    );
-                    for ((o, &t), &s) in out.iter_mut().zip(c.iter()).zip(latest) {
-                        *o = f16::from_f32(0.75 * t + 0.15 * s);
-                    }
+                    trajectory_row(out, ss, c, scratch, |i, r| {
+                        r.copy_from_slice(&snapshots[i * dim..(i + 1) * dim])
+                    })
                 },
             );
         let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
@@ -728,13 +928,7 @@ impl Index {
             .collect();
         let page_trajs: Vec<Vec<usize>> = pages
             .iter()
-            .map(|&pi| {
-                records.pages[pi]
-                    .trajectory_ids
-                    .iter()
-                    .filter_map(|t| traj_idx.get(t).copied())
-                    .collect()
-            })
+            .map(|&pi| page_trajectories(&records.pages[pi], &ids))
             .collect();
         let mut entity_trajectories: FxHashMap<String, Vec<u32>> = FxHashMap::default();
         for (t, traj) in records.trajectories.iter().enumerate() {
@@ -761,7 +955,7 @@ impl Index {
         } = side;
         let (sparse, linked) = rayon::join(
             || Sparse::new(vocab, msg_terms, &keywords),
-            || Linked::new(&records, &msg_idx, &snap_idx, &snap_msgs),
+            || Linked::new(&records, &ids, &snap_msgs),
         );
         let Sparse {
             msg: msg_bm25,
@@ -771,14 +965,17 @@ impl Index {
             vocab,
             msg_terms,
             traj_terms,
+            page_terms,
         } = sparse?;
         let Linked {
             update_links,
             superseded,
             msg_snaps,
             msg_claims,
+            revised_by,
         } = linked;
         let unbuilt = msg_snaps.iter().filter(|s| s.is_empty()).count();
+        let base_len = base_lines.iter().map(|(l, t)| (l.len(), *t)).collect();
         let mut index = Index {
             dim,
             vectors,
@@ -791,6 +988,7 @@ impl Index {
             vocab,
             msg_terms,
             traj_terms,
+            page_terms,
             msg_bm25,
             snap_bm25,
             traj_bm25,
@@ -802,28 +1000,25 @@ impl Index {
             session_of,
             speaker_of,
             families_of,
-            lines: Vec::new(),
+            lines: base_lines,
+            base_len,
             records,
             msg_snaps,
             msg_claims,
+            ids,
+            revised_by,
         };
         // Every line is rendered once, at load: a search's length prior reads thousands of them.
         // The messages' side rendered what the messages decide; what later records say of a
         // message is appended here.
-        index.lines = base_lines
-            .into_par_iter()
-            .zip(&index.superseded)
-            .map(|((mut line, tokens), superseded)| {
-                if superseded.is_empty() {
-                    return (line, tokens);
-                }
-                // The suffix starts with a space: its tokens add to the line's.
-                let at = line.len();
-                push_superseded(&mut line, superseded);
-                let tokens = tokens + line[at..].split_whitespace().count();
-                (line, tokens)
-            })
-            .collect();
+        let Index {
+            lines, superseded, ..
+        } = &mut index;
+        lines
+            .par_iter_mut()
+            .zip(&*superseded)
+            .filter(|(_, s)| !s.is_empty())
+            .for_each(|(line, s)| add_superseded(line, s));
         Ok(index)
     }
 
@@ -871,7 +1066,8 @@ impl Index {
                 .chain(&self.traj_terms)
                 .map(|t| 24 + 4 * t.len())
                 .sum::<usize>()
-            + self.vocab.keys().map(|k| 40 + k.len()).sum::<usize>();
+            + self.vocab.heap_bytes()
+            + self.ids.heap_bytes();
         let lines = self.lines.iter().map(|(l, _)| 32 + l.len()).sum::<usize>();
         messages + snapshots + trajectories + pages + claims + vectors + sparse + lines
     }
@@ -896,11 +1092,16 @@ impl Index {
         &self.msg_claims[i]
     }
 
+    /// The text of term `id`.
+    pub(crate) fn term(&self, id: u32) -> &str {
+        self.vocab.term(id)
+    }
+
     /// Term ids of a query (words unknown to the namespace are dropped).
     pub(crate) fn query_terms(&self, query: &str) -> Vec<u32> {
         let mut ids: Vec<u32> = keywords(query)
             .into_iter()
-            .filter_map(|k| self.vocab.get(&k).copied())
+            .filter_map(|k| self.vocab.get(&k))
             .collect();
         ids.sort_unstable();
         ids.dedup();
@@ -978,10 +1179,15 @@ mod tests {
                 ids
             })
             .collect();
-        let mut vocab = FxHashMap::default();
+        let mut vocab = Vocab::default();
         let keywords = Derived::transient().keywords(&texts);
         assert_eq!(numbered(&mut vocab, &keywords), expected);
-        assert_eq!(vocab.into_iter().collect::<HashMap<_, _>>(), reference);
+        let numbered: HashMap<String, u32> = vocab
+            .ids
+            .into_iter()
+            .map(|(k, id)| (k.to_string(), id))
+            .collect();
+        assert_eq!(numbered, reference);
     }
 
     #[test]

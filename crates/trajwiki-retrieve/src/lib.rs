@@ -22,14 +22,17 @@
 //! assert!(shape.list && shape.wants_coverage());
 //! ```
 
+mod apply;
 mod derived;
 pub mod index;
 mod kept;
+mod order;
 pub mod render;
 pub mod retrieve;
 pub mod shape;
 pub mod vectors;
 
+pub use apply::{Applied, IndexDelta};
 pub use derived::Derived;
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;

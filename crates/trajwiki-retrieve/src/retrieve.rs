@@ -352,8 +352,12 @@ impl Index {
         k: usize,
         backend: &dyn ScoringBackend,
     ) -> Result<Vec<(u32, f32)>, IndexError> {
+        // Terms in the order of their text, not of their ids: a term's id depends on when the
+        // index met it, and a sum's value on the order of its terms.
+        let mut q_terms = q_terms.to_vec();
+        q_terms.sort_unstable_by(|&a, &b| self.term(a).cmp(self.term(b)));
         Ok(backend
-            .bm25_topk_batch(index, &[q_terms], k)?
+            .bm25_topk_batch(index, &[&q_terms], k)?
             .into_iter()
             .next()
             .unwrap_or_default())

@@ -57,6 +57,42 @@ impl MessageVectors {
         tail: Vec<f32>,
         row_of: Vec<u32>,
     ) -> Result<Self, IndexError> {
+        Self::made(dim, shared, tail, row_of, |view| Ok(sketch_if_long(view)))
+    }
+
+    /// These vectors after the shared rows grew at their end (a build wrote the rows of the
+    /// messages that came since): `shared` holds the rows these held first, then more; `tail`
+    /// and `row_of` as for [`MessageVectors::new`]. The sketch of the rows these held is
+    /// extended, not made again, and the approximate index is kept; the vectors are those
+    /// [`MessageVectors::new`] makes, with the same hits.
+    pub fn grown(
+        self,
+        shared: Option<Box<dyn SharedRows>>,
+        tail: Vec<f32>,
+        row_of: Vec<u32>,
+    ) -> Result<Self, IndexError> {
+        let held = self.shared_rows;
+        let (sketch, ann) = (self.sketch, self.ann);
+        let mut grown = Self::made(self.dim, shared, tail, row_of, |view| match sketch {
+            Some(mut sketch) if view.rows() >= held => {
+                sketch.update(view, held)?;
+                Ok(Some(sketch))
+            }
+            _ => Ok(sketch_if_long(view)),
+        })?;
+        if let Some(ann) = ann {
+            grown = grown.with_ann(ann)?;
+        }
+        Ok(grown)
+    }
+
+    fn made(
+        dim: usize,
+        shared: Option<Box<dyn SharedRows>>,
+        tail: Vec<f32>,
+        row_of: Vec<u32>,
+        sketch_of: impl FnOnce(&MatrixView<'_>) -> Result<Option<Sketch>, IndexError>,
+    ) -> Result<Self, IndexError> {
         let shared_rows = shared.as_ref().map_or(0, |s| s.view().rows());
         if let Some(s) = &shared {
             if s.view().dim() != dim {
@@ -92,7 +128,10 @@ impl MessageVectors {
             }
         }
         let in_message_order = row_of.iter().enumerate().all(|(m, &r)| m == r as usize);
-        let sketch = shared.as_ref().and_then(|s| sketch_if_long(&s.view()));
+        let sketch = match &shared {
+            Some(s) => sketch_of(&s.view())?,
+            None => None,
+        };
         Ok(MessageVectors {
             kept: KeptRows::default(),
             ann: None,
@@ -122,6 +161,11 @@ impl MessageVectors {
         Ok(self)
     }
 
+    /// The approximate index, if these vectors have one.
+    pub fn ann(&self) -> Option<&AnnIndex> {
+        self.ann.as_ref()
+    }
+
     /// Rows searched through the approximate index (0 without one).
     pub fn ann_rows(&self) -> usize {
         self.ann.as_ref().map_or(0, AnnIndex::rows)
@@ -135,6 +179,22 @@ impl MessageVectors {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.row_of.is_empty()
+    }
+
+    /// Per message (in the index's order): its row.
+    pub fn rows_of(&self) -> &[u32] {
+        &self.row_of
+    }
+
+    /// The message (in the index's order) of row `r`.
+    pub fn message_of_row(&self, r: usize) -> usize {
+        self.message_of[r] as usize
+    }
+
+    /// These vectors without their approximate index.
+    pub fn without_ann(mut self) -> Self {
+        self.ann = None;
+        self
     }
 
     /// Rows served from the shared segment (the memory-mapped file).
