@@ -495,6 +495,8 @@ pub struct LoadedIndex {
     pub load_stages: BTreeMap<String, f64>,
     /// Texts that had to be embedded to build it (not in the embedding cache).
     pub embedded_on_load: usize,
+    /// Approximate heap bytes (see [`LoadedIndex::fitted_bytes`]).
+    bytes: usize,
 }
 
 /// Loads the retrieval index of a built namespace, to be searched and dropped (what the load
@@ -557,7 +559,12 @@ pub fn update_index(
         },
     )?;
     match updated {
-        Updated::InPlace { stages, embedded } => {
+        Updated::InPlace {
+            stages,
+            embedded,
+            grown,
+        } => {
+            held.bytes += grown;
             held.load_ms = t0.elapsed().as_secs_f64() * 1000.0;
             held.load_stages = stages;
             held.embedded_on_load = embedded;
@@ -568,18 +575,38 @@ pub fn update_index(
 }
 
 impl LoadedIndex {
+    /// With its bytes counted.
+    fn counted(mut self) -> Self {
+        self.bytes = self.heap_bytes();
+        self
+    }
+
     /// Its approximate heap bytes once it fits in `capacity` bytes: what it keeps for the next
-    /// load is let go of when the index fits only without it (a reload then derives every
-    /// record again, as a cold one does, but the index is kept and its searches stay warm).
-    pub fn fitted_bytes(&self, capacity: usize) -> usize {
-        let bytes = self.heap_bytes();
-        if bytes <= capacity {
-            return bytes;
+    /// load is let go of when the index fits only without it — first what it keeps per record
+    /// and text (the index still takes its namespace's changes in place), then all of it (a
+    /// reload then derives every record again, as a cold one does) — but the index is kept and
+    /// its searches stay warm. The bytes are counted once per load and grown by each change
+    /// taken in place, not counted again.
+    pub fn fitted_bytes(&mut self, capacity: usize) -> usize {
+        if self.bytes <= capacity {
+            return self.bytes;
         }
-        let derived =
-            std::mem::take(&mut *self.derived.lock().unwrap_or_else(PoisonError::into_inner));
-        crate::cache::drop_later(derived);
-        self.heap_bytes()
+        let derived = self
+            .derived
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        derived.shed();
+        self.bytes = self.heap_bytes();
+        if self.bytes > capacity {
+            let derived = std::mem::take(
+                self.derived
+                    .get_mut()
+                    .unwrap_or_else(PoisonError::into_inner),
+            );
+            crate::cache::drop_later(derived);
+            self.bytes = self.heap_bytes();
+        }
+        self.bytes
     }
 
     /// Approximate heap bytes: the index's and what it keeps for the next load.
@@ -621,7 +648,9 @@ fn load(
         load_ms: t0.elapsed().as_secs_f64() * 1000.0,
         load_stages: loaded.stages,
         embedded_on_load: loaded.embedded,
-    })
+        bytes: 0,
+    }
+    .counted())
 }
 
 /// Answers a question from a built namespace: a context of at most `budget` whitespace tokens,

@@ -218,7 +218,7 @@ impl<'e> NamespaceHandle<'e> {
         let making = &*self.loader;
         current_or_updated(&self.engine.indexes, &self.ns, current, making, |stale| {
             let (store, ns, embedder) = (store, &self.ns, embedder.as_ref());
-            let loaded = match (stale, self.engine.reloads) {
+            let mut loaded = match (stale, self.engine.reloads) {
                 // What changed since is applied to the index in place when it can take it.
                 (Stale::Owned(mut held), true) => {
                     if api::update_index(store, ns, embedder, &mut held)? {

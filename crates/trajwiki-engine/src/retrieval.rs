@@ -8,14 +8,12 @@ use std::time::Instant;
 
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
-use trajwiki_core::{EmbedKind, Embedder, Namespace, PageKind, SourceMessage};
+use trajwiki_core::{EmbedKind, Embedder, Namespace, PageKind, SourceMessage, WikiPage};
 use trajwiki_retrieve::{
     Applied, Derived, Index, IndexDelta, LevelTexts, LevelVectors, MessageSide, MessageVectors,
-    NamespaceRecords, SharedRows,
+    NamespaceRecords, PageChanges, SharedRows,
 };
-use trajwiki_store::{
-    Arrived, Cursor, MappedVectors, MemoryRecords, NamespaceDelta, Store, StoreError,
-};
+use trajwiki_store::{Arrived, Cursor, MappedVectors, MemoryRecords, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
 
@@ -371,6 +369,8 @@ pub enum Updated {
         stages: BTreeMap<String, f64>,
         /// Texts embedded.
         embedded: usize,
+        /// Approximately the heap bytes the index grew by ([`IndexDelta::heap_bytes`]).
+        grown: usize,
     },
     /// The index cannot take it (the reason given), and is unchanged: load the namespace.
     Refused(&'static str),
@@ -407,28 +407,6 @@ pub fn update_index(
         let m = &delta.messages[k].1;
         (m.session, m.seq)
     });
-    let pages = if delta.records.pages.is_empty() && delta.retired_pages.is_empty() {
-        None
-    } else {
-        let mut merged = MemoryRecords {
-            cursor: *held.cursor,
-            pages: index.records.pages.clone(),
-            ..MemoryRecords::default()
-        };
-        merged.apply(&NamespaceDelta {
-            since: delta.since,
-            cursor: delta.cursor,
-            reload: false,
-            messages: Vec::new(),
-            records: MemoryRecords {
-                cursor: delta.cursor,
-                pages: delta.records.pages.clone(),
-                ..MemoryRecords::default()
-            },
-            retired_pages: delta.retired_pages.clone(),
-        })?;
-        Some(merged.pages)
-    };
     lap("changes");
 
     let model = embedder.model_id().to_string();
@@ -464,27 +442,39 @@ pub fn update_index(
         Some(s) if !keep_ann => approximate_index(s, dim),
         _ => None,
     };
-    let page_rows = match &pages {
-        Some(pages) => {
-            let texts: Vec<String> = pages
-                .iter()
-                .filter(|p| p.kind != PageKind::Index)
-                .map(|p| p.routing_text.clone())
-                .collect();
-            let mut embedded_now = 0;
-            let rows = held.derived.embedded(&model, &texts, |missing| {
-                let (rows, n) = embed_read(store, embedder, missing)?;
-                embedded_now = n;
-                Ok::<_, PipelineError>(rows)
-            })?;
-            embedded += embedded_now;
-            Some(
-                rows.iter()
-                    .flat_map(|r| r.iter().copied())
-                    .collect::<Vec<f32>>(),
-            )
-        }
-        None => None,
+    // The changed pages' routing texts' vectors, through what earlier loads kept and the cache.
+    let pages = if delta.records.pages.is_empty() && delta.retired_pages.is_empty() {
+        None
+    } else {
+        let routed = |p: &WikiPage| p.kind != PageKind::Index;
+        let texts: Vec<String> = delta
+            .records
+            .pages
+            .iter()
+            .filter(|p| routed(p))
+            .map(|p| p.routing_text.clone())
+            .collect();
+        let mut embedded_now = 0;
+        let rows = held.derived.embedded(&model, &texts, |missing| {
+            let (rows, n) = embed_read(store, embedder, missing)?;
+            embedded_now = n;
+            Ok::<_, PipelineError>(rows)
+        })?;
+        embedded += embedded_now;
+        let mut rows = rows.into_iter();
+        let changed = delta
+            .records
+            .pages
+            .into_iter()
+            .map(|p| {
+                let row = routed(&p).then(|| rows.next().expect("one row per text").to_vec());
+                (p, row)
+            })
+            .collect();
+        Some(PageChanges {
+            changed,
+            retired: delta.retired_pages,
+        })
     };
     lap("vectors");
 
@@ -502,8 +492,9 @@ pub fn update_index(
         snapshots: delta.records.snapshots,
         claims: delta.records.claims,
         trajectories: delta.records.trajectories,
-        pages: pages.zip(page_rows),
+        pages,
     };
+    let grown = changes.heap_bytes(dim);
     let grow = |held_vectors: MessageVectors| {
         let shared = shared.map(|s| Box::new(s) as Box<dyn SharedRows>);
         let grown = if keep_ann {
@@ -525,7 +516,11 @@ pub fn update_index(
     held.rowids.extend(new_rowids);
     *held.cursor = delta.cursor;
     lap("apply");
-    Ok(Updated::InPlace { stages, embedded })
+    Ok(Updated::InPlace {
+        stages,
+        embedded,
+        grown,
+    })
 }
 
 /// Embeds one question as a query, returning the vector and the milliseconds it took.

@@ -11,15 +11,16 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use trajwiki_core::{
-    Claim, ClaimId, ClaimStatus, PageKind, Snapshot, SourceMessage, Trajectory, WikiPage,
+    Claim, ClaimId, ClaimStatus, PageId, PageKind, Snapshot, SourceMessage, Trajectory, WikiPage,
 };
 
 use half::f16;
 
 use crate::derived::{Derived, Keywords};
 use crate::index::{
-    add_superseded, keep_centroid, link_revision, numbered, page_trajectories, snapshot_centroid,
-    snapshot_links, superseded_in, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
+    add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes, numbered,
+    page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links, superseded_in,
+    trajectory_bytes, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
 };
 use crate::order::{claim_key, snapshot_key, trajectory_key};
 use crate::vectors::MessageVectors;
@@ -35,9 +36,39 @@ pub struct IndexDelta {
     pub claims: Vec<(Claim, ClaimStatus)>,
     /// Trajectories new or changed.
     pub trajectories: Vec<Trajectory>,
-    /// When any page changed: every page now (the index page included), and the vectors of the
-    /// non-index ones, in order.
-    pub pages: Option<(Vec<WikiPage>, Vec<f32>)>,
+    /// The pages that changed, if any.
+    pub pages: Option<PageChanges>,
+}
+
+/// How the pages changed: pages with a new revision (held ones, and new ones), each with its
+/// routing text's vector when it is not the index page, and pages retired.
+#[derive(Debug, Default)]
+pub struct PageChanges {
+    /// Pages new or revised, with their vectors.
+    pub changed: Vec<(WikiPage, Option<Vec<f32>>)>,
+    /// Pages retired.
+    pub retired: Vec<PageId>,
+}
+
+impl IndexDelta {
+    /// Approximately the heap bytes an index of dimension `dim` grows by when it takes this
+    /// change (the records, their lines, terms and rows; twice the messages' for what a load
+    /// keeps of them): what a cache counts without measuring the whole index again.
+    pub fn heap_bytes(&self, dim: usize) -> usize {
+        let messages: usize = self.messages.iter().map(|m| 3 * message_bytes(m)).sum();
+        let snapshots: usize = self
+            .snapshots
+            .iter()
+            .map(|s| snapshot_bytes(s) + 2 * dim)
+            .sum();
+        let claims: usize = self.claims.iter().map(|(c, _)| claim_bytes(c)).sum();
+        let trajectories: usize = self
+            .trajectories
+            .iter()
+            .map(|t| trajectory_bytes(t) + 2 * dim)
+            .sum();
+        messages + snapshots + claims + trajectories
+    }
 }
 
 /// What [`Index::apply`] did.
@@ -264,17 +295,34 @@ impl Index {
             self.trajectory_vector(ti, derived)?;
         }
 
-        // Pages: few, taken whole when any changed.
-        match pages {
-            Some((pages, vectors)) => self.set_pages(pages, vectors, derived)?,
-            None if added_trajectories => {
-                self.page_trajs = self
-                    .pages
-                    .iter()
-                    .map(|&pi| page_trajectories(&self.records.pages[pi], &self.ids))
-                    .collect();
+        // Pages: revised ones in their place; the page level is laid out again (from what it
+        // holds) when pages came or went.
+        let mut pages = pages.unwrap_or_default();
+        // A page retired and made again since is there, at its new revision.
+        let changed: FxHashSet<&PageId> = pages.changed.iter().map(|(p, _)| &p.id).collect();
+        let retired: Vec<PageId> = pages
+            .retired
+            .iter()
+            .filter(|id| !changed.contains(id))
+            .cloned()
+            .collect();
+        pages.retired = retired;
+        let mut added = Vec::new();
+        for (page, vector) in pages.changed {
+            if self.records.pages.iter().any(|p| p.id == page.id) {
+                self.revise_page(page, vector, derived)?;
+            } else {
+                added.push((page, vector));
             }
-            None => {}
+        }
+        if !added.is_empty() || !pages.retired.is_empty() {
+            self.relay_pages(added, &pages.retired, derived)?;
+        } else if added_trajectories {
+            self.page_trajs = self
+                .pages
+                .iter()
+                .map(|&pi| page_trajectories(&self.records.pages[pi], &self.ids))
+                .collect();
         }
         Ok(Applied::InPlace)
     }
@@ -490,45 +538,135 @@ impl Index {
         self.vectors.trajectories.set_row(ti, &row)
     }
 
-    /// Takes the pages whole: `pages` every page now, `vectors` the non-index ones' rows.
-    fn set_pages(
+    /// Puts a held page's new revision in its place (`vector` its routing text's, for a
+    /// non-index page).
+    fn revise_page(
         &mut self,
-        pages: Vec<WikiPage>,
-        vectors: Vec<f32>,
+        page: WikiPage,
+        vector: Option<Vec<f32>>,
         derived: &mut Derived,
     ) -> Result<(), IndexError> {
-        let routed: Vec<usize> = pages
+        let missing = || IndexError::Dangling {
+            what: "a revised page".into(),
+            missing: page.id.to_string(),
+        };
+        let pi = self
+            .records
+            .pages
             .iter()
-            .enumerate()
-            .filter(|(_, p)| p.kind != PageKind::Index)
-            .map(|(i, _)| i)
-            .collect();
-        if vectors.len() != routed.len() * self.dim {
-            return Err(IndexError::Shape {
-                level: "pages",
-                got: vectors.len(),
-                rows: routed.len(),
-                dim: self.dim,
+            .position(|p| p.id == page.id)
+            .ok_or_else(missing)?;
+        if (self.records.pages[pi].kind == PageKind::Index) != (page.kind == PageKind::Index) {
+            return Err(IndexError::Dangling {
+                what: format!("page {} changed kind", page.id),
+                missing: page.kind.as_str().to_string(),
             });
         }
-        let texts: Vec<String> = routed
-            .iter()
-            .map(|&i| pages[i].routing_text.clone())
-            .collect();
-        for terms in &self.page_terms {
-            self.vocab.release(terms);
+        if let Ok(row) = self.pages.binary_search(&pi) {
+            let vector = vector.ok_or_else(missing)?;
+            let terms = numbered(
+                &mut self.vocab,
+                &derived.keywords(std::slice::from_ref(&page.routing_text)),
+            )
+            .pop()
+            .expect("one text");
+            self.page_bm25
+                .replace(row as u32, &self.page_terms[row], &terms)?;
+            self.vocab.release(&self.page_terms[row]);
+            self.page_terms[row] = terms;
+            self.page_trajs[row] = page_trajectories(&page, &self.ids);
+            let rows: Vec<f16> = vector.iter().map(|&x| f16::from_f32(x)).collect();
+            self.vectors.pages.set_row(row, &rows)?;
         }
-        self.page_terms = numbered(&mut self.vocab, &derived.keywords(&texts));
-        let docs: Vec<&[u32]> = self.page_terms.iter().map(Vec::as_slice).collect();
+        self.records.pages[pi] = page;
+        Ok(())
+    }
+
+    /// Lays the page level out again with `added` pages (each with its vector unless it is
+    /// the index page) and without the `retired` ones, in the store's order (kind, then id):
+    /// the held pages keep their terms and rows.
+    fn relay_pages(
+        &mut self,
+        added: Vec<(WikiPage, Option<Vec<f32>>)>,
+        retired: &[PageId],
+        derived: &mut Derived,
+    ) -> Result<(), IndexError> {
+        let dim = self.dim;
+        // Each held page with what the level holds of it (its row's terms, trajectories and
+        // vector), less the retired ones.
+        type Laid = (WikiPage, Option<(Vec<u32>, Vec<f16>)>);
+        let mut rows_of: FxHashMap<usize, usize> = FxHashMap::default();
+        for (row, &pi) in self.pages.iter().enumerate() {
+            rows_of.insert(pi, row);
+        }
+        let old_terms = std::mem::take(&mut self.page_terms);
+        let mut old_terms: Vec<Option<Vec<u32>>> = old_terms.into_iter().map(Some).collect();
+        let mut laid: Vec<Laid> = Vec::with_capacity(self.records.pages.len() + added.len());
+        for (pi, page) in std::mem::take(&mut self.records.pages)
+            .into_iter()
+            .enumerate()
+        {
+            let held = rows_of.get(&pi).map(|&row| {
+                let terms = old_terms[row].take().expect("one row per page");
+                let vector = self.vectors.pages.data[row * dim..(row + 1) * dim].to_vec();
+                (terms, vector)
+            });
+            if retired.contains(&page.id) {
+                if let Some((terms, _)) = held {
+                    self.vocab.release(&terms);
+                }
+                continue;
+            }
+            laid.push((page, held));
+        }
+        for (page, vector) in added {
+            let held = match (page.kind == PageKind::Index, vector) {
+                (true, _) => None,
+                (false, Some(v)) if v.len() == dim => {
+                    let terms = numbered(
+                        &mut self.vocab,
+                        &derived.keywords(std::slice::from_ref(&page.routing_text)),
+                    )
+                    .pop()
+                    .expect("one text");
+                    Some((terms, v.iter().map(|&x| f16::from_f32(x)).collect()))
+                }
+                (false, v) => {
+                    return Err(IndexError::Shape {
+                        level: "a new page's vector",
+                        got: v.map_or(0, |v| v.len()),
+                        rows: 1,
+                        dim,
+                    })
+                }
+            };
+            laid.push((page, held));
+        }
+        laid.sort_by(|(a, _), (b, _)| {
+            (a.kind.as_str(), a.id.as_str()).cmp(&(b.kind.as_str(), b.id.as_str()))
+        });
+        let mut pages = Vec::new();
+        let mut terms = Vec::new();
+        let mut rows = Vec::new();
+        let mut records = Vec::with_capacity(laid.len());
+        for (pi, (page, held)) in laid.into_iter().enumerate() {
+            if let Some((t, v)) = held {
+                pages.push(pi);
+                terms.push(t);
+                rows.extend(v);
+            }
+            records.push(page);
+        }
+        let docs: Vec<&[u32]> = terms.iter().map(Vec::as_slice).collect();
         self.page_bm25 = trajwiki_compute::Bm25Index::build(&docs, self.page_bm25.params())?;
-        self.page_trajs = routed
+        self.page_trajs = pages
             .iter()
-            .map(|&i| page_trajectories(&pages[i], &self.ids))
+            .map(|&pi| page_trajectories(&records[pi], &self.ids))
             .collect();
-        let rows: Vec<f16> = vectors.iter().map(|&x| f16::from_f32(x)).collect();
-        self.vectors.pages = Rows::new(rows, self.dim)?;
-        self.pages = routed;
-        self.records.pages = pages;
+        self.vectors.pages = Rows::new(rows, dim)?;
+        self.page_terms = terms;
+        self.pages = pages;
+        self.records.pages = records;
         Ok(())
     }
 }

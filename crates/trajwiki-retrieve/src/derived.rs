@@ -104,6 +104,16 @@ impl Derived {
         self.lexicon = None;
     }
 
+    /// Lets go of what it keeps per record and per text (the most of its bytes), keeping the
+    /// lexicon's counts and the embedded texts: a loaded index still takes its namespace's
+    /// changes in place with them (see [`Index::apply`](crate::Index::apply)); a load after
+    /// this derives every record again.
+    pub fn shed(&mut self) {
+        self.messages = FxHashMap::default();
+        self.texts = FxHashMap::default();
+        self.centroids = FxHashMap::default();
+    }
+
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         let keywords = |k: &Keywords| 16 * k.len() + k.iter().map(|w| w.len()).sum::<usize>();

@@ -679,6 +679,34 @@ impl MessageSide {
     }
 }
 
+/// Approximate heap bytes an index spends on a message: the record, its line, terms, postings
+/// and maps.
+pub(crate) fn message_bytes(m: &SourceMessage) -> usize {
+    160 + m.text.len() + m.speaker.len()
+}
+
+/// Approximate heap bytes of a snapshot record.
+pub(crate) fn snapshot_bytes(s: &Snapshot) -> usize {
+    200 + s.summary.len()
+        + s.context.len()
+        + 40 * (s.claim_ids.len() + s.source_message_ids.len() + s.keywords.len())
+}
+
+/// Approximate heap bytes of a trajectory record.
+pub(crate) fn trajectory_bytes(t: &Trajectory) -> usize {
+    200 + t.summary.len() + 40 * t.snapshot_ids.len()
+}
+
+/// Approximate heap bytes of a page record.
+pub(crate) fn page_bytes(p: &WikiPage) -> usize {
+    200 + p.title.len() + p.body.len() + p.routing_text.len() + 40 * p.trajectory_ids.len()
+}
+
+/// Approximate heap bytes of a claim record.
+pub(crate) fn claim_bytes(c: &Claim) -> usize {
+    160 + c.text.len() + c.quote.len() + 40 * c.source_message_ids.len()
+}
+
 /// Snapshot `s`'s messages and trajectory, by position.
 pub(crate) fn snapshot_links(s: &Snapshot, ids: &Ids) -> Result<(Vec<usize>, usize), IndexError> {
     let dangling = |missing: String| IndexError::Dangling {
@@ -1026,31 +1054,11 @@ impl Index {
     /// lines; not the memory-mapped vector file): what a cache of indexes counts.
     pub fn heap_bytes(&self) -> usize {
         let r = &self.records;
-        let strings = |it: &mut dyn Iterator<Item = usize>| it.sum::<usize>();
-        let messages = strings(
-            &mut r
-                .messages
-                .iter()
-                .map(|m| 160 + m.text.len() + m.speaker.len()),
-        );
-        let snapshots = strings(&mut r.snapshots.iter().map(|s| {
-            200 + s.summary.len()
-                + s.context.len()
-                + 40 * (s.claim_ids.len() + s.source_message_ids.len() + s.keywords.len())
-        }));
-        let trajectories = strings(
-            &mut r
-                .trajectories
-                .iter()
-                .map(|t| 200 + t.summary.len() + 40 * t.snapshot_ids.len()),
-        );
-        let pages = strings(&mut r.pages.iter().map(|p| {
-            200 + p.title.len() + p.body.len() + p.routing_text.len() + 40 * p.trajectory_ids.len()
-        }));
-        let claims =
-            strings(&mut r.claims.iter().map(|(c, _)| {
-                160 + c.text.len() + c.quote.len() + 40 * c.source_message_ids.len()
-            }));
+        let messages: usize = r.messages.iter().map(message_bytes).sum();
+        let snapshots: usize = r.snapshots.iter().map(snapshot_bytes).sum();
+        let trajectories: usize = r.trajectories.iter().map(trajectory_bytes).sum();
+        let pages: usize = r.pages.iter().map(page_bytes).sum();
+        let claims: usize = r.claims.iter().map(|(c, _)| claim_bytes(c)).sum();
         let v = &self.vectors;
         let vectors = v.messages.owned_bytes()
             + v.snapshots.bytes()

@@ -32,7 +32,7 @@ pub mod retrieve;
 pub mod shape;
 pub mod vectors;
 
-pub use apply::{Applied, IndexDelta};
+pub use apply::{Applied, IndexDelta, PageChanges};
 pub use derived::Derived;
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
