@@ -36,7 +36,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 1 << 20)]
     max_body_bytes: usize,
     /// The bytes of loaded namespace indexes kept between requests (least recently used out).
-    #[arg(long, default_value_t = 1 << 30)]
+    #[arg(long, default_value_t = 2 << 30)]
     index_cache_bytes: usize,
     /// Offer the MCP tool `add_messages` at /mcp (the JSON API appends regardless).
     #[arg(long)]
@@ -82,7 +82,7 @@ pub(crate) struct McpArgs {
     #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
     model: String,
     /// The bytes of loaded namespace indexes kept between calls (least recently used out).
-    #[arg(long, default_value_t = 1 << 30)]
+    #[arg(long, default_value_t = 2 << 30)]
     index_cache_bytes: usize,
 }
 

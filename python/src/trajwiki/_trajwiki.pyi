@@ -106,7 +106,7 @@ class Memory:
         model: str = "minilm",
         device: str = "auto",
         config: str | os.PathLike[str] | None = None,
-        index_cache_bytes: int = 1073741824,
+        index_cache_bytes: int = 2147483648,
     ) -> Memory: ...
     @property
     def path(self) -> pathlib.Path: ...
