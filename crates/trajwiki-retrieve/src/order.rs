@@ -58,32 +58,41 @@ impl NamespaceRecords {
             .enumerate()
             .map(|(i, m)| (&m.id, i))
             .collect();
-        let snapshots = std::mem::take(&mut self.snapshots);
-        self.snapshots = sorted(snapshots, |s| {
-            let (at, id) = snapshot_key(s, |m| messages.get(m).copied());
-            (at, id.to_string())
+        let order = sorted_order(&self.snapshots, |s| {
+            snapshot_key(s, |m| messages.get(m).copied())
         });
+        permute(&mut self.snapshots, order);
         let position: FxHashMap<&SnapshotId, usize> = self
             .snapshots
             .iter()
             .enumerate()
             .map(|(i, s)| (&s.id, i))
             .collect();
-        let claims = std::mem::take(&mut self.claims);
-        self.claims = sorted(claims, |(c, _): &(Claim, ClaimStatus)| {
-            let (at, id) = claim_key(c, |s| position.get(s).copied());
-            (at, id.to_string())
+        let order = sorted_order(&self.claims, |(c, _): &(Claim, ClaimStatus)| {
+            claim_key(c, |s| position.get(s).copied())
         });
-        let trajectories = std::mem::take(&mut self.trajectories);
-        self.trajectories = sorted(trajectories, |t| {
-            let (at, id) = trajectory_key(t, |s| position.get(s).copied());
-            (at, id.to_string())
+        let trajectories = sorted_order(&self.trajectories, |t| {
+            trajectory_key(t, |s| position.get(s).copied())
         });
+        drop(position);
+        permute(&mut self.claims, order);
+        permute(&mut self.trajectories, trajectories);
     }
 }
 
-/// `items` sorted by `key`, each key computed once.
-fn sorted<T>(mut items: Vec<T>, key: impl Fn(&T) -> (usize, String)) -> Vec<T> {
-    items.sort_by_cached_key(key);
-    items
+/// The order of `items` by `key` (positions, each key computed once, borrowed from its item).
+fn sorted_order<'a, T>(items: &'a [T], key: impl Fn(&'a T) -> (usize, &'a str)) -> Vec<u32> {
+    let keys: Vec<(usize, &str)> = items.iter().map(key).collect();
+    let mut order: Vec<u32> = (0..items.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| keys[a as usize].cmp(&keys[b as usize]));
+    order
+}
+
+/// Puts `items` in `order` (a permutation of their positions), moving each once.
+fn permute<T>(items: &mut Vec<T>, order: Vec<u32>) {
+    let mut slots: Vec<Option<T>> = std::mem::take(items).into_iter().map(Some).collect();
+    *items = order
+        .into_iter()
+        .map(|i| slots[i as usize].take().expect("a permutation"))
+        .collect();
 }
