@@ -17,6 +17,29 @@ use trajwiki_store::{Arrived, Cursor, MappedVectors, MemoryRecords, Store, Store
 
 use crate::pipeline::{embed_read, PipelineError};
 
+/// Where a load's time went: milliseconds per stage, each from the end of the one before.
+struct Laps {
+    stages: BTreeMap<String, f64>,
+    clock: Instant,
+}
+
+impl Laps {
+    fn start() -> Self {
+        Laps {
+            stages: BTreeMap::new(),
+            clock: Instant::now(),
+        }
+    }
+
+    /// Ends `stage` now.
+    fn lap(&mut self, stage: &str) {
+        let now = Instant::now();
+        let ms = (now - self.clock).as_secs_f64() * 1000.0;
+        self.stages.insert(stage.to_string(), ms);
+        self.clock = now;
+    }
+}
+
 /// A vector file's committed rows as the index's shared segment.
 struct MappedRows(MappedVectors);
 
@@ -193,13 +216,7 @@ pub fn load_index(
     derived: &mut Derived,
     earlier: Option<Earlier<'_>>,
 ) -> Result<Loaded, PipelineError> {
-    let mut stages = BTreeMap::new();
-    let mut clock = Instant::now();
-    let mut lap = |stage: &str| {
-        let now = Instant::now();
-        stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
-        clock = now;
-    };
+    let mut laps = Laps::start();
     let model = embedder.model_id().to_string();
     // One configuration: the build's model and settings apply at query time.
     let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
@@ -246,7 +263,7 @@ pub fn load_index(
     };
     let cursor = read.cursor;
     let rowids: Vec<i64> = order.iter().map(|&i| arrived[i as usize].0).collect();
-    lap("records");
+    laps.lap("records");
     if arrived.is_empty() {
         return Err(PipelineError::Empty(ns.clone()));
     }
@@ -292,7 +309,7 @@ pub fn load_index(
             .with_ann(ann)
             .map_err(|e| PipelineError::Index(Box::new(e)))?;
     }
-    lap("vectors");
+    laps.lap("vectors");
 
     let mut records = NamespaceRecords {
         messages,
@@ -329,7 +346,7 @@ pub fn load_index(
         trajectories,
         pages: page_texts,
     };
-    lap("levels");
+    laps.lap("levels");
     let vectors = LevelVectors {
         dim: embedder.dim(),
         messages: message_vectors,
@@ -337,13 +354,13 @@ pub fn load_index(
     };
     let index = Index::new(records, side, vectors, &texts, derived)
         .map_err(|e| PipelineError::Index(Box::new(e)))?;
-    lap("index");
+    laps.lap("index");
     Ok(Loaded {
         index,
         rowids,
         cursor,
         embedded: computed,
-        stages,
+        stages: laps.stages,
     })
 }
 
@@ -386,13 +403,7 @@ pub fn update_index(
     embedder: &dyn Embedder,
     held: Held<'_>,
 ) -> Result<Updated, PipelineError> {
-    let mut stages = BTreeMap::new();
-    let mut clock = Instant::now();
-    let mut lap = |stage: &str| {
-        let now = Instant::now();
-        stages.insert(stage.to_string(), (now - clock).as_secs_f64() * 1000.0);
-        clock = now;
-    };
+    let mut laps = Laps::start();
     let delta = store.namespace_changes(ns, held.cursor)?;
     if delta.reload {
         return Ok(Updated::Refused(
@@ -407,7 +418,7 @@ pub fn update_index(
         let m = &delta.messages[k].1;
         (m.session, m.seq)
     });
-    lap("changes");
+    laps.lap("changes");
 
     let model = embedder.model_id().to_string();
     let dim = embedder.dim();
@@ -476,7 +487,7 @@ pub fn update_index(
             retired: delta.retired_pages,
         })
     };
-    lap("vectors");
+    laps.lap("vectors");
 
     let new_rowids: Vec<i64> = order.iter().map(|&k| delta.messages[k].0).collect();
     let messages: Vec<SourceMessage> = {
@@ -515,9 +526,9 @@ pub fn update_index(
     }
     held.rowids.extend(new_rowids);
     *held.cursor = delta.cursor;
-    lap("apply");
+    laps.lap("apply");
     Ok(Updated::InPlace {
-        stages,
+        stages: laps.stages,
         embedded,
         grown,
     })

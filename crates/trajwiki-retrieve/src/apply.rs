@@ -50,6 +50,16 @@ pub struct PageChanges {
     pub retired: Vec<PageId>,
 }
 
+/// Sorts `new` records by `key` (an index's order) and says whether they all go after `last`,
+/// the last held record of their level.
+fn sorted_after<T>(new: &mut [T], last: Option<&T>, key: impl Fn(&T) -> (usize, &str)) -> bool {
+    new.sort_by(|a, b| key(a).cmp(&key(b)));
+    match (last, new.first()) {
+        (Some(last), Some(first)) => key(first) > key(last),
+        _ => true,
+    }
+}
+
 impl IndexDelta {
     /// Approximately the heap bytes an index of dimension `dim` grows by when it takes this
     /// change (the records, their lines, terms and rows; twice the messages' for what a load
@@ -364,19 +374,10 @@ impl Index {
             return Err("a snapshot changed");
         }
         let mut snapshots = snapshots;
-        snapshots.sort_by_cached_key(|s| {
-            let (at, id) = snapshot_key(s, message);
-            (at, id.to_string())
-        });
-        let last_held = self
-            .records
-            .snapshots
-            .last()
-            .map(|s| snapshot_key(s, message));
-        if let (Some(last), Some(first)) = (last_held, snapshots.first()) {
-            if snapshot_key(first, message) <= last {
-                return Err("a new snapshot goes before a held one");
-            }
+        if !sorted_after(&mut snapshots, self.records.snapshots.last(), |s| {
+            snapshot_key(s, message)
+        }) {
+            return Err("a new snapshot goes before a held one");
         }
         let new_snapshots: FxHashMap<_, usize> = snapshots
             .iter()
@@ -397,19 +398,10 @@ impl Index {
             .into_iter()
             .map(|c| (self.ids.claim(&c.0.id).expect("partitioned"), c))
             .collect();
-        new_claims.sort_by_cached_key(|(c, _)| {
-            let (at, id) = claim_key(c, snapshot);
-            (at, id.to_string())
-        });
-        let last_held = self
-            .records
-            .claims
-            .last()
-            .map(|(c, _)| claim_key(c, snapshot));
-        if let (Some(last), Some((first, _))) = (last_held, new_claims.first()) {
-            if claim_key(first, snapshot) <= last {
-                return Err("a new claim goes before a held one");
-            }
+        if !sorted_after(&mut new_claims, self.records.claims.last(), |(c, _)| {
+            claim_key(c, snapshot)
+        }) {
+            return Err("a new claim goes before a held one");
         }
 
         // Trajectories: changed ones keep their first snapshot (and so their place), new ones
@@ -425,19 +417,12 @@ impl Index {
             }
             changed_trajectories.push((ti, t));
         }
-        new_trajectories.sort_by_cached_key(|t| {
-            let (at, id) = trajectory_key(t, snapshot);
-            (at, id.to_string())
-        });
-        let last_held = self
-            .records
-            .trajectories
-            .last()
-            .map(|t| trajectory_key(t, snapshot));
-        if let (Some(last), Some(first)) = (last_held, new_trajectories.first()) {
-            if trajectory_key(first, snapshot) <= last {
-                return Err("a new trajectory goes before a held one");
-            }
+        if !sorted_after(
+            &mut new_trajectories,
+            self.records.trajectories.last(),
+            |t| trajectory_key(t, snapshot),
+        ) {
+            return Err("a new trajectory goes before a held one");
         }
         Ok(Plan {
             snapshots,
