@@ -42,6 +42,7 @@ mod memory;
 mod pg;
 mod raw;
 mod read;
+mod segments;
 mod vectors;
 
 use std::path::{Path, PathBuf};
@@ -56,6 +57,7 @@ pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::{Append, IngestReport, Place};
+pub use segments::{Segment, SegmentHeader, PAUSE_ENV as SEGMENT_PAUSE_ENV, SEGMENT_VERSION};
 
 pub use db::postgres_write_lock;
 pub use pg::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;
@@ -185,7 +187,7 @@ pub struct Deleted {
     pub runs: u64,
     /// Cached embeddings of its texts that no other namespace holds.
     pub embeddings: u64,
-    /// Vector files and approximate indexes removed.
+    /// Vector files, approximate indexes and index segments removed.
     pub files: usize,
     /// Whether the freed space was overwritten, so that no file of the store holds the deleted
     /// text any more.
@@ -493,6 +495,7 @@ impl Store {
         let files: Vec<PathBuf> = self
             .vector_paths(ns)?
             .into_iter()
+            .chain(self.segment_paths(ns)?)
             .filter(|f| f.exists())
             .collect();
         if let Some(c) = self.conn.sqlite() {
