@@ -132,6 +132,10 @@ pub fn load_segment(
     let (vectors, embedded) = message_vectors(store, ns, embedder, &stored, &rows)?;
     let vectors_ms = t1.elapsed().as_secs_f64() * 1000.0;
     let t2 = Instant::now();
+    // The lexicon's counts go with the index (an index takes appends in place only with them),
+    // even for a caller that keeps nothing: they are let go of with it.
+    let mut kept = Derived::default();
+    let derived = if derived.keeps() { derived } else { &mut kept };
     let mut index = stored
         .into_index(vectors, derived)
         .map_err(|e| damaged(&e))?;

@@ -94,6 +94,11 @@ impl Derived {
         }
     }
 
+    /// Whether it keeps what it derives (it is not [`Derived::transient`]).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Forgets what it derived from records by their ids (messages, centroids, the lexicon's
     /// counts), keeping what it keyed by content (texts' keywords, embedded texts): for a
     /// namespace the store says was replaced or made again, whose ids may now name other
