@@ -492,10 +492,14 @@ impl Store {
         self.writable("deleting a namespace")?;
         let (messages, runs) = self.namespace_counts(ns)?;
         let embeddings = self.embeddings_only_of(ns)?;
+        // Index segments hold the namespace's text and are derived state: removed first, so
+        // that the space they free is there for the delete and its overwrite alike (a segment
+        // a build writes meanwhile is removed after the commit, or by its writer).
+        let segments = self.segment_paths(ns)?;
+        vectors::remove_files(&segments)?;
         let files: Vec<PathBuf> = self
             .vector_paths(ns)?
             .into_iter()
-            .chain(self.segment_paths(ns)?)
             .filter(|f| f.exists())
             .collect();
         if let Some(c) = self.conn.sqlite() {
@@ -520,13 +524,15 @@ impl Store {
         }
         tx.commit().ctx("committing a delete")?;
         vectors::remove_files(&files)?;
+        let late = self.segment_paths(ns)?;
+        vectors::remove_files(&late)?;
         let not_scrubbed = if existed { self.scrub().err() } else { None };
         Ok(Deleted {
             existed,
             messages,
             runs,
             embeddings: removed as u64,
-            files: files.len(),
+            files: files.len() + segments.len() + late.len(),
             scrubbed: existed && not_scrubbed.is_none(),
             not_scrubbed,
         })
