@@ -149,14 +149,9 @@ impl<'de> Deserialize<'de> for RowsIn {
     }
 }
 
-/// What is stored of an index, borrowed from it.
+/// What is stored of an index beside its records, borrowed from it.
 #[derive(Serialize)]
 struct Out<'a> {
-    messages: Vec<MessageOut<'a>>,
-    snapshots: &'a [Snapshot],
-    trajectories: Vec<TrajectoryOut<'a>>,
-    pages: &'a [WikiPage],
-    claims: Vec<ClaimOut<'a>>,
     entity_min_count: u64,
     dim: u64,
     snapshot_rows: RowsOut<'a>,
@@ -192,11 +187,6 @@ struct Out<'a> {
 /// [`Out`] read back: the same fields, owned.
 #[derive(Deserialize)]
 struct In {
-    messages: Vec<MessageIn>,
-    snapshots: Vec<Snapshot>,
-    trajectories: Vec<TrajectoryIn>,
-    pages: Vec<WikiPage>,
-    claims: Vec<ClaimIn>,
     entity_min_count: u64,
     dim: u64,
     snapshot_rows: RowsIn,
@@ -268,57 +258,55 @@ impl Index {
         entity_trajectories.sort_unstable();
         let (terms, uses) = self.vocab.parts();
         let v = &self.vectors;
+        let messages: Vec<MessageOut<'_>> = r
+            .messages
+            .iter()
+            .map(|m| {
+                (
+                    &m.id,
+                    m.session,
+                    m.seq,
+                    m.speaker.as_str(),
+                    m.text.as_str(),
+                    when(&m.timestamp),
+                    m.attachments
+                        .iter()
+                        .map(|a| (a.kind.as_str(), &a.caption, &a.url))
+                        .collect(),
+                    &m.external_ref,
+                )
+            })
+            .collect();
+        let trajectories: Vec<TrajectoryOut<'_>> = r
+            .trajectories
+            .iter()
+            .map(|t| {
+                (
+                    &t.id,
+                    t.snapshot_ids.as_slice(),
+                    &t.continues,
+                    t.summary.as_str(),
+                    &t.signals,
+                )
+            })
+            .collect();
+        let claims: Vec<ClaimOut<'_>> = r
+            .claims
+            .iter()
+            .map(|(c, status)| {
+                (
+                    &c.id,
+                    &c.snapshot,
+                    c.text.as_str(),
+                    c.status,
+                    c.source_message_ids.as_slice(),
+                    c.quote.as_str(),
+                    &c.revised_from,
+                    *status,
+                )
+            })
+            .collect();
         let wire = Out {
-            messages: r
-                .messages
-                .iter()
-                .map(|m| {
-                    (
-                        &m.id,
-                        m.session,
-                        m.seq,
-                        m.speaker.as_str(),
-                        m.text.as_str(),
-                        when(&m.timestamp),
-                        m.attachments
-                            .iter()
-                            .map(|a| (a.kind.as_str(), &a.caption, &a.url))
-                            .collect(),
-                        &m.external_ref,
-                    )
-                })
-                .collect(),
-            snapshots: &r.snapshots,
-            trajectories: r
-                .trajectories
-                .iter()
-                .map(|t| {
-                    (
-                        &t.id,
-                        t.snapshot_ids.as_slice(),
-                        &t.continues,
-                        t.summary.as_str(),
-                        &t.signals,
-                    )
-                })
-                .collect(),
-            pages: &r.pages,
-            claims: r
-                .claims
-                .iter()
-                .map(|(c, status)| {
-                    (
-                        &c.id,
-                        &c.snapshot,
-                        c.text.as_str(),
-                        c.status,
-                        c.source_message_ids.as_slice(),
-                        c.quote.as_str(),
-                        &c.revised_from,
-                        *status,
-                    )
-                })
-                .collect(),
             entity_min_count: r.entity_min_count as u64,
             dim: self.dim as u64,
             snapshot_rows: RowsOut(&v.snapshots.data),
@@ -355,10 +343,101 @@ impl Index {
             msg_snaps: &self.msg_snaps,
             msg_claims: &self.msg_claims,
         };
-        postcard::to_extend(&wire, std::mem::take(out))
-            .map(|bytes| *out = bytes)
-            .map_err(|e| stored(format!("encoding: {e}")))
+        // Sections, each with its length, so that a reader decodes them side by side.
+        let sections = [
+            postcard::to_allocvec(&messages),
+            postcard::to_allocvec(&r.snapshots),
+            postcard::to_allocvec(&claims),
+            postcard::to_allocvec(&(&trajectories, &r.pages)),
+            postcard::to_allocvec(&wire),
+        ];
+        for section in sections {
+            let bytes = section.map_err(|e| stored(format!("encoding: {e}")))?;
+            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+            out.extend_from_slice(&bytes);
+        }
+        Ok(())
     }
+}
+
+/// The sections of a stored index: messages, snapshots, claims, trajectories and pages, the
+/// rest.
+const SECTIONS: usize = 5;
+
+/// A section decoded whole: nothing may follow its value.
+fn whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, IndexError> {
+    let (value, rest) =
+        postcard::take_from_bytes(bytes).map_err(|e| stored(format!("decoding: {e}")))?;
+    if !rest.is_empty() {
+        return Err(stored(format!("{} bytes past a section", rest.len())));
+    }
+    Ok(value)
+}
+
+fn decode_messages(bytes: &[u8], ns: &Namespace) -> Result<Vec<SourceMessage>, IndexError> {
+    whole::<Vec<MessageIn>>(bytes)?
+        .into_iter()
+        .map(
+            |(id, session, seq, speaker, text, at, attachments, external_ref)| {
+                Ok(SourceMessage {
+                    id,
+                    namespace: ns.clone(),
+                    session,
+                    seq,
+                    speaker,
+                    text,
+                    timestamp: timestamp(at)?,
+                    attachments: attachments
+                        .into_iter()
+                        .map(|(kind, caption, url)| Attachment { kind, caption, url })
+                        .collect(),
+                    external_ref,
+                })
+            },
+        )
+        .collect()
+}
+
+fn decode_claims(bytes: &[u8], ns: &Namespace) -> Result<Vec<(Claim, ClaimStatus)>, IndexError> {
+    Ok(whole::<Vec<ClaimIn>>(bytes)?
+        .into_iter()
+        .map(
+            |(id, snapshot, text, status, source_message_ids, quote, revised_from, now)| {
+                let claim = Claim {
+                    id,
+                    namespace: ns.clone(),
+                    snapshot,
+                    text,
+                    status,
+                    source_message_ids,
+                    quote,
+                    revised_from,
+                };
+                (claim, now)
+            },
+        )
+        .collect())
+}
+
+fn decode_trajectories_and_pages(
+    bytes: &[u8],
+    ns: &Namespace,
+) -> Result<(Vec<Trajectory>, Vec<WikiPage>), IndexError> {
+    let (trajectories, pages) = whole::<(Vec<TrajectoryIn>, Vec<WikiPage>)>(bytes)?;
+    let trajectories = trajectories
+        .into_iter()
+        .map(
+            |(id, snapshot_ids, continues, summary, signals)| Trajectory {
+                id,
+                namespace: ns.clone(),
+                snapshot_ids,
+                continues,
+                summary,
+                signals,
+            },
+        )
+        .collect();
+    Ok((trajectories, pages))
 }
 
 /// An index read back from storage ([`Index::store_into`]), waiting for its message vectors.
@@ -371,80 +450,56 @@ impl StoredIndex {
     /// Reads a stored index of namespace `ns` from the front of `bytes`; returns it and the
     /// bytes after it.
     pub fn decode<'b>(bytes: &'b [u8], ns: &Namespace) -> Result<(Self, &'b [u8]), IndexError> {
-        let (mut rest, after): (In, &[u8]) =
-            postcard::take_from_bytes(bytes).map_err(|e| stored(format!("decoding: {e}")))?;
-        let messages = std::mem::take(&mut rest.messages)
-            .into_iter()
-            .map(
-                |(id, session, seq, speaker, text, at, attachments, external_ref)| {
-                    Ok(SourceMessage {
-                        id,
-                        namespace: ns.clone(),
-                        session,
-                        seq,
-                        speaker,
-                        text,
-                        timestamp: timestamp(at)?,
-                        attachments: attachments
-                            .into_iter()
-                            .map(|(kind, caption, url)| Attachment { kind, caption, url })
-                            .collect(),
-                        external_ref,
-                    })
-                },
-            )
-            .collect::<Result<Vec<_>, IndexError>>()?;
-        let claims = std::mem::take(&mut rest.claims)
-            .into_iter()
-            .map(
-                |(id, snapshot, text, status, source_message_ids, quote, revised_from, now)| {
-                    let claim = Claim {
-                        id,
-                        namespace: ns.clone(),
-                        snapshot,
-                        text,
-                        status,
-                        source_message_ids,
-                        quote,
-                        revised_from,
-                    };
-                    (claim, now)
-                },
-            )
-            .collect();
-        let trajectories = std::mem::take(&mut rest.trajectories)
-            .into_iter()
-            .map(
-                |(id, snapshot_ids, continues, summary, signals)| Trajectory {
-                    id,
-                    namespace: ns.clone(),
-                    snapshot_ids,
-                    continues,
-                    summary,
-                    signals,
-                },
-            )
-            .collect();
+        let mut sections: [&[u8]; SECTIONS] = [&[]; SECTIONS];
+        let mut after = bytes;
+        for section in &mut sections {
+            let (len, rest) = after
+                .split_first_chunk::<8>()
+                .ok_or_else(|| stored("cut short before a section's length"))?;
+            let len = usize::try_from(u64::from_le_bytes(*len))
+                .ok()
+                .filter(|&l| l <= rest.len())
+                .ok_or_else(|| stored("a section runs past the end"))?;
+            (*section, after) = rest.split_at(len);
+        }
+        let [messages, snapshots, claims, trajectories, rest] = sections;
+        // The sections are read side by side.
+        let ((messages, snapshots), ((claims, trajectories), rest)) = rayon::join(
+            || {
+                rayon::join(
+                    || decode_messages(messages, ns),
+                    || whole::<Vec<Snapshot>>(snapshots),
+                )
+            },
+            || {
+                rayon::join(
+                    || {
+                        rayon::join(
+                            || decode_claims(claims, ns),
+                            || decode_trajectories_and_pages(trajectories, ns),
+                        )
+                    },
+                    || whole::<In>(rest),
+                )
+            },
+        );
+        let (messages, snapshots, claims) = (messages?, snapshots?, claims?);
+        let ((trajectories, pages), rest) = (trajectories?, rest?);
         let foreign = |what: &str, of: &Namespace| {
             (of != ns).then(|| stored(format!("a {what} of namespace {of} in {ns}'s index")))
         };
-        if let Some(e) = rest
-            .snapshots
+        if let Some(e) = snapshots
             .iter()
             .find_map(|s| foreign("snapshot", &s.namespace))
-            .or_else(|| {
-                rest.pages
-                    .iter()
-                    .find_map(|p| foreign("page", &p.namespace))
-            })
+            .or_else(|| pages.iter().find_map(|p| foreign("page", &p.namespace)))
         {
             return Err(e);
         }
         let records = NamespaceRecords {
             messages,
-            snapshots: std::mem::take(&mut rest.snapshots),
+            snapshots,
             trajectories,
-            pages: std::mem::take(&mut rest.pages),
+            pages,
             claims,
             entity_min_count: usize::try_from(rest.entity_min_count)
                 .map_err(|_| stored("entity_min_count out of range"))?,
@@ -552,9 +607,16 @@ impl StoredIndex {
         if let Some((what, _)) = positions.iter().find(|(_, ok)| !ok) {
             return Err(stored(format!("{what} point past the records")));
         }
-        let vocab = Vocab::from_parts(r.vocab_terms, r.vocab_uses)
-            .ok_or_else(|| stored("the vocabulary's terms and uses do not match"))?;
         let [msg, snap, traj, page] = r.bm25;
+        let (ids, (vocab, bm25)) = rayon::join(
+            || Ids::of(&records),
+            || {
+                let bm25 = [msg, snap, traj, page].map(bm25_in);
+                (Vocab::from_parts(r.vocab_terms, r.vocab_uses), bm25)
+            },
+        );
+        let vocab = vocab.ok_or_else(|| stored("the vocabulary's terms and uses do not match"))?;
+        let [msg_bm25, snap_bm25, traj_bm25, page_bm25] = bm25;
         let vectors = Vectors {
             messages,
             snapshots: Rows::new(r.snapshot_rows.0, dim)?,
@@ -562,7 +624,6 @@ impl StoredIndex {
             pages: Rows::new(r.page_rows.0, dim)?,
         };
         derived.keep_lexicon(&records.messages, records.entity_min_count, r.lexicon_stats);
-        let ids = Ids::of(&records);
         Ok(Index {
             dim,
             vectors,
@@ -576,10 +637,10 @@ impl StoredIndex {
             msg_terms: r.msg_terms,
             traj_terms: r.traj_terms,
             page_terms: r.page_terms,
-            msg_bm25: bm25_in(msg)?,
-            snap_bm25: bm25_in(snap)?,
-            traj_bm25: bm25_in(traj)?,
-            page_bm25: bm25_in(page)?,
+            msg_bm25: msg_bm25?,
+            snap_bm25: snap_bm25?,
+            traj_bm25: traj_bm25?,
+            page_bm25: page_bm25?,
             lexicon: r.lexicon,
             unbuilt: r.unbuilt as usize,
             update_links: r.update_links,
