@@ -368,3 +368,31 @@ fn frequencies(terms: &[u32]) -> Vec<(u32, u32)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_from_its_parts_scores_as_the_index() {
+        let docs: Vec<Vec<u32>> = vec![vec![1, 2, 2, 5], vec![2, 3], vec![5, 5, 7, 1], vec![]];
+        let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+        let mut index = Bm25Index::build(&refs, Bm25Params::default()).unwrap();
+        index.replace(1, &[2, 3], &[3, 7]).unwrap();
+        let postings: Vec<(u32, Vec<(u32, u32)>)> =
+            index.postings().map(|(t, p)| (t, p.to_vec())).collect();
+        let copy =
+            Bm25Index::from_parts(index.params(), index.doc_lens().to_vec(), postings.clone())
+                .unwrap();
+        for query in [&[2u32, 5][..], &[7, 1, 3], &[9]] {
+            assert_eq!(copy.matches(query), index.matches(query));
+        }
+        // Postings past the documents, out of order, or a term twice are refused.
+        let past = vec![(1, vec![(9, 1)])];
+        let unordered = vec![(1, vec![(2, 1), (0, 1)])];
+        let twice = vec![(1, vec![(0, 1)]), (1, vec![(2, 1)])];
+        for bad in [past, unordered, twice] {
+            assert!(Bm25Index::from_parts(index.params(), index.doc_lens().to_vec(), bad).is_err());
+        }
+    }
+}
