@@ -57,7 +57,10 @@ pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::{Append, IngestReport, Place};
-pub use segments::{Segment, SegmentHeader, PAUSE_ENV as SEGMENT_PAUSE_ENV, SEGMENT_VERSION};
+pub use segments::{
+    Payload as SegmentPayload, Segment, SegmentHeader, PAUSE_ENV as SEGMENT_PAUSE_ENV,
+    SEGMENT_VERSION,
+};
 
 pub use db::postgres_write_lock;
 pub use pg::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;

@@ -25,6 +25,8 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+
+use memmap2::Mmap;
 use std::path::{Path, PathBuf};
 
 use trajwiki_core::Namespace;
@@ -75,7 +77,40 @@ pub struct Segment {
     /// Its header.
     pub header: SegmentHeader,
     /// The payload (the engine's encoding of the index).
-    pub payload: Vec<u8>,
+    pub payload: Payload,
+}
+
+/// A segment's payload, memory-mapped.
+pub struct Payload {
+    map: Option<Mmap>,
+    at: usize,
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.map.as_ref().map_or(&[], |m| &m[self.at..])
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Payload({} bytes)", self.len())
+    }
+}
+
+/// Maps `file` (of `len` bytes), read only.
+#[allow(unsafe_code)]
+fn map(file: &File, len: u64) -> std::io::Result<Option<Mmap>> {
+    if len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the mapping is read-only, and trajwiki never writes inside a segment file once
+    // it is named: a segment is written whole under a temporary name and renamed over the old
+    // one, which leaves the old file's pages alive for a mapping of it. A process outside
+    // trajwiki that writes into the file breaks this, as for any memory-mapped store; the
+    // checksum is verified over the mapped bytes before they are decoded.
+    unsafe { memmap2::MmapOptions::new().len(len as usize).map(file) }.map(Some)
 }
 
 fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
@@ -156,7 +191,7 @@ fn decode_header(bytes: &[u8]) -> Option<SegmentHeader> {
 
 /// Reads a segment file's header (and checks magic and version); with `whole`, its payload
 /// too, checked against the checksum. `Ok(None)` when the file does not exist.
-fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Vec<u8>)>> {
+fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Payload)>> {
     let mut file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -190,7 +225,7 @@ fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Vec<u8>)
     header.truncate(header_len);
     let decoded = decode_header(&header).ok_or_else(|| damaged(path, "the header is malformed"))?;
     if !whole {
-        return Ok(Some((decoded, Vec::new())));
+        return Ok(Some((decoded, Payload { map: None, at: 0 })));
     }
     let on_disk = file.metadata().map_err(io_error(path))?.len();
     let expected = 16 + header_len as u64 + 12 + payload_len;
@@ -200,8 +235,10 @@ fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Vec<u8>)
             format!("{on_disk} bytes on disk, the header says {expected}"),
         ));
     }
-    let mut payload = Vec::with_capacity(payload_len as usize);
-    file.read_to_end(&mut payload).map_err(io_error(path))?;
+    let payload = Payload {
+        map: map(&file, on_disk).map_err(io_error(path))?,
+        at: (expected - payload_len) as usize,
+    };
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&header);
     hasher.update(&payload);
@@ -445,7 +482,7 @@ mod tests {
             .unwrap();
         let read = store.read_segment(&ns, "hashing-64").unwrap().unwrap();
         assert_eq!(read.header, header("alice"));
-        assert_eq!(read.payload, b"the payload");
+        assert_eq!(&*read.payload, b"the payload");
         let mut report = CheckReport::default();
         store.check_segments(&mut report).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
