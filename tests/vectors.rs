@@ -11,9 +11,14 @@ use std::time::{Duration, Instant};
 use common::{bin, demo, ok, stats, trajwiki};
 use trajwiki::store::{Store, DB_FILE, VECTOR_DIR};
 
+/// The vector files (and approximate indexes) of a store; not its index segments (`*.seg`,
+/// `tests/segments.rs`).
 fn vector_files(store: &Path) -> Vec<PathBuf> {
     match std::fs::read_dir(store.join(VECTOR_DIR)) {
-        Ok(dir) => dir.map(|e| e.unwrap().path()).collect(),
+        Ok(dir) => dir
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.to_string_lossy().contains(".seg"))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }

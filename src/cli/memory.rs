@@ -14,6 +14,7 @@ use trajwiki::engine::llm::extract::LlmExtractor;
 use trajwiki::engine::llm::judge::LlmJudge;
 use trajwiki::engine::llm::matching::LlmDecider;
 use trajwiki::engine::llm::pages::LlmPageWriter;
+use trajwiki::engine::segment::refresh_segment;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki::pipeline::{
     build_namespace, build_namespace_driven, prefill_messages, BuildOptions, Drivers,
@@ -240,6 +241,12 @@ pub(crate) fn build_and_report(
             }
             None => build_namespace(store, ns, embedder.as_ref(), &config, options)?,
         };
+        // The index as a load gives it now, stored for the next cold load (when it is due).
+        if let Err(e) = refresh_segment(store, ns, embedder.as_ref()) {
+            global.say(format!(
+                "warning: {ns}: the index segment was not written ({e}); loads read the records"
+            ));
+        }
         bar.inc(1);
         reports.push(report);
     }

@@ -308,6 +308,51 @@ impl Bm25Index {
     pub fn params(&self) -> Bm25Params {
         self.params
     }
+
+    /// Each document's length, by document id (for storing the index; see
+    /// [`Bm25Index::from_parts`]).
+    pub fn doc_lens(&self) -> &[u32] {
+        &self.doc_len
+    }
+
+    /// Each term's postings, (doc, frequency) in doc order, in no particular term order (for
+    /// storing the index; see [`Bm25Index::from_parts`]).
+    pub fn postings(&self) -> impl Iterator<Item = (u32, &[(u32, u32)])> + '_ {
+        self.postings.iter().map(|(&t, p)| (t, p.as_slice()))
+    }
+
+    /// The index whose [`doc_lens`](Self::doc_lens) and [`postings`](Self::postings) these
+    /// are: it scores as the one they were taken from. Postings that name a document past
+    /// `doc_len`, out of doc order, or a term twice are refused.
+    pub fn from_parts(
+        params: Bm25Params,
+        doc_len: Vec<u32>,
+        postings: Vec<(u32, Vec<(u32, u32)>)>,
+    ) -> Result<Self, ComputeError> {
+        let mut index = Self::empty(params)?;
+        let n = doc_len.len();
+        index.total_len = doc_len.iter().map(|&l| l as u64).sum();
+        index.doc_len = doc_len;
+        index.postings.reserve(postings.len());
+        for (t, list) in postings {
+            let in_order = list.windows(2).all(|w| w[0].0 < w[1].0);
+            if let Some(&(d, _)) = list.iter().find(|p| p.0 as usize >= n) {
+                return Err(ComputeError::IndexOutOfRange {
+                    what: "a stored posting's document",
+                    index: d as u64,
+                    len: n,
+                });
+            }
+            if !in_order || list.is_empty() || index.postings.insert(t, list).is_some() {
+                return Err(ComputeError::InvalidParameter {
+                    name: "stored postings",
+                    value: t as f64,
+                    expected: "one non-empty list per term, in document order",
+                });
+            }
+        }
+        Ok(index)
+    }
 }
 
 /// Each distinct term of a bag and its count, by term.
@@ -322,4 +367,32 @@ fn frequencies(terms: &[u32]) -> Vec<(u32, u32)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_index_from_its_parts_scores_as_the_index() {
+        let docs: Vec<Vec<u32>> = vec![vec![1, 2, 2, 5], vec![2, 3], vec![5, 5, 7, 1], vec![]];
+        let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+        let mut index = Bm25Index::build(&refs, Bm25Params::default()).unwrap();
+        index.replace(1, &[2, 3], &[3, 7]).unwrap();
+        let postings: Vec<(u32, Vec<(u32, u32)>)> =
+            index.postings().map(|(t, p)| (t, p.to_vec())).collect();
+        let copy =
+            Bm25Index::from_parts(index.params(), index.doc_lens().to_vec(), postings.clone())
+                .unwrap();
+        for query in [&[2u32, 5][..], &[7, 1, 3], &[9]] {
+            assert_eq!(copy.matches(query), index.matches(query));
+        }
+        // Postings past the documents, out of order, or a term twice are refused.
+        let past = vec![(1, vec![(9, 1)])];
+        let unordered = vec![(1, vec![(2, 1), (0, 1)])];
+        let twice = vec![(1, vec![(0, 1)]), (1, vec![(2, 1)])];
+        for bad in [past, unordered, twice] {
+            assert!(Bm25Index::from_parts(index.params(), index.doc_lens().to_vec(), bad).is_err());
+        }
+    }
 }

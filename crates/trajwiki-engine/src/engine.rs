@@ -23,7 +23,7 @@
 //! assert!(matches!(err, Err(api::ApiError::UnknownNamespace { .. })));
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -78,6 +78,8 @@ pub struct Engine {
     /// Whether a load keeps what it derived from single records for the next load of its
     /// namespace (see [`trajwiki_retrieve::Derived`]).
     reloads: bool,
+    /// The namespaces whose index segment a thread is writing (see [`crate::segment`]).
+    segmenting: Arc<Mutex<HashSet<Namespace>>>,
 }
 
 impl Engine {
@@ -101,6 +103,7 @@ impl Engine {
             writers: Mutex::new(HashMap::new()),
             loaders: Mutex::new(HashMap::new()),
             reloads: true,
+            segmenting: Arc::default(),
         }
     }
 
@@ -175,6 +178,46 @@ impl Engine {
             ns: ns.clone(),
             writer,
             loader,
+        }
+    }
+
+    /// Writes the index segment of `ns` on a thread of its own when it is due (see
+    /// [`crate::segment::refresh_segment`]): after a build, off the caller's path. One thread
+    /// per namespace at a time (a build meanwhile leaves it to the next); what fails is said on
+    /// standard error (the segment is derived state: loads read the records without it).
+    /// Returns the thread, or `None` when none was started.
+    pub fn refresh_segment_later(&self, ns: &Namespace) -> Option<std::thread::JoinHandle<()>> {
+        if self.read_only {
+            return None;
+        }
+        let embedder = self.embedder().ok()?;
+        if !lock(&self.segmenting).insert(ns.clone()) {
+            return None;
+        }
+        let (dir, ns, running) = (self.dir.clone(), ns.clone(), Arc::clone(&self.segmenting));
+        let spawned = std::thread::Builder::new()
+            .name("trajwiki-segment".into())
+            .spawn({
+                let ns = ns.clone();
+                let running = Arc::clone(&running);
+                move || {
+                    let written = Store::open_existing(&dir)
+                        .map_err(crate::pipeline::PipelineError::from)
+                        .and_then(|store| {
+                            crate::segment::refresh_segment(&store, &ns, embedder.as_ref())
+                        });
+                    if let Err(e) = written {
+                        eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
+                    }
+                    lock(&running).remove(&ns);
+                }
+            });
+        match spawned {
+            Ok(handle) => Some(handle),
+            Err(_) => {
+                lock(&running).remove(&ns);
+                None
+            }
         }
     }
 
@@ -369,14 +412,16 @@ impl Writer<'_> {
         options: BuildOptions,
     ) -> Result<BuildReport, ApiError> {
         let embedder = self.engine.embedder()?;
-        Ok(build_namespace_kept(
+        let report = build_namespace_kept(
             store,
             self.ns,
             embedder.as_ref(),
             config,
             options,
             &mut self.kept,
-        )?)
+        )?;
+        self.engine.refresh_segment_later(self.ns);
+        Ok(report)
     }
 
     /// Deletes the namespace; the kept fold goes with it.

@@ -26,6 +26,7 @@ pub mod messages;
 pub mod metrics;
 pub mod pipeline;
 pub mod retrieval;
+pub mod segment;
 pub mod trace;
 
 pub use engine::{build_config, Engine, KeptIndex, Model, NamespaceHandle, Writer};

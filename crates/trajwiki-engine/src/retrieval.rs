@@ -40,20 +40,35 @@ impl Laps {
     }
 }
 
-/// A vector file's committed rows as the index's shared segment.
-struct MappedRows(MappedVectors);
+/// A vector file's committed rows (or its first rows) as the index's shared segment.
+pub(crate) struct MappedRows(MappedVectors, usize);
 
 impl MappedRows {
     /// Wraps `mapped` when its rows can serve a model of dimension `dim`.
-    fn new(mapped: MappedVectors, dim: usize) -> Option<Self> {
-        (mapped.info().dim == dim && Self::view_of(&mapped).is_some()).then_some(MappedRows(mapped))
+    pub(crate) fn new(mapped: MappedVectors, dim: usize) -> Option<Self> {
+        let rows = mapped.info().rows;
+        Self::first(mapped, dim, rows)
     }
 
-    fn view_of(m: &MappedVectors) -> Option<MatrixView<'_>> {
+    /// Wraps the first `rows` rows of `mapped` when it has them and they can serve a model of
+    /// dimension `dim`.
+    pub(crate) fn first(mapped: MappedVectors, dim: usize, rows: usize) -> Option<Self> {
+        (mapped.info().dim == dim
+            && rows <= mapped.info().rows
+            && Self::view_of(&mapped, rows).is_some())
+        .then_some(MappedRows(mapped, rows))
+    }
+
+    /// The mapped file's extent.
+    pub(crate) fn info(&self) -> &trajwiki_store::VectorFileInfo {
+        self.0.info()
+    }
+
+    fn view_of(m: &MappedVectors, rows: usize) -> Option<MatrixView<'_>> {
         let dim = m.info().dim;
         match (m.f16(), m.f32()) {
-            (Some(d), _) => MatrixView::f16(d, dim).ok(),
-            (_, Some(d)) => MatrixView::f32(d, dim).ok(),
+            (Some(d), _) => MatrixView::f16(d.get(..rows * dim)?, dim).ok(),
+            (_, Some(d)) => MatrixView::f32(d.get(..rows * dim)?, dim).ok(),
             _ => None,
         }
     }
@@ -61,7 +76,7 @@ impl MappedRows {
 
 impl SharedRows for MappedRows {
     fn view(&self) -> MatrixView<'_> {
-        Self::view_of(&self.0).expect("checked when the rows were wrapped")
+        Self::view_of(&self.0, self.1).expect("checked when the rows were wrapped")
     }
 }
 
@@ -124,7 +139,7 @@ fn mapped_rows(
 
 /// The approximate index of `shared`, when the build made one and it covers committed rows only
 /// (it is written before its row count is committed, so it may be newer than the record says).
-fn approximate_index(shared: &MappedRows, dim: usize) -> Option<AnnIndex> {
+pub(crate) fn approximate_index(shared: &MappedRows, dim: usize) -> Option<AnnIndex> {
     let info = shared.0.info();
     (AnnIndex::available() && info.ann_rows > 0)
         .then(|| AnnIndex::load(&info.ann_path(), AnnParams::default()).ok())
@@ -209,6 +224,12 @@ fn message_side(
 /// [`Derived`]): after an append, only the new and changed records are derived. With
 /// `earlier`, the records are `earlier`'s and what changed since ([`Store::namespace_changes`]),
 /// not a read of the whole namespace; the index is the same.
+///
+/// Without `earlier`, the namespace's index segment is read first when there is a usable one
+/// (see [`crate::segment`]): the index as a build stored it, with what changed since applied in
+/// place; the index is the same as one loaded from the records. The stages then say `segment`
+/// (reading it) and `apply`; a segment left aside says why in a stage named
+/// `segment not used: <reason>` (the time spent on it), and the load reads the records.
 pub fn load_index(
     store: &Store,
     ns: &Namespace,
@@ -239,6 +260,16 @@ pub fn load_index(
         }
         None => trajwiki_memory::MemoryConfig::default(),
     };
+    if earlier.is_none() {
+        match crate::segment::load_segment(store, ns, embedder, derived, config.entity_min_count) {
+            Ok(loaded) => return Ok(loaded),
+            Err(crate::segment::Unused::Missing) => {}
+            Err(crate::segment::Unused::Because(reason)) => {
+                derived.forget_records();
+                laps.lap(&format!("segment not used: {reason}"));
+            }
+        }
+    }
     // The messages and the records: what changed since an earlier load merged into its records,
     // else one read, while which the messages' side of the index is prepared from them (ingest
     // order is the vector file's row order; the index lists messages by session and position).

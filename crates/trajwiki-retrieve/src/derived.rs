@@ -94,6 +94,11 @@ impl Derived {
         }
     }
 
+    /// Whether it keeps what it derives (it is not [`Derived::transient`]).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Forgets what it derived from records by their ids (messages, centroids, the lexicon's
     /// counts), keeping what it keyed by content (texts' keywords, embedded texts): for a
     /// namespace the store says was replaced or made again, whose ids may now name other
@@ -258,6 +263,38 @@ impl Derived {
             fold.counted.push(m.id.clone());
         }
         Some((parts, fold.stats.lexicon().clone()))
+    }
+
+    /// The lexicon's counts, when they are kept for exactly `messages` (the namespace's, in
+    /// the index's order) with `min_count` (for storing an index with them).
+    pub(crate) fn lexicon_stats(
+        &self,
+        messages: &[SourceMessage],
+        min_count: usize,
+    ) -> Option<&LexiconStats> {
+        let fold = self.lexicon.as_ref()?;
+        (fold.min_count == min_count
+            && fold.counted.len() == messages.len()
+            && fold.counted.iter().zip(messages).all(|(id, m)| *id == m.id))
+        .then_some(&fold.stats)
+    }
+
+    /// Keeps `stats` as the lexicon's counts over `messages` with `min_count` (an index read
+    /// back from storage with them), so that the index takes appends in place (unless this
+    /// keeps nothing).
+    pub(crate) fn keep_lexicon(
+        &mut self,
+        messages: &[SourceMessage],
+        min_count: usize,
+        stats: LexiconStats,
+    ) {
+        if self.keep {
+            self.lexicon = Some(LexiconFold {
+                min_count,
+                counted: messages.iter().map(|m| m.id.clone()).collect(),
+                stats,
+            });
+        }
     }
 
     /// The keywords of each of `texts`, found now where none are kept for it.

@@ -189,10 +189,13 @@ pub enum IndexError {
     /// The approximate index failed.
     #[error(transparent)]
     Ann(#[from] trajwiki_ann::AnnError),
+    /// A stored index (an index segment) does not decode into an index.
+    #[error("stored index: {0}")]
+    Stored(String),
 }
 
 /// A superseded statement in a message: the deprecated claim and where it was revised.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Superseded {
     /// The ref of the message that revised it, if a revision did.
     pub by: Option<String>,
@@ -365,6 +368,28 @@ impl Vocab {
     fn heap_bytes(&self) -> usize {
         self.terms.iter().map(|k| 60 + k.len()).sum()
     }
+
+    /// The terms by id and each one's uses (for storing the vocabulary).
+    pub(crate) fn parts(&self) -> (&[Arc<str>], &[u32]) {
+        (&self.terms, &self.uses)
+    }
+
+    /// The vocabulary whose [`parts`](Self::parts) these are; `None` when they differ in length
+    /// or name a term twice.
+    pub(crate) fn from_parts(terms: Vec<String>, uses: Vec<u32>) -> Option<Vocab> {
+        if terms.len() != uses.len() {
+            return None;
+        }
+        let terms: Vec<Arc<str>> = terms.into_iter().map(Arc::from).collect();
+        let mut ids = FxHashMap::default();
+        ids.reserve(terms.len());
+        for (id, t) in terms.iter().enumerate() {
+            if ids.insert(Arc::clone(t), id as u32).is_some() {
+                return None;
+            }
+        }
+        Some(Vocab { ids, terms, uses })
+    }
 }
 
 /// Term ids of texts given by their keywords (each text's in keyword order, without repeats;
@@ -510,7 +535,7 @@ pub(crate) struct Ids {
 }
 
 impl Ids {
-    fn of(records: &NamespaceRecords) -> Ids {
+    pub(crate) fn of(records: &NamespaceRecords) -> Ids {
         fn positions<'a, K: Clone + Eq + std::hash::Hash + Send + 'a>(
             keys: impl Iterator<Item = &'a K>,
         ) -> FxHashMap<K, u32> {

@@ -30,6 +30,7 @@ mod order;
 pub mod render;
 pub mod retrieve;
 pub mod shape;
+mod stored;
 pub mod vectors;
 
 pub use apply::{Applied, IndexDelta, PageChanges};
@@ -37,4 +38,5 @@ pub use derived::Derived;
 pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, NamespaceRecords};
 pub use render::Context;
 pub use retrieve::{Candidates, Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};
+pub use stored::StoredIndex;
 pub use vectors::{MessageVectors, SharedRows};

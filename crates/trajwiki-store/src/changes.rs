@@ -44,6 +44,16 @@ impl Cursor {
     pub fn last_message(&self) -> i64 {
         self.last_message
     }
+
+    /// The cursor of [`generation`](Self::generation) and
+    /// [`last_message`](Self::last_message): a cursor stored with what was read at it (an index
+    /// segment) and read back.
+    pub fn from_parts(generation: i64, last_message: i64) -> Self {
+        Cursor {
+            generation,
+            last_message,
+        }
+    }
 }
 
 /// What changed in a namespace after a cursor ([`Store::namespace_changes`]), read with the same
@@ -196,6 +206,19 @@ impl Store {
     /// asks whether anything changed.
     pub fn cursor(&self, ns: &Namespace) -> Result<Cursor> {
         cursor_in(&self.conn, ns)
+    }
+
+    /// Whether changes of `ns` since `since` would say [`reload`](NamespaceDelta::reload) (the
+    /// namespace was rebuilt, cleared, deleted or made again after it): one statement, without
+    /// reading the changes.
+    pub fn replaced_since(&self, ns: &Namespace, since: &Cursor) -> Result<bool> {
+        let (row, last_message) = state_of(&self.conn, ns)?;
+        let generation = row.map_or(0, |(g, _)| g);
+        Ok(match row {
+            None => *since != Cursor::default(),
+            Some((_, reset)) => reset > since.generation,
+        } || generation < since.generation
+            || last_message < since.last_message)
     }
 
     /// Everything that changed in `ns` after `since` (a cursor of an earlier read of this store):

@@ -318,6 +318,7 @@ impl Store {
         }
         check_generations(c, &mut report)?;
         self.check_vector_files(&mut report)?;
+        self.check_segments(&mut report)?;
         Ok(report)
     }
 }

@@ -42,6 +42,7 @@ mod memory;
 mod pg;
 mod raw;
 mod read;
+mod segments;
 mod vectors;
 
 use std::path::{Path, PathBuf};
@@ -56,6 +57,10 @@ pub use error::{Result, StoreError};
 pub use fold::{Arrived, FoldRecord, FoldWrite, IndexState};
 pub use memory::{MemoryBatch, MemoryRecords, PageUpdates};
 pub use raw::{Append, IngestReport, Place};
+pub use segments::{
+    Payload as SegmentPayload, Segment, SegmentHeader, PAUSE_ENV as SEGMENT_PAUSE_ENV,
+    SEGMENT_VERSION,
+};
 
 pub use db::postgres_write_lock;
 pub use pg::SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION;
@@ -185,7 +190,7 @@ pub struct Deleted {
     pub runs: u64,
     /// Cached embeddings of its texts that no other namespace holds.
     pub embeddings: u64,
-    /// Vector files and approximate indexes removed.
+    /// Vector files, approximate indexes and index segments removed.
     pub files: usize,
     /// Whether the freed space was overwritten, so that no file of the store holds the deleted
     /// text any more.
@@ -490,6 +495,11 @@ impl Store {
         self.writable("deleting a namespace")?;
         let (messages, runs) = self.namespace_counts(ns)?;
         let embeddings = self.embeddings_only_of(ns)?;
+        // Index segments hold the namespace's text and are derived state: removed first, so
+        // that the space they free is there for the delete and its overwrite alike (a segment
+        // a build writes meanwhile is removed after the commit, or by its writer).
+        let segments = self.segment_paths(ns)?;
+        vectors::remove_files(&segments)?;
         let files: Vec<PathBuf> = self
             .vector_paths(ns)?
             .into_iter()
@@ -517,13 +527,15 @@ impl Store {
         }
         tx.commit().ctx("committing a delete")?;
         vectors::remove_files(&files)?;
+        let late = self.segment_paths(ns)?;
+        vectors::remove_files(&late)?;
         let not_scrubbed = if existed { self.scrub().err() } else { None };
         Ok(Deleted {
             existed,
             messages,
             runs,
             embeddings: removed as u64,
-            files: files.len(),
+            files: files.len() + segments.len() + late.len(),
             scrubbed: existed && not_scrubbed.is_none(),
             not_scrubbed,
         })

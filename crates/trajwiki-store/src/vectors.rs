@@ -228,8 +228,14 @@ fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<Vect
 /// The file name of (namespace, model)'s vectors: a hash, so that any namespace or model name
 /// gives a plain name, with the element type as extension.
 fn file_name(ns: &str, model: &str, dtype: VectorDtype) -> String {
+    format!("{}.{}", file_stem(ns, model), dtype.as_str())
+}
+
+/// The name of (namespace, model)'s files without extension: a hash of the two (the vector
+/// file, its approximate index and its index segment share it).
+pub(crate) fn file_stem(ns: &str, model: &str) -> String {
     let h = trajwiki_core::content_hash([ns, model]);
-    format!("{}.{}", &h[..32], dtype.as_str())
+    h[..32].to_string()
 }
 
 impl Store {
@@ -531,7 +537,9 @@ impl Store {
         )
         .ctx("forgetting a vector file")?;
         tx.commit().ctx("forgetting a vector file")?;
-        remove_files(&[info.path.clone(), info.ann_path()])
+        let segment = self.segment_path(ns, model);
+        remove_files(&[info.path.clone(), info.ann_path()])?;
+        remove_files(segment.as_slice())
     }
 
     /// The vector files of a namespace (any model), for removal with it.

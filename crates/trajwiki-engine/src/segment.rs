@@ -1,0 +1,412 @@
+//! Index segments, the engine's side: a namespace's index as a load builds it, stored after a
+//! build (see `trajwiki_store`'s segment files) and read by a cold load instead of the records.
+//!
+//! - **Written by builds**: after a build commits, [`refresh_segment`] writes the namespace's
+//!   segment when it has none (or one it cannot use) or when the namespace's messages grew by
+//!   an eighth since it was written ([`segment_due`]). The CLI's `build` does it in line; the
+//!   engine's builds (server appends, Python) on a thread of their own, after the build
+//!   returns, one per namespace at a time. The index written is the one a load gives now.
+//! - **Read by cold loads** ([`load_segment`], from [`crate::retrieval::load_index`]): the
+//!   segment's index, its message vectors mapped from the vector file as a load maps them (the
+//!   rows the stored load embedded are embedded again through the cache), then what changed in
+//!   the namespace since the segment's cursor applied in place
+//!   ([`crate::retrieval::update_index`]). A segment that is damaged, of another version or
+//!   model, older than a rebuild of the namespace, out of step with the vector file, or whose
+//!   changes the index cannot take in place is left aside: the load reads the records.
+//! - **Removed by delete** with the namespace's vector files; **verified by check**; **rebuilt**
+//!   by the next build when missing or damaged.
+//!
+//! A PostgreSQL store keeps no segments (its vectors are rows, it has no folder of its own):
+//! its loads read the records.
+//!
+//! The payload is the message rows' ingest positions and how many of them the vector file
+//! served, then the stored index ([`Index::store_into`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use trajwiki_core::{Embedder, Namespace};
+use trajwiki_retrieve::{Derived, Index, MessageVectors, SharedRows, StoredIndex};
+use trajwiki_store::{SegmentHeader, Store, StoreError};
+
+use crate::pipeline::{embed_read, PipelineError};
+use crate::retrieval::{
+    approximate_index, load_index, update_index, Held, Loaded, MappedRows, Updated,
+};
+
+/// A segment is written again when the namespace's messages grew by this share of those it
+/// holds.
+pub const SEGMENT_GROWTH: usize = 8;
+
+/// What the payload holds beside the stored index.
+#[derive(Serialize, Deserialize)]
+struct Rows {
+    /// Each message's ingest position, in the index's order.
+    rowids: Vec<i64>,
+    /// How many messages' rows (the first in ingest order) the vector file served.
+    shared: u64,
+}
+
+/// Why a load did not use a segment.
+#[derive(Debug)]
+pub enum Unused {
+    /// There is none (or the store keeps none): nothing to say.
+    Missing,
+    /// There is one, left aside for this reason.
+    Because(String),
+}
+
+impl From<PipelineError> for Unused {
+    fn from(e: PipelineError) -> Self {
+        Unused::Because(e.to_string())
+    }
+}
+
+/// What [`write_segment`] wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// The file.
+    pub path: PathBuf,
+    /// The messages the segment holds.
+    pub messages: usize,
+    /// Its bytes.
+    pub bytes: usize,
+    /// Milliseconds spent: loading the index, encoding and writing it.
+    pub ms: f64,
+}
+
+/// The index of `ns` from its segment, with what changed since applied: [`Unused`] when there
+/// is no usable segment (the caller loads from the records; `derived` is then to be cleared
+/// of records, as it may hold the segment's lexicon counts).
+pub fn load_segment(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    derived: &mut Derived,
+    entity_min_count: usize,
+) -> Result<Loaded, Unused> {
+    let t0 = Instant::now();
+    let model = embedder.model_id();
+    let dim = embedder.dim();
+    let segment = match store.read_segment(ns, model) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(Unused::Missing),
+        Err(e) => return Err(Unused::Because(e.to_string())),
+    };
+    let header = &segment.header;
+    if header.dim != dim {
+        return Err(Unused::Because(format!(
+            "written for dimension {}, the model has {dim}",
+            header.dim
+        )));
+    }
+    if store
+        .replaced_since(ns, &header.cursor)
+        .map_err(PipelineError::from)?
+    {
+        return Err(Unused::Because(
+            "the namespace was rebuilt, cleared or made again since it was written".into(),
+        ));
+    }
+    let damaged =
+        |e: &dyn std::fmt::Display| Unused::Because(format!("{}: {e}", segment.path.display()));
+    let (rows, rest): (Rows, &[u8]) =
+        postcard::take_from_bytes(&segment.payload).map_err(|e| damaged(&e))?;
+    let (stored, rest) = StoredIndex::decode(rest, ns).map_err(|e| damaged(&e))?;
+    if !rest.is_empty() || stored.dim() != dim {
+        return Err(damaged(
+            &"bytes past the stored index, or another dimension",
+        ));
+    }
+    if stored.messages().len() != header.messages || rows.rowids.len() != header.messages {
+        return Err(damaged(&"its message counts disagree"));
+    }
+    if stored.messages().is_empty() {
+        return Err(damaged(&"it holds no messages"));
+    }
+    let mut t_segment = t0.elapsed().as_secs_f64() * 1000.0;
+    let t1 = Instant::now();
+    let (vectors, embedded) = message_vectors(store, ns, embedder, &stored, &rows)?;
+    let vectors_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    let t2 = Instant::now();
+    // The lexicon's counts go with the index (an index takes appends in place only with them),
+    // even for a caller that keeps nothing: they are let go of with it.
+    let mut kept = Derived::default();
+    let derived = if derived.keeps() { derived } else { &mut kept };
+    let mut index = stored
+        .into_index(vectors, derived)
+        .map_err(|e| damaged(&e))?;
+    if index.records.entity_min_count != entity_min_count {
+        return Err(Unused::Because(format!(
+            "written with entity_min_count {}, the build's is {entity_min_count}",
+            index.records.entity_min_count
+        )));
+    }
+    t_segment += t2.elapsed().as_secs_f64() * 1000.0;
+    let mut stages = BTreeMap::new();
+    stages.insert("segment".to_string(), t_segment);
+    stages.insert("vectors".to_string(), vectors_ms);
+    let mut rowids = rows.rowids;
+    let mut cursor = header.cursor;
+    let mut embedded = embedded;
+    let now = store.cursor(ns).map_err(PipelineError::from)?;
+    let file_rows = store
+        .vector_file(ns, model)
+        .map_err(PipelineError::from)?
+        .map_or(0, |f| f.rows);
+    if now != cursor || file_rows as u64 != rows.shared {
+        let held = Held {
+            index: &mut index,
+            rowids: &mut rowids,
+            cursor: &mut cursor,
+            derived,
+        };
+        match update_index(store, ns, embedder, held)? {
+            Updated::InPlace {
+                stages: applied,
+                embedded: more,
+                ..
+            } => {
+                embedded += more;
+                for (stage, ms) in applied {
+                    *stages.entry(format!("apply {stage}")).or_default() += ms;
+                }
+            }
+            Updated::Refused(reason) => {
+                return Err(Unused::Because(format!(
+                    "the changes since it cannot be applied: {reason}"
+                )))
+            }
+        }
+    }
+    Ok(Loaded {
+        index,
+        rowids,
+        cursor,
+        embedded,
+        stages,
+    })
+}
+
+/// The message vectors of a stored index as the load that stored it had them: the vector
+/// file's first `rows.shared` rows (in ingest order), the rest embedded through the cache.
+fn message_vectors(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    stored: &StoredIndex,
+    rows: &Rows,
+) -> Result<(MessageVectors, usize), Unused> {
+    let model = embedder.model_id();
+    let dim = embedder.dim();
+    let n = rows.rowids.len();
+    // Row r (ingest order) is message by_rowid[r] (index order).
+    let mut by_rowid: Vec<u32> = (0..n as u32).collect();
+    by_rowid.sort_unstable_by_key(|&i| rows.rowids[i as usize]);
+    if by_rowid
+        .windows(2)
+        .any(|w| rows.rowids[w[0] as usize] == rows.rowids[w[1] as usize])
+    {
+        return Err(Unused::Because("its ingest positions repeat".into()));
+    }
+    let mut row_of = vec![0u32; n];
+    for (r, &i) in by_rowid.iter().enumerate() {
+        row_of[i as usize] = r as u32;
+    }
+    let shared = rows.shared as usize;
+    let out_of_step = || Unused::Because("the vector file is out of step with it".into());
+    if shared > n {
+        return Err(out_of_step());
+    }
+    let mapped = if shared == 0 {
+        None
+    } else {
+        let mapped = store
+            .map_vectors(ns, model)
+            .map_err(|e| Unused::Because(e.to_string()))?
+            .ok_or_else(out_of_step)?;
+        let info = mapped.info().clone();
+        let last = rows.rowids[by_rowid[shared - 1] as usize];
+        if info.rows < shared || (info.rows == shared && info.last_rowid != last) {
+            return Err(out_of_step());
+        }
+        Some(MappedRows::first(mapped, dim, shared).ok_or_else(out_of_step)?)
+    };
+    let texts: Vec<String> = by_rowid[shared..]
+        .iter()
+        .map(|&i| stored.messages()[i as usize].embedding_text())
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (tail, embedded) = embed_read(store, embedder, &refs)?;
+    let tail: Vec<f32> = tail.into_iter().flatten().collect();
+    // The approximate index is the one a load attaches when the file is as the segment saw it.
+    let ann = mapped
+        .as_ref()
+        .filter(|m| m.info().rows == shared)
+        .and_then(|m| approximate_index(m, dim));
+    let mut vectors = MessageVectors::new(
+        dim,
+        mapped.map(|m| Box::new(m) as Box<dyn SharedRows>),
+        tail,
+        row_of,
+    )
+    .map_err(|e| Unused::Because(e.to_string()))?;
+    if let Some(ann) = ann {
+        vectors = vectors
+            .with_ann(ann)
+            .map_err(|e| Unused::Because(e.to_string()))?;
+    }
+    Ok((vectors, embedded))
+}
+
+/// The payload of a segment of `index` (`rowids` its messages' ingest positions).
+fn payload(index: &Index, rowids: &[i64], derived: &Derived) -> Result<Vec<u8>, PipelineError> {
+    let rows = Rows {
+        rowids: rowids.to_vec(),
+        shared: index.vectors().shared_rows() as u64,
+    };
+    let mut out = postcard::to_allocvec(&rows).map_err(|e| {
+        PipelineError::Index(Box::new(trajwiki_retrieve::IndexError::Stored(
+            e.to_string(),
+        )))
+    })?;
+    index
+        .store_into(derived, &mut out)
+        .map_err(|e| PipelineError::Index(Box::new(e)))?;
+    Ok(out)
+}
+
+/// Loads the index of `ns` as a load gives it now (from its segment when usable, else from the
+/// records) and writes it as the namespace's segment; `None` on a store that keeps none.
+/// A segment written while the namespace was deleted or replaced is removed again.
+pub fn write_segment(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+) -> Result<Option<Written>, PipelineError> {
+    if store.segment_path(ns, embedder.model_id()).is_none() {
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    let mut derived = Derived::default();
+    let loaded = load_index(store, ns, embedder, &mut derived, None)?;
+    let bytes = payload(&loaded.index, &loaded.rowids, &derived)?;
+    let header = SegmentHeader {
+        namespace: ns.to_string(),
+        model: embedder.model_id().to_string(),
+        dim: embedder.dim(),
+        cursor: loaded.cursor,
+        messages: loaded.index.records.messages.len(),
+    };
+    let Some(path) = store.write_segment(ns, &header, &bytes)? else {
+        return Ok(None);
+    };
+    if store.replaced_since(ns, &loaded.cursor)? {
+        // A delete (or a rebuild) committed while this was written: what it removed must not
+        // come back in a segment.
+        let _ = std::fs::remove_file(&path);
+        return Ok(None);
+    }
+    forget_verified(&path);
+    Ok(Some(Written {
+        path,
+        messages: header.messages,
+        bytes: bytes.len(),
+        ms: t0.elapsed().as_secs_f64() * 1000.0,
+    }))
+}
+
+/// Segment files this process read back whole and found sound, by (length, modified time):
+/// [`segment_due`] checks a file's checksum once, not at every build.
+fn verified() -> &'static Mutex<HashMap<PathBuf, (u64, SystemTime)>> {
+    static VERIFIED: OnceLock<Mutex<HashMap<PathBuf, (u64, SystemTime)>>> = OnceLock::new();
+    VERIFIED.get_or_init(Default::default)
+}
+
+fn file_stamp(path: &std::path::Path) -> Option<(u64, SystemTime)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+fn forget_verified(path: &std::path::Path) {
+    verified()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(path);
+}
+
+/// Why `ns` needs its segment for `model` written now, with `messages` messages: it has none,
+/// one it cannot read whole, one of another dimension, one older than a rebuild, or one that
+/// holds fewer than `SEGMENT_GROWTH - 1` of every `SEGMENT_GROWTH` messages. `None`: it is
+/// current enough (or the store keeps no segments).
+pub fn segment_due(
+    store: &Store,
+    ns: &Namespace,
+    model: &str,
+    dim: usize,
+    messages: usize,
+) -> Result<Option<String>, StoreError> {
+    let Some(path) = store.segment_path(ns, model) else {
+        return Ok(None);
+    };
+    let header = match store.segment_header(ns, model) {
+        Ok(Some(h)) => h,
+        Ok(None) => return Ok(Some("none written yet".into())),
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    if header.dim != dim || header.namespace != ns.as_str() || header.model != model {
+        return Ok(Some("written for another model".into()));
+    }
+    if store.replaced_since(ns, &header.cursor)? {
+        return Ok(Some("the namespace was rebuilt since".into()));
+    }
+    if messages.saturating_sub(header.messages) * SEGMENT_GROWTH >= header.messages.max(1) {
+        return Ok(Some(format!(
+            "{} messages since it was written, over 1/{SEGMENT_GROWTH} of its {}",
+            messages - header.messages,
+            header.messages
+        )));
+    }
+    let stamp = file_stamp(&path);
+    let known = stamp.is_some()
+        && verified()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&path)
+            == stamp.as_ref();
+    if !known {
+        match store.read_segment(ns, model) {
+            Ok(Some(_)) => {
+                if let Some(stamp) = stamp {
+                    verified()
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(path, stamp);
+                }
+            }
+            Ok(None) => return Ok(Some("none written yet".into())),
+            Err(e) => return Ok(Some(e.to_string())),
+        }
+    }
+    Ok(None)
+}
+
+/// Writes the segment of `ns` when [`segment_due`] says so (with the namespace's message count
+/// now); `None` when it was not due.
+pub fn refresh_segment(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+) -> Result<Option<Written>, PipelineError> {
+    let messages = store.namespace_counts(ns)?.0 as usize;
+    if messages == 0 {
+        return Ok(None);
+    }
+    match segment_due(store, ns, embedder.model_id(), embedder.dim(), messages)? {
+        Some(_) => write_segment(store, ns, embedder),
+        None => Ok(None),
+    }
+}
