@@ -212,7 +212,7 @@ pub fn current_or_updated<T: Send + Sync + 'static, E>(
             return Ok((found, false));
         }
         None => make(Stale::None)?,
-        Some((found, _)) => match Arc::try_unwrap(found) {
+        Some((found, _)) => match owned_soon(found) {
             Ok(held) => make(Stale::Owned(held.value))?,
             Err(shared) => {
                 let made = make(Stale::Shared(&shared.value));
@@ -228,6 +228,28 @@ pub fn current_or_updated<T: Send + Sync + 'static, E>(
     let gone = lock(cache).insert(ns.clone(), Arc::clone(&made), bytes);
     drop_later(gone);
     Ok((made, true))
+}
+
+/// How long [`current_or_updated`] waits for the searches still holding a value to end before
+/// it reads the value instead of changing it: a search takes milliseconds, a reload of a long
+/// history hundreds.
+const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `value` itself once no one else holds it, waiting up to [`IN_FLIGHT_WAIT`] for the callers
+/// that still do (no one takes a new hold: it is out of the cache, and the namespace's makers
+/// wait on its lock); else the shared value back.
+fn owned_soon<T>(mut value: Arc<T>) -> Result<T, Arc<T>> {
+    let deadline = std::time::Instant::now() + IN_FLIGHT_WAIT;
+    loop {
+        match Arc::try_unwrap(value) {
+            Ok(owned) => return Ok(owned),
+            Err(shared) if std::time::Instant::now() < deadline => {
+                value = shared;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(shared) => return Err(shared),
+        }
+    }
 }
 
 /// Drops `value` on a thread of its own: a namespace's index is a great many allocations, and
@@ -257,6 +279,24 @@ mod tests {
 
     fn ns(s: &str) -> Namespace {
         Namespace::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_value_is_owned_once_the_searches_holding_it_end() {
+        // Held by a search that ends soon: owned.
+        let value = Arc::new(7u32);
+        let search = Arc::clone(&value);
+        let ends = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(search);
+        });
+        assert_eq!(owned_soon(value).ok(), Some(7));
+        ends.join().unwrap();
+        // Held past the wait: shared back, still whole.
+        let value = Arc::new(8u32);
+        let _held = Arc::clone(&value);
+        let shared = owned_soon(value).expect_err("still held");
+        assert_eq!(*shared, 8);
     }
 
     #[test]
