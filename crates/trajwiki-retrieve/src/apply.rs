@@ -19,8 +19,8 @@ use half::f16;
 use crate::derived::{Derived, Keywords};
 use crate::index::{
     add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes, numbered,
-    page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links, superseded_in,
-    trajectory_bytes, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
+    page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links, snapshot_text,
+    superseded_in, trajectory_bytes, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
 };
 use crate::order::{claim_key, snapshot_key, trajectory_key};
 use crate::vectors::MessageVectors;
@@ -137,8 +137,9 @@ impl Index {
         };
 
         // The messages and their vectors.
-        let from_tail: Vec<usize> = (0..held)
-            .filter(|&i| !self.vectors.messages.is_shared(i))
+        let held_vectors = &self.vectors.messages;
+        let from_tail: Vec<usize> = (held_vectors.shared_rows()..held_vectors.len())
+            .map(|r| held_vectors.message_of_row(r))
             .collect();
         let placeholder = MessageVectors::owned(self.dim, Vec::new())?;
         let vectors = grow(std::mem::replace(&mut self.vectors.messages, placeholder))?;
@@ -210,18 +211,13 @@ impl Index {
                 }
                 self.msg_snaps[mi].push(si);
             }
-            let mut text = s.summary.clone();
-            for c in &s.claim_ids {
-                let found = claim_texts.get(c).copied().or_else(|| {
+            let text = snapshot_text(&s, |c| {
+                claim_texts.get(c).copied().or_else(|| {
                     self.ids
                         .claim(c)
                         .map(|ci| self.records.claims[ci].0.text.as_str())
-                });
-                if let Some(x) = found {
-                    text.push('\n');
-                    text.push_str(x);
-                }
-            }
+                })
+            });
             let row = numbered(&mut self.vocab, &derived.keywords(&[text]))
                 .pop()
                 .expect("one text");

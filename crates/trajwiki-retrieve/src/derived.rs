@@ -207,13 +207,7 @@ impl Derived {
             ..
         } = self;
         let keep = *keep;
-        let found: Vec<Option<Arc<MessagePart>>> = messages
-            .iter()
-            .map(|m| match kept.get(&m.id) {
-                Some((seen, part)) if seen == *m => Some(Arc::clone(part)),
-                _ => None,
-            })
-            .collect();
+        let found = kept_parts(kept, messages);
         let continues = fold.as_ref().is_some_and(|f| {
             f.min_count == min_count
                 && f.counted.len() <= messages.len()
@@ -249,13 +243,7 @@ impl Derived {
         {
             return None;
         }
-        let found: Vec<Option<Arc<MessagePart>>> = messages
-            .iter()
-            .map(|m| match self.messages.get(&m.id) {
-                Some((seen, part)) if seen == *m => Some(Arc::clone(part)),
-                _ => None,
-            })
-            .collect();
+        let found = kept_parts(&self.messages, messages);
         let parts = message_parts(&mut self.messages, true, messages, found);
         let fold = self.lexicon.as_mut().expect("checked above");
         for m in messages {
@@ -345,6 +333,21 @@ impl Derived {
                 .insert(snapshot.clone(), (sources.to_vec(), centroid.into()));
         }
     }
+}
+
+/// The part `kept` holds for each of `messages`, where it was derived from that message as it
+/// is now.
+fn kept_parts(
+    kept: &FxHashMap<MessageId, (SourceMessage, Arc<MessagePart>)>,
+    messages: &[&SourceMessage],
+) -> Vec<Option<Arc<MessagePart>>> {
+    messages
+        .iter()
+        .map(|m| match kept.get(&m.id) {
+            Some((seen, part)) if seen == *m => Some(Arc::clone(part)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The part of each of `messages`: the one `found` in `kept`, else derived now (and kept when

@@ -840,6 +840,20 @@ pub(crate) fn add_superseded(line: &mut (String, usize), superseded: &[Supersede
     line.1 += line.0[at..].split_whitespace().count();
 }
 
+/// A snapshot's text as every level scores it lexically: its summary, then the text of each of
+/// its claims that `claim_text` finds, a line each.
+pub(crate) fn snapshot_text<'a>(
+    s: &Snapshot,
+    claim_text: impl Fn(&ClaimId) -> Option<&'a str>,
+) -> String {
+    let mut t = s.summary.clone();
+    for x in s.claim_ids.iter().filter_map(claim_text) {
+        t.push('\n');
+        t.push_str(x);
+    }
+    t
+}
+
 /// Page `p`'s trajectories, by position (those in the namespace).
 pub(crate) fn page_trajectories(p: &WikiPage, ids: &Ids) -> Vec<usize> {
     p.trajectory_ids
@@ -871,16 +885,7 @@ impl Index {
         let snapshots = records
             .snapshots
             .par_iter()
-            .map(|s| {
-                let mut t = s.summary.clone();
-                for c in &s.claim_ids {
-                    if let Some(x) = claim_text.get(c) {
-                        t.push('\n');
-                        t.push_str(x);
-                    }
-                }
-                t
-            })
+            .map(|s| snapshot_text(s, |c| claim_text.get(c).copied()))
             .collect();
         let trajectories = records
             .trajectories
@@ -890,7 +895,8 @@ impl Index {
         (snapshots, trajectories)
     }
 
-    /// Builds the index from `records`, the [`MessageSide`] of `records.messages` and the
+    /// Builds the index from `records` (in an index's order: [`NamespaceRecords::sort_for_index`]
+    /// before the level texts are made), the [`MessageSide`] of `records.messages` and the
     /// level texts of `records` ([`Index::part_texts`] and [`Index::page_texts`]), reusing what
     /// `derived` kept of the records' keywords and centroids (and keeping what it derives now).
     pub fn new(
