@@ -1,11 +1,13 @@
 //! Claim evolution within a trajectory (SPEC §2.4): each new claim becomes an ADD, a REVISE of an
 //! earlier claim (which is then deprecated, not deleted) or, for withdrawals, a DEPRECATE of the
-//! claim it withdraws followed by its own ADD.
+//! claim it withdraws followed by its own ADD. A new value of a slot (where someone lives, a
+//! pet's name) and a withdrawal are decided before the judge, across trajectories, by the slot
+//! model ([`crate::slots`], in the fold); the deterministic judge handles what is left: a
+//! statement restated with another status and a plan carried out.
 
-use trajwiki_core::{ClaimStatus, Facet};
+use trajwiki_core::ClaimStatus;
 
 use crate::extract::{is_specific, ClaimDraft};
-use crate::lexicon::SINGLE_VALUED_FACETS;
 use crate::text::normalized;
 use crate::MemoryConfig;
 
@@ -115,22 +117,6 @@ impl ClaimJudge for DeterministicJudge {
             .collect();
         related.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         related.truncate(self.config.evolution_candidates);
-        if new.cancels {
-            if let Some(&(i, _)) = related.first() {
-                return Judgement::Deprecate {
-                    target: i,
-                    rationale: "withdrawn by a later statement".into(),
-                };
-            }
-        }
-        for &(i, _) in &related {
-            if let Some((old, newer)) = changed_value(&earlier[i].draft.facets, &new.facets) {
-                return Judgement::Revise {
-                    target: i,
-                    rationale: format!("{}: {} → {}", newer.tag, old.value, newer.value),
-                };
-            }
-        }
         // A plan carried out: an uncertain claim followed by a definite one about the same
         // specific thing.
         if new.status == ClaimStatus::Active {
@@ -156,23 +142,11 @@ impl ClaimJudge for DeterministicJudge {
     }
 }
 
-/// A facet tag both claims state, with different values.
-/// Only single-valued facets are revised by a new value.
-fn changed_value<'a>(old: &'a [Facet], new: &'a [Facet]) -> Option<(&'a Facet, &'a Facet)> {
-    new.iter()
-        .filter(|n| SINGLE_VALUED_FACETS.contains(&n.tag.as_str()))
-        .find_map(|n| {
-            old.iter()
-                .find(|o| o.tag == n.tag && o.value != n.value)
-                .map(|o| (o, n))
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::text::keywords;
-    use trajwiki_core::{MessageId, Namespace};
+    use trajwiki_core::{Facet, MessageId, Namespace};
 
     fn draft(
         text: &str,
@@ -218,10 +192,8 @@ mod tests {
             ClaimStatus::Active,
             false,
         );
-        assert!(matches!(
-            j.judge(&porto, &earlier),
-            Judgement::Revise { target: 0, .. }
-        ));
+        // New values of a slot are the slot model's (the fold's), not the judge's.
+        assert!(matches!(j.judge(&porto, &earlier), Judgement::Add { .. }));
         // Same facet value, or nothing in common: ADD.
         let again = draft(
             "I live in Lisbon by the river",
@@ -267,10 +239,8 @@ mod tests {
             ClaimStatus::Active,
             true,
         );
-        assert!(matches!(
-            j.judge(&cancel, &earlier),
-            Judgement::Deprecate { target: 0, .. }
-        ));
+        // Withdrawals are the slot model's.
+        assert!(matches!(j.judge(&cancel, &earlier), Judgement::Add { .. }));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, Facet, MessageId, SourceMessage};
 pub use trajwiki_text::entities::{entity_key, is_specific, Lexicon, LexiconStats};
 
+use crate::claims::{self, Voice};
 use crate::lexicon::{
     self, contains, item_family, CANCEL_CUES, ENROL_CUES, FACET_PATTERNS, FILLER, GENERIC_TERMS,
     LIST_CUES, NON_ENTITY, NUMBER_WORDS, PLACE_CUES, SURFACE_STOPS, TITLE_CUES, UNCERTAIN_CUES,
@@ -273,7 +274,6 @@ struct SentenceFacts {
     items: BTreeSet<(String, String)>,
     counts: BTreeSet<String>,
     facets: Vec<Facet>,
-    list_elements: Vec<String>,
 }
 
 fn sentence_facts(s: &str, config: &MemoryConfig) -> SentenceFacts {
@@ -433,11 +433,41 @@ fn sentence_facts(s: &str, config: &MemoryConfig) -> SentenceFacts {
         items,
         counts,
         facets,
-        list_elements,
     }
 }
 
-/// Whether a sentence carries no claim: greetings, thanks, exclamations of fillers.
+/// The addressee of message `m`: the other speaker of its exchange, else the namespace's only
+/// other speaker.
+fn addressee<'a>(
+    m: &SourceMessage,
+    exchange: &[&'a SourceMessage],
+    lexicon: &'a Lexicon,
+) -> Option<&'a str> {
+    if let Some(other) = exchange.iter().find(|o| o.speaker != m.speaker) {
+        return Some(other.speaker.as_str());
+    }
+    let me = entity_key(&m.speaker);
+    let mut others = lexicon.speakers.iter().filter(|k| **k != me);
+    match (others.next(), others.next()) {
+        (Some(k), None) => lexicon.entities.get(k).map(String::as_str),
+        _ => None,
+    }
+}
+
+/// The lower-case names a vocative or chatter may use: each name and its first three letters.
+fn voice_names(voice: &Voice<'_>) -> Vec<String> {
+    [Some(voice.speaker), voice.addressee]
+        .into_iter()
+        .flatten()
+        .flat_map(|n| {
+            let l = norm(n);
+            let short: String = l.chars().take(3).collect();
+            [l, short]
+        })
+        .collect()
+}
+
+/// Whether a sentence carries no summary: greetings, thanks, exclamations of fillers.
 fn is_filler(s: &str) -> bool {
     let toks = lower_words(s);
     toks.len() < 3
@@ -479,55 +509,54 @@ impl Extractor for DeterministicExtractor {
                 d.anchors.push((reference.clone(), anchor));
             }
             let mut first_informative: Option<&str> = None;
-            let texts = std::iter::once((m.text.as_str(), false)).chain(
-                m.attachments
-                    .iter()
-                    .filter_map(|a| a.caption.as_deref())
-                    .map(|c| (c, true)),
-            );
-            for (text, caption) in texts {
-                d.entities.extend(lexicon.mentions(text));
-                let pieces = if caption {
-                    vec![text.trim()]
-                } else {
-                    sentences(text)
-                };
-                for s in pieces {
-                    if s.is_empty() {
-                        continue;
-                    }
-                    d.keywords.extend(keywords(s));
-                    let facts = sentence_facts(s, &self.config);
-                    d.terms.extend(facts.terms.iter().cloned());
-                    d.items.extend(facts.items.iter().cloned());
-                    d.counts.extend(facts.counts.iter().cloned());
-                    d.facets.extend(facts.facets.iter().cloned());
-                    if !caption && is_filler(s) && facts.terms.is_empty() {
-                        continue;
-                    }
-                    let text = if caption {
-                        format!("{} shared an image: {s}", m.speaker)
-                    } else {
-                        first_informative.get_or_insert(s);
-                        format!("{}: {s}", m.speaker)
-                    };
-                    let claim = quoted_claim(m, text, s, caption, &facts);
-                    let status = claim.status;
-                    d.claims.push(claim);
-                    for element in &facts.list_elements {
-                        d.claims.push(ClaimDraft {
-                            text: format!("{} mentioned: {element}", m.speaker),
-                            quote: element.clone(),
-                            source: m.id.clone(),
-                            subject: subject.clone(),
-                            status,
-                            facets: vec![],
-                            keywords: keywords(element),
-                            cancels: false,
-                            terms: [element.to_lowercase()].into(),
-                        });
-                    }
+            let voice = Voice {
+                speaker: &m.speaker,
+                addressee: addressee(m, exchange, lexicon),
+            };
+            let names = voice_names(&voice);
+            let message_anchors: Vec<Anchor> = d
+                .anchors
+                .iter()
+                .filter(|(r, _)| *r == reference)
+                .map(|(_, a)| a.clone())
+                .collect();
+            let pieces = sentences(&m.text);
+            let mut candidates: Vec<(usize, &str)> = Vec::new();
+            for (position, s) in pieces.iter().copied().enumerate() {
+                d.keywords.extend(keywords(s));
+                let facts = sentence_facts(s, &self.config);
+                d.terms.extend(facts.terms.iter().cloned());
+                d.items.extend(facts.items.iter().cloned());
+                d.counts.extend(facts.counts.iter().cloned());
+                d.facets.extend(facts.facets.iter().cloned());
+                if !is_filler(s) {
+                    first_informative.get_or_insert(s);
                 }
+                if !claims::is_question(s) && !claims::is_chatter(s, &names) {
+                    candidates.push((position, s));
+                }
+            }
+            d.entities.extend(lexicon.mentions(&m.text));
+            for k in claims::select(&candidates, pieces.len()) {
+                let s = candidates[k].1;
+                let text = claims::third_person(s, voice, &message_anchors);
+                let facts = sentence_facts(s, &self.config);
+                d.claims.push(quoted_claim(m, text, s, false, &facts));
+            }
+            for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
+                d.entities.extend(lexicon.mentions(caption));
+                let caption = caption.trim();
+                if caption.is_empty() {
+                    continue;
+                }
+                d.keywords.extend(keywords(caption));
+                let facts = sentence_facts(caption, &self.config);
+                d.terms.extend(facts.terms.iter().cloned());
+                d.items.extend(facts.items.iter().cloned());
+                d.counts.extend(facts.counts.iter().cloned());
+                d.facets.extend(facts.facets.iter().cloned());
+                let text = claims::caption_claim(&m.speaker, caption);
+                d.claims.push(quoted_claim(m, text, caption, true, &facts));
             }
             if let Some(s) = first_informative {
                 let short: Vec<&str> = s.split_whitespace().take(24).collect();
@@ -635,12 +664,12 @@ mod tests {
         let texts: Vec<&str> = d.claims.iter().map(|c| c.text.as_str()).collect();
         assert!(
             texts.contains(
-                &"Caroline: I went to a LGBTQ support group yesterday and it was so powerful."
+                &"Caroline went to a LGBTQ support group on 7 May 2023 and it was so powerful."
             ),
             "{texts:?}"
         );
         assert!(
-            texts.contains(&"Caroline shared an image: a photo of a rainbow flag"),
+            texts.contains(&"Caroline shared a photo of a rainbow flag."),
             "{texts:?}"
         );
         assert!(
@@ -674,7 +703,11 @@ mod tests {
             d.items
         );
         assert!(d.terms.contains("support group"), "{:?}", d.terms);
-        assert!(texts.contains(&"Melanie mentioned: guitar"), "{texts:?}");
+        assert!(
+            !texts.iter().any(|t| t.contains("mentioned")),
+            "list elements are terms, not claims: {texts:?}"
+        );
+        assert!(d.terms.contains("guitar"), "{:?}", d.terms);
         assert!(
             d.facets.contains(&Facet {
                 tag: "relationship".into(),

@@ -21,14 +21,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{
-    centroid, Claim, ClaimId, ClaimOp, ClaimStatus, Namespace, OpId, OpKind, Signals, Snapshot,
-    SnapshotId, SourceMessage, Timestamp, Trajectory, TrajectoryId,
+    centroid, Claim, ClaimId, ClaimOp, ClaimStatus, Facet, Namespace, OpId, OpKind, Signals,
+    Snapshot, SnapshotId, SourceMessage, Timestamp, Trajectory, TrajectoryId,
 };
 
 use crate::build::{BuildError, Builders};
 use crate::evolve::{EarlierClaim, Judgement};
 use crate::extract::{is_specific, ClaimDraft, Lexicon, LexiconStats};
 use crate::matcher::{candidates, score, Features, TrajectoryFeatures};
+use crate::slots::{self, Slot};
 use crate::text::keyword_surfaces;
 use crate::wiki::{group_keys, Group, Wiki};
 use crate::MemoryConfig;
@@ -234,7 +235,34 @@ pub struct Fold {
     /// Every trajectory not continued, as (last session, index): where a late exchange finds
     /// the trajectories of its time. Derived from `trajectories` (not persisted).
     open: BTreeSet<(u32, usize)>,
+    /// The claim holding each slot (`subject|attribute|key`), from the slot facets of the
+    /// current claims ([`Fold::resume`] reads them back; not persisted on its own).
+    slots: BTreeMap<String, Holder>,
 }
+
+/// The claim that holds a slot: where it is, its value and when it was said.
+#[derive(Debug, Clone, PartialEq)]
+struct Holder {
+    ti: usize,
+    ci: usize,
+    value: String,
+    at: Timestamp,
+}
+
+/// What a slot statement does to the claim holding its slot.
+enum SlotEdit {
+    /// The same value again: no new claim.
+    Restated,
+    /// A new value: the holder is revised.
+    Revise(String, Holder),
+    /// A withdrawal: the holder is deprecated.
+    Deprecate(String, Holder),
+    /// Nothing held (or only a later statement): an ADD, holding `key` unless late.
+    Add(Option<String>),
+}
+
+/// The facet tag that records a claim's slot (its value and time in the facet's value).
+const SLOT_TAG: &str = "slot:";
 
 /// Normalises a running sum of rows exactly as [`centroid`] does after summing them.
 fn normalised(sum: &[f32]) -> Vec<f32> {
@@ -264,6 +292,7 @@ impl Fold {
             wiki: Wiki::default(),
             dirty: BTreeSet::new(),
             open: BTreeSet::new(),
+            slots: BTreeMap::new(),
         }
     }
 
@@ -281,6 +310,7 @@ impl Fold {
         }
         let wiki = Wiki::resume(groups, &trajectories, config, header.lexicon.lexicon());
         let open = open_by_session(&trajectories);
+        let slots = held_slots(&trajectories);
         Fold {
             namespace,
             header,
@@ -288,6 +318,7 @@ impl Fold {
             wiki,
             dirty: BTreeSet::new(),
             open,
+            slots,
         }
     }
 
@@ -356,6 +387,90 @@ impl Fold {
         }
         pool.retain(|&ti| self.trajectories[ti].latest_at <= at);
         pool
+    }
+
+    /// What slot statement `slot` by `subject`, said at `at`, does: see [`SlotEdit`]. `unique`
+    /// names the new claim (multi-valued slots hold one key per claim).
+    fn slot_edit(&self, subject: &str, slot: &Slot, at: Timestamp, unique: &str) -> SlotEdit {
+        let prefix = format!("{subject}|");
+        let latest_of = |attributes: &[&str]| {
+            self.slots
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix))
+                .filter(|(k, _)| {
+                    let attribute = k[prefix.len()..].split('|').next().unwrap_or("");
+                    attributes.contains(&attribute)
+                })
+                .max_by(|a, b| {
+                    a.1.at
+                        .cmp(&b.1.at)
+                        .then((a.1.ti, a.1.ci).cmp(&(b.1.ti, b.1.ci)))
+                })
+                .map(|(k, h)| (k.clone(), h.clone()))
+        };
+        let held = match (slot.attribute, slot.key.as_str(), &slot.value) {
+            ("latest", _, _) => latest_of(&[
+                "home", "work", "pet", "partner", "count", "favorite", "date",
+            ]),
+            ("plan", _, None) => {
+                // A cancellation: the subject's plan sharing the most specific words.
+                let plans = self
+                    .slots
+                    .range(format!("{prefix}plan|")..)
+                    .take_while(|(k, _)| k.starts_with(&format!("{prefix}plan|")));
+                plans
+                    .map(|(k, h)| {
+                        let shared = slot
+                            .words
+                            .iter()
+                            .filter(|w| is_specific(w) && h.value.split(' ').any(|x| x == *w))
+                            .count();
+                        (shared, k, h)
+                    })
+                    .filter(|(n, _, _)| *n >= 1)
+                    .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
+                    .map(|(_, k, h)| (k.clone(), h.clone()))
+            }
+            ("plan", _, Some(_)) => return SlotEdit::Add(Some(format!("{prefix}plan|{unique}"))),
+            ("owns", head, None) => {
+                latest_of(&["owns"]).filter(|(k, _)| k.split('|').nth(2) == Some(head))
+            }
+            ("owns", head, Some(_)) => {
+                return SlotEdit::Add(Some(format!("{prefix}owns|{head}|{unique}")))
+            }
+            ("pet" | "favorite", "", _) => latest_of(&[slot.attribute]),
+            (attribute, key, _) => {
+                let k = format!("{prefix}{attribute}|{key}");
+                let exact = self.slots.get(&k).map(|h| (k.clone(), h.clone()));
+                // "my dog Max" after a rename without the kind: the pet named before.
+                exact.or_else(|| {
+                    (attribute == "pet" || attribute == "favorite")
+                        .then(|| {
+                            self.slots
+                                .get(&format!("{prefix}{attribute}|"))
+                                .map(|h| (format!("{prefix}{attribute}|"), h.clone()))
+                        })
+                        .flatten()
+                })
+            }
+        };
+        let Some((key, holder)) = held else {
+            let key = match slot.attribute {
+                "latest" => None,
+                _ if slot.value.is_none() => None,
+                attribute => Some(format!("{prefix}{attribute}|{}", slot.key)),
+            };
+            return SlotEdit::Add(key);
+        };
+        if holder.at > at {
+            // A backfilled statement older than the one holding the slot changes nothing.
+            return SlotEdit::Add(None);
+        }
+        match &slot.value {
+            None => SlotEdit::Deprecate(key, holder),
+            Some(v) if *v == holder.value => SlotEdit::Restated,
+            Some(_) => SlotEdit::Revise(key, holder),
+        }
     }
 
     /// Folds one exchange (its messages in order, with their L2-normalised vectors) into the
@@ -460,41 +575,97 @@ impl Fold {
             }
         };
 
-        // Claim evolution against the trajectory's current claims.
+        // Claim evolution: a slot statement edits the claim holding its slot, wherever it is;
+        // the others are judged against the trajectory's current claims.
         let mut claim_ids = Vec::with_capacity(draft.claims.len());
         for (k, claim) in draft.claims.iter().enumerate() {
-            let t = &self.trajectories[ti];
-            let current: Vec<usize> = (0..t.claims.len())
-                .filter(|&i| t.claims[i].status != ClaimStatus::Deprecated)
-                .collect();
-            let earlier: Vec<EarlierClaim<'_>> = current
+            let said = exchange
                 .iter()
-                .map(|&i| EarlierClaim {
-                    draft: &t.claims[i].draft,
-                    status: t.claims[i].status,
-                })
-                .collect();
-            let judgement = b.judge.judge(claim, &earlier);
+                .find(|m| m.id == claim.source)
+                .map_or(first.timestamp, |m| m.timestamp);
+            let mut claim = claim.clone();
+            let slot = slots::slot_of(&claim.quote);
+            let edit = match &slot {
+                Some(slot) => self.slot_edit(&claim.subject, slot, said, &format!("{snap_id}/{k}")),
+                None => SlotEdit::Add(None),
+            };
+            let new_value = slot.as_ref().and_then(|s| s.value.clone());
             let id = ClaimId::derive(&ns, &format!("{snap_id}/{k}"));
             let mut revised_from = None;
             let mut ops: Vec<(OpKind, Option<ClaimId>, Option<ClaimStatus>, String)> = Vec::new();
-            match judgement {
-                Judgement::Add { rationale } => ops.push((OpKind::Add, None, None, rationale)),
-                Judgement::Revise { target, rationale } => {
-                    let old = &mut self.trajectories[ti].claims[current[target]];
+            let mut holds: Option<(String, String)> = None;
+            match edit {
+                SlotEdit::Restated => continue,
+                SlotEdit::Revise(key, h) => {
+                    let old = &mut self.trajectories[h.ti].claims[h.ci];
                     old.status = ClaimStatus::Deprecated;
                     revised_from = Some(old.id.clone());
+                    self.dirty.insert(h.ti);
+                    let value = new_value.clone().unwrap_or_default();
+                    let rationale = format!("{}: {} → {value}", slot_name(&key), h.value);
                     ops.push((OpKind::Revise, revised_from.clone(), None, rationale));
+                    holds = Some((key, value));
                 }
-                Judgement::Deprecate { target, rationale } => {
-                    let old = &mut self.trajectories[ti].claims[current[target]];
+                SlotEdit::Deprecate(key, h) => {
+                    let old = &mut self.trajectories[h.ti].claims[h.ci];
                     old.status = ClaimStatus::Deprecated;
+                    self.dirty.insert(h.ti);
+                    self.slots.remove(&key);
                     let status = Some(ClaimStatus::Deprecated);
+                    let rationale = format!("{} withdrawn: {}", slot_name(&key), h.value);
                     ops.push((OpKind::Deprecate, Some(old.id.clone()), status, rationale));
                     let why = "statement after a withdrawal".to_string();
                     ops.push((OpKind::Add, None, None, why));
                 }
+                SlotEdit::Add(key) => {
+                    holds = key.zip(new_value.clone());
+                    let t = &self.trajectories[ti];
+                    let current: Vec<usize> = (0..t.claims.len())
+                        .filter(|&i| t.claims[i].status != ClaimStatus::Deprecated)
+                        .collect();
+                    let earlier: Vec<EarlierClaim<'_>> = current
+                        .iter()
+                        .map(|&i| EarlierClaim {
+                            draft: &t.claims[i].draft,
+                            status: t.claims[i].status,
+                        })
+                        .collect();
+                    match b.judge.judge(&claim, &earlier) {
+                        Judgement::Add { rationale } => {
+                            ops.push((OpKind::Add, None, None, rationale))
+                        }
+                        Judgement::Revise { target, rationale } => {
+                            let old = &mut self.trajectories[ti].claims[current[target]];
+                            old.status = ClaimStatus::Deprecated;
+                            revised_from = Some(old.id.clone());
+                            ops.push((OpKind::Revise, revised_from.clone(), None, rationale));
+                        }
+                        Judgement::Deprecate { target, rationale } => {
+                            let old = &mut self.trajectories[ti].claims[current[target]];
+                            old.status = ClaimStatus::Deprecated;
+                            let status = Some(ClaimStatus::Deprecated);
+                            ops.push((OpKind::Deprecate, Some(old.id.clone()), status, rationale));
+                            let why = "statement after a withdrawal".to_string();
+                            ops.push((OpKind::Add, None, None, why));
+                        }
+                    }
+                }
             }
+            if let Some((key, value)) = holds {
+                claim.facets.push(Facet {
+                    tag: format!("{SLOT_TAG}{key}"),
+                    value: format!("{value}|{}", said.format(trajwiki_core::TIMESTAMP_FORMAT)),
+                });
+                let ci = self.trajectories[ti].claims.len();
+                let holder = Holder {
+                    ti,
+                    ci,
+                    value,
+                    at: said,
+                };
+                self.slots.insert(key, holder);
+            }
+            let claim = &claim;
             for (kind, target, new_status, rationale) in ops {
                 let seq = self.header.ops + 1;
                 let new_claim = (kind != OpKind::Deprecate).then(|| id.clone());
@@ -569,7 +740,7 @@ impl Fold {
         t.items.extend(draft.items.iter().cloned());
         t.counts.extend(draft.counts.iter().cloned());
         for claim in &draft.claims {
-            for fct in &claim.facets {
+            for fct in claim.facets.iter().filter(|f| !f.tag.starts_with(SLOT_TAG)) {
                 t.subject_facets
                     .insert((claim.subject.clone(), fct.tag.clone()));
             }
@@ -619,6 +790,47 @@ impl Fold {
             source_message_ids: exchange.iter().map(|m| m.id.clone()).collect(),
         });
         Ok(())
+    }
+}
+
+/// The slots held by the current claims of `trajectories`: their slot facets.
+fn held_slots(trajectories: &[TrajState]) -> BTreeMap<String, Holder> {
+    let mut out = BTreeMap::new();
+    for (ti, t) in trajectories.iter().enumerate() {
+        for (ci, c) in t.claims.iter().enumerate() {
+            if c.status == ClaimStatus::Deprecated {
+                continue;
+            }
+            for f in &c.draft.facets {
+                let Some(key) = f.tag.strip_prefix(SLOT_TAG) else {
+                    continue;
+                };
+                let Some((value, at)) = f.value.rsplit_once('|') else {
+                    continue;
+                };
+                let Ok(at) = Timestamp::parse_from_str(at, trajwiki_core::TIMESTAMP_FORMAT) else {
+                    continue;
+                };
+                let holder = Holder {
+                    ti,
+                    ci,
+                    value: value.to_string(),
+                    at,
+                };
+                out.insert(key.to_string(), holder);
+            }
+        }
+    }
+    out
+}
+
+/// A slot key as a reader sees it: `home`, `pet (dog)`.
+fn slot_name(key: &str) -> String {
+    let mut parts = key.split('|').skip(1);
+    let attribute = parts.next().unwrap_or("");
+    match parts.next() {
+        Some(k) if !k.is_empty() && !k.contains('/') => format!("{attribute} ({k})"),
+        _ => attribute.to_string(),
     }
 }
 

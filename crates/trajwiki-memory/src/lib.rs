@@ -20,11 +20,13 @@
 //! ```
 
 pub mod build;
+pub mod claims;
 pub mod config;
 pub mod evolve;
 pub mod extract;
 pub mod fold;
 pub mod matcher;
+pub mod slots;
 pub mod wiki;
 
 /// Text analysis, from `trajwiki-text` (shared with retrieval).
