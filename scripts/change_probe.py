@@ -564,6 +564,412 @@ def write_generated(seed: int, out: Path, namespace: str | None = None) -> tuple
     return conv, path
 
 
+# ---------------------------------------------------------------------------------------------
+# score
+# ---------------------------------------------------------------------------------------------
+
+EDIT_OPS = ("REVISE", "DEPRECATE")
+HELD = ("active", "needs_confirmation")  # a claim that holds (a plan may await confirmation)
+
+
+@dataclass
+class Memory:
+    """The claims and ops of a namespace, their messages given as refs."""
+
+    claims: dict[str, dict[str, Any]]  # id -> {"text", "refs", "status"}
+    ops: list[dict[str, Any]]  # {"seq", "op", "target", "new_claim", "refs"}
+
+
+History = Callable[[str, str], list[dict[str, Any]]]
+
+
+def load_script(path: Path) -> dict[str, Any]:
+    """The script at `path`, its fields checked (a missing one is named with its entry)."""
+    try:
+        script = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ProbeError(f"--script {str(path)!r}: cannot read it: {e}") from e
+    except json.JSONDecodeError as e:
+        raise ProbeError(f"--script {str(path)!r}: not JSON: {e}") from e
+    if not isinstance(script, dict):
+        raise ProbeError(f"--script {str(path)!r}: expected a JSON object")
+    for key in ("changes", "controls"):
+        if not isinstance(script.get(key), list):
+            raise ProbeError(f"--script {str(path)!r}: field {key!r} missing or not a list")
+    need = {"changes": ("kind", "subject", "attribute", "old_value", "old_ref", "op",
+                        "change_ref", "as_of_before", "as_of_after", "restatement_refs",
+                        "new_match", "old_match"),
+            "controls": ("kind", "subject", "attribute", "old_value", "old_ref",
+                         "restatement_refs")}
+    for key, fields in need.items():
+        for i, entry in enumerate(script[key]):
+            if not isinstance(entry, dict):
+                raise ProbeError(f"--script {str(path)!r}: {key}[{i}] is not an object")
+            for f in fields:
+                if f not in entry:
+                    raise ProbeError(f"--script {str(path)!r}: {key}[{i}] has no field {f!r}")
+            if key == "changes" and entry["op"] not in EDIT_OPS:
+                raise ProbeError(f"--script {str(path)!r}: {key}[{i}].op is {entry['op']!r}, "
+                                 f"expected one of {', '.join(EDIT_OPS)}")
+    return script
+
+
+def _run(cmd: list[str], what: str) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise ProbeError(f"{what}: cannot run {cmd[0]!r}: {e}") from e
+    if done.returncode != 0:
+        raise ProbeError(f"{what}: `{' '.join(cmd)}` exited {done.returncode}: "
+                         f"{done.stderr.strip()[-800:]}")
+    return done.stdout
+
+
+def message_refs(store: Path, namespace: str) -> dict[str, str]:
+    """Message id -> its external ref (else the id), from the store's SQLite `messages` table."""
+    db_path = store / "trajwiki.db"
+    if not db_path.is_file():
+        raise ProbeError(f"--store {str(store)!r}: no SQLite store there ({db_path} is missing)")
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("select id, external_ref from messages where namespace = ?",
+                              (namespace,)).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as e:
+        raise ProbeError(f"--store {str(store)!r}: cannot read the messages of {db_path}: {e}") from e
+    if not rows:
+        raise ProbeError(f"--namespace {namespace!r}: no messages in the store {str(store)!r}")
+    return {i: r or i for i, r in rows}
+
+
+def parse_memory(lines: Iterable[str], refs: dict[str, str]) -> Memory:
+    """The claims and ops of `trajwiki export --what memory` output."""
+    claims: dict[str, dict[str, Any]] = {}
+    ops: list[dict[str, Any]] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            value = rec["value"]
+            if rec["record"] == "claim":
+                claims[value["id"]] = {
+                    "text": value["text"],
+                    "refs": {refs.get(m, m) for m in value["source_message_ids"]},
+                    "status": rec.get("current_status") or value["status"]}
+            elif rec["record"] == "claim_op":
+                ops.append({"seq": value["seq"], "op": value["op"],
+                            "target": value.get("target"), "new_claim": value.get("new_claim"),
+                            "refs": {refs.get(m, m) for m in value["source_message_ids"]}})
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ProbeError(f"the memory export, line {n}: not a claim or op record as "
+                             f"expected ({type(e).__name__}: {e})") from e
+    return Memory(claims, ops)
+
+
+def read_memory(binary: str, store: Path, namespace: str) -> Memory:
+    """The memory of `namespace` in `store`, read with `trajwiki export --what memory`."""
+    refs = message_refs(store, namespace)
+    out = _run([binary, "export", "--store", str(store), "--namespace", namespace,
+                "--what", "memory"], "reading the memory")
+    return parse_memory(out.splitlines(), refs)
+
+
+def cli_history(binary: str, store: Path) -> History:
+    """`trajwiki history CLAIM --as-of T --json` as a function."""
+    def history(claim: str, as_of: str) -> list[dict[str, Any]]:
+        out = _run([binary, "history", "--store", str(store), claim, "--as-of", as_of, "--json"],
+                   f"the history of {claim} as of {as_of}")
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError as e:
+            raise ProbeError(f"the history of {claim} as of {as_of}: not JSON: {e}") from e
+    return history
+
+
+def _status(entries: list[dict[str, Any]], claim: str) -> str | None:
+    """The status of `claim` at the end of a history's entries (None: not in it)."""
+    status = None
+    for e in entries:
+        if e.get("claim") == claim:
+            status = e.get("status")
+        elif e.get("target") == claim:
+            status = e.get("target_status")
+    return status
+
+
+def _matches(text: str, needles: list[str]) -> bool:
+    low = text.lower()
+    return any(n.lower() in low for n in needles)
+
+
+def _old_refs(change: dict[str, Any]) -> set[str]:
+    return {change["old_ref"], *change["restatement_refs"]}
+
+
+def _old_claim(change: dict[str, Any], memory: Memory, op: dict[str, Any] | None) -> str | None:
+    """The claim that held the old value: the found op's target, else a claim citing the old
+    statement (one naming the old value first)."""
+    if op is not None:
+        return op["target"]
+    citing = sorted(c for c, v in memory.claims.items() if v["refs"] & _old_refs(change))
+    named = [c for c in citing if _matches(memory.claims[c]["text"], change["old_match"])]
+    return (named or citing or [None])[0]
+
+
+def check_as_of(change: dict[str, Any], memory: Memory, op: dict[str, Any] | None,
+                history: History) -> str | None:
+    """None when `history --as-of` gives the old value before the change and the new one (or
+    none) after it; else what was wrong."""
+    old = _old_claim(change, memory, op)
+    if old is None:
+        return "no claim cites the old statement"
+    before = _status(history(old, change["as_of_before"]), old)
+    if before not in HELD:
+        return f"before ({change['as_of_before']}) the old claim {old} is {before or 'absent'}"
+    after_entries = history(old, change["as_of_after"])
+    after = _status(after_entries, old)
+    if after != "deprecated":
+        return f"after ({change['as_of_after']}) the old claim {old} is {after or 'absent'}"
+    if change["op"] == "REVISE":
+        news = [e for e in after_entries if e.get("op") == "REVISE" and e.get("target") == old]
+        if not any(e.get("status") in HELD and _matches(e.get("text") or "", change["new_match"])
+                   for e in news):
+            texts = "; ".join(repr(e.get("text")) for e in news) or "none"
+            return (f"after ({change['as_of_after']}) no held claim revising {old} names "
+                    f"{change['new_match'][0]!r} (revisions: {texts})")
+    return None
+
+
+@dataclass
+class Score:
+    """The scores of one conversation or of several (added up)."""
+
+    rows: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    ops: int = 0
+    correct_ops: int = 0
+    missed: list[str] = field(default_factory=list)
+    false: list[str] = field(default_factory=list)
+    as_of_wrong: list[str] = field(default_factory=list)
+
+    def add(self, other: "Score") -> None:
+        for kind, row in other.rows.items():
+            self.rows[kind].update(row)
+        self.ops += other.ops
+        self.correct_ops += other.correct_ops
+        self.missed += other.missed
+        self.false += other.false
+        self.as_of_wrong += other.as_of_wrong
+
+    def total(self, key: str) -> int:
+        return sum(row[key] for row in self.rows.values())
+
+    @property
+    def precision(self) -> float:
+        """Ops making a scripted edit / all edit ops (0 when there are none)."""
+        return self.correct_ops / self.ops if self.ops else 0.0
+
+    @property
+    def recall(self) -> float:
+        expected = self.total("expected")
+        return self.total("found") / expected if expected else 0.0
+
+
+def _is_edit(op: dict[str, Any], change: dict[str, Any], memory: Memory) -> bool:
+    target = memory.claims.get(op["target"] or "", {"refs": set()})
+    return (op["op"] == change["op"] and change["change_ref"] in op["refs"]
+            and bool(target["refs"] & _old_refs(change)))
+
+
+def _describe_false(op: dict[str, Any], script: dict[str, Any], memory: Memory) -> tuple[str, str]:
+    """The kind a false op is counted under and why it is false."""
+    target = memory.claims.get(op["target"] or "", {"refs": set(), "text": None})
+    for ch in script["changes"]:
+        if ch["change_ref"] in op["refs"]:
+            if target["refs"] & _old_refs(ch):
+                return ch["kind"], f"{op['op']} where {ch['op']} was expected"
+            return ch["kind"], "the change edits a claim that does not cite the old statement"
+    for key in ("changes", "controls"):
+        for entry in script[key]:
+            if target["refs"] & _old_refs(entry) or op["refs"] & _old_refs(entry):
+                why = ("a restatement or another fact edits it" if key == "changes"
+                       else "edits a fact that never changed (control)")
+                return entry["kind"], why
+    return "(chatter)", "an edit between chatter claims"
+
+
+def score(script: dict[str, Any], memory: Memory, history: History, label: str = "") -> Score:
+    """Scores the REVISE / DEPRECATE ops of `memory` against `script` (see the docstring)."""
+    result = Score()
+    edits = [op for op in memory.ops if op["op"] in EDIT_OPS]
+    result.ops = len(edits)
+    correct: set[int] = set()
+    for ch in script["changes"]:
+        row = result.rows[ch["kind"]]
+        row["expected"] += 1
+        hits = [op for op in edits if _is_edit(op, ch, memory)]
+        correct.update(op["seq"] for op in hits)
+        what = (f"{label}{ch['kind']} {ch['subject']} {ch['old_ref']}->{ch['change_ref']} "
+                f"{ch['old_value']!r} -> {ch.get('new_value')!r}")
+        if hits:
+            row["found"] += 1
+        else:
+            row["missed"] += 1
+            near = [op for op in edits if ch["change_ref"] in op["refs"]]
+            seen = "; ".join(f"{op['op']} of {memory.claims.get(op['target'] or '', {}).get('text')!r}"
+                             for op in near) or "no edit from the change message"
+            result.missed.append(f"{what}: {seen}")
+        wrong = check_as_of(ch, memory, hits[0] if hits else None, history)
+        if wrong is None:
+            row["as_of_ok"] += 1
+        else:
+            result.as_of_wrong.append(f"{what}: {wrong}")
+    result.correct_ops = len(correct)
+    for op in edits:
+        if op["seq"] in correct:
+            continue
+        kind, why = _describe_false(op, script, memory)
+        result.rows[kind]["false"] += 1
+        target = memory.claims.get(op["target"] or "", {}).get("text")
+        new = memory.claims.get(op["new_claim"] or "", {}).get("text")
+        refs = ",".join(sorted(op["refs"]))
+        result.false.append(f"{label}{op['op']} #{op['seq']} [{refs}] {target!r} -> {new!r}: {why}")
+    return result
+
+
+def format_score(result: Score, examples: int = 5) -> str:
+    """The table (one row per kind, then the totals) and a few examples."""
+    lines = [f"{'kind':<18}{'expected':>9}{'found':>7}{'missed':>8}{'false':>7}{'as_of ok':>10}"]
+    order = [k for k in KINDS if k in result.rows] + sorted(k for k in result.rows if k not in KINDS)
+    for kind in order + ["total"]:
+        row = result.rows[kind] if kind != "total" else Counter(
+            {k: result.total(k) for k in ("expected", "found", "missed", "false", "as_of_ok")})
+        lines.append(f"{kind:<18}{row['expected']:>9}{row['found']:>7}{row['missed']:>8}"
+                     f"{row['false']:>7}{row['as_of_ok']:>6}/{row['expected']:<3}")
+    expected = result.total("expected")
+    lines.append(f"precision {result.precision:.3f} ({result.correct_ops} of {result.ops} "
+                 f"REVISE/DEPRECATE ops make a scripted edit), recall {result.recall:.3f} "
+                 f"({result.total('found')} of {expected} scripted edits), as_of right for "
+                 f"{result.total('as_of_ok')} of {expected} changes")
+    for title, items in (("missed", result.missed), ("false", result.false),
+                         ("as_of wrong", result.as_of_wrong)):
+        if items:
+            lines.append(f"{title} ({len(items)}, first {min(examples, len(items))}):")
+            lines += [f"  {x}" for x in items[:examples]]
+    return "\n".join(lines)
+
+
+def score_json(result: Score) -> dict[str, Any]:
+    """The scores as JSON."""
+    return {"precision": result.precision, "recall": result.recall, "ops": result.ops,
+            "correct_ops": result.correct_ops,
+            "expected": result.total("expected"), "found": result.total("found"),
+            "as_of_ok": result.total("as_of_ok"),
+            "kinds": {k: dict(v) for k, v in sorted(result.rows.items())},
+            "missed": result.missed, "false": result.false, "as_of_wrong": result.as_of_wrong}
+
+
+def score_store(binary: str, store: Path, namespace: str, script: dict[str, Any],
+                label: str = "") -> Score:
+    """Scores the memory of `namespace` in `store` against `script`."""
+    memory = read_memory(binary, store, namespace)
+    return score(script, memory, cli_history(binary, store), label)
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+# ---------------------------------------------------------------------------------------------
+
+# The environment of a build that would take the language-model path or another model: the probe
+# measures the deterministic construction with the offline hashing model.
+BUILD_ENV_DROPPED = ("TRAJWIKI_LLM_BASE_URL", "TRAJWIKI_LLM_MODEL", "TRAJWIKI_LLM_API_KEY",
+                     "TRAJWIKI_MODEL")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`1,2,3` (or `1-5`) as a list of seeds."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                seeds += range(int(lo), int(hi) + 1)
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ProbeError(f"--seeds {text!r}: {part!r} is not a seed (an integer) "
+                             f"or a range like 1-5") from None
+    if not seeds:
+        raise ProbeError(f"--seeds {text!r}: no seeds")
+    return seeds
+
+
+def build_store(binary: str, conversation: Path, store: Path) -> None:
+    """Ingests and builds `conversation` into the (new) store at `store` with the hashing model."""
+    import os
+    env = {k: v for k, v in os.environ.items() if k not in BUILD_ENV_DROPPED}
+    cmd = [binary, "ingest", "--store", str(store), "--build", "--flush", "--model", "hashing",
+           str(conversation)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    except OSError as e:
+        raise ProbeError(f"--bin {binary!r}: cannot run it: {e}") from e
+    if done.returncode != 0:
+        raise ProbeError(f"`{' '.join(cmd)}` exited {done.returncode}: "
+                         f"{done.stderr.strip()[-800:]}")
+
+
+def run(binary: str, seeds: list[int], keep: Path | None, log: Callable[[str], None]) -> Score:
+    """Generates, builds and scores each seed; the scores added up."""
+    if shutil.which(binary) is None and not Path(binary).is_file():
+        raise ProbeError(f"--bin {binary!r}: no such program")
+    total = Score()
+    with tempfile.TemporaryDirectory(prefix="change-probe-") as tmp:
+        root = keep if keep is not None else Path(tmp)
+        for seed in seeds:
+            work = root / f"seed-{seed}"
+            if (work / "store").exists():
+                raise ProbeError(f"--keep {str(root)!r}: {work / 'store'} exists already; "
+                                 f"give an empty folder")
+            conv, script_path = write_generated(seed, work)
+            script = load_script(script_path)
+            build_store(binary, conv, work / "store")
+            result = score_store(binary, work / "store", script["namespace"], script,
+                                 label=f"seed {seed}: ")
+            log(f"seed {seed}: {result.total('expected')} changes, {result.ops} edit ops, "
+                f"precision {result.precision:.3f}, recall {result.recall:.3f}, "
+                f"as_of right {result.total('as_of_ok')}/{result.total('expected')}")
+            total.add(result)
+    return total
+
+
+def floors_met(result: Score, min_precision: float | None, min_recall: float | None,
+               require_as_of: bool) -> list[str]:
+    """The floors not met, said in words (empty: all met)."""
+    failed = []
+    if min_precision is not None and result.precision < min_precision:
+        failed.append(f"precision {result.precision:.3f} < {min_precision}")
+    if min_recall is not None and result.recall < min_recall:
+        failed.append(f"recall {result.recall:.3f} < {min_recall}")
+    expected = result.total("expected")
+    if require_as_of and result.total("as_of_ok") < expected:
+        failed.append(f"as_of right for {result.total('as_of_ok')} of {expected} changes only")
+    return failed
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     parser = argparse.ArgumentParser(
@@ -574,16 +980,43 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, required=True)
     g.add_argument("--out", type=Path, required=True)
     g.add_argument("--namespace", help="the namespace of the messages (default probe-SEED)")
+    sc = sub.add_parser("score", help="score a built store against a script")
+    sc.add_argument("--bin", required=True, help="the trajwiki binary")
+    sc.add_argument("--store", type=Path, required=True)
+    sc.add_argument("--namespace", required=True)
+    sc.add_argument("--script", type=Path, required=True)
+    sc.add_argument("--json", action="store_true", help="print the scores as JSON")
+    r = sub.add_parser("run", help="generate, build and score seeds")
+    r.add_argument("--bin", required=True, help="the trajwiki binary")
+    r.add_argument("--seeds", default="1,2,3", help="seeds: 1,2,3 or 1-5 (default 1,2,3)")
+    r.add_argument("--min-precision", type=_fraction)
+    r.add_argument("--min-recall", type=_fraction)
+    r.add_argument("--require-as-of", action="store_true",
+                   help="fail unless history --as-of is right for every change")
+    r.add_argument("--keep", type=Path, help="keep the conversations and stores in this folder")
+    r.add_argument("--json", action="store_true", help="print the scores as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "generate":
             conv, script = write_generated(args.seed, args.out, args.namespace)
             print(f"wrote {conv} and {script}")
             return 0
+        if args.command == "score":
+            script = load_script(args.script)
+            result = score_store(args.bin, args.store, args.namespace, script)
+            print(json.dumps(score_json(result), indent=1) if args.json else format_score(result))
+            return 0
+        result = run(args.bin, parse_seeds(args.seeds), args.keep,
+                     (lambda line: print(line, file=sys.stderr)) if args.json else print)
+        print(json.dumps(score_json(result), indent=1) if args.json else format_score(result))
+        failed = floors_met(result, args.min_precision, args.min_recall, args.require_as_of)
+        if failed:
+            print(f"change_probe: floors not met: {'; '.join(failed)}", file=sys.stderr)
+            return 1
+        return 0
     except ProbeError as e:
         print(f"change_probe: {e}", file=sys.stderr)
         return 2
-    return 2
 
 
 if __name__ == "__main__":
