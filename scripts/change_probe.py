@@ -790,6 +790,10 @@ def _describe_false(op: dict[str, Any], script: dict[str, Any], memory: Memory) 
         if ch["change_ref"] in op["refs"]:
             if target["refs"] & _old_refs(ch):
                 return ch["kind"], f"{op['op']} where {ch['op']} was expected"
+            for ctl in script["controls"]:
+                if target["refs"] & _old_refs(ctl):
+                    return ch["kind"], (f"the change edits {ctl['subject']}'s {ctl['attribute']}, "
+                                        f"which never changed")
             return ch["kind"], "the change edits a claim that does not cite the old statement"
     for key in ("changes", "controls"):
         for entry in script[key]:

@@ -1,0 +1,192 @@
+"""The change probe (scripts/change_probe.py): its generator, its scorer on a hand-made export,
+its errors, and a run end to end against the `trajwiki` binary of this checkout."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = REPO / "scripts" / "change_probe.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("change_probe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["change_probe"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+probe = _load()
+
+
+def _probe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          check=False, timeout=600)
+
+
+def test_generator_scripts_every_kind_with_refs_that_say_it():
+    kinds: Counter = Counter()
+    for seed in (1, 2, 3):
+        messages, script = probe.generate(seed)
+        assert (messages, script) == probe.generate(seed), "not deterministic"
+        by_ref = {m["ref"]: m for m in messages}
+        assert len(by_ref) == len(messages)
+        sessions = {m["session"] for m in messages}
+        assert 12 <= len(sessions) <= 20
+        for ch in script["changes"]:
+            kinds[ch["kind"]] += 1
+            old, new = by_ref[ch["old_ref"]], by_ref[ch["change_ref"]]
+            assert old["speaker"] == new["speaker"] == ch["subject"]
+            assert old["timestamp"] == ch["old_timestamp"] < ch["as_of_before"]
+            assert ch["as_of_before"] < new["timestamp"] == ch["change_timestamp"]
+            assert ch["change_timestamp"] < ch["as_of_after"]
+            assert ch["op"] == ("DEPRECATE" if ch["new_value"] is None else "REVISE")
+            for r in ch["restatement_refs"]:
+                assert old["timestamp"] < by_ref[r]["timestamp"] < new["timestamp"]
+        for c in script["controls"]:
+            assert by_ref[c["old_ref"]]["speaker"] == c["subject"]
+    assert len(kinds) >= 10 and min(kinds.values()) >= 2, kinds
+    for kind in probe.KINDS.values():
+        assert len(kind.old) >= 3 and len(kind.change) >= 3, kind.name
+
+
+def test_generated_conversation_is_ingest_jsonl(tmp_path: Path):
+    done = _probe("generate", "--seed", "4", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "conversation.jsonl").read_text().splitlines()
+    fields = {"namespace", "session", "seq", "speaker", "text", "timestamp", "ref"}
+    assert all(set(json.loads(line)) == fields for line in lines)
+    script = json.loads((tmp_path / "script.json").read_text())
+    assert script["namespace"] == "probe-4" and script["changes"]
+
+
+# A hand-made memory: Ann moves (D1:3 -> D3:2, found), Ann's dog is renamed (D1:5 -> D3:4,
+# missed: a DEPRECATE where a REVISE was due), Ben's home (D2:3, a control) wrongly revised by
+# Ann's move message, and an edit between chatter claims.
+FAKE_SCRIPT: dict[str, Any] = {
+    "changes": [
+        {"kind": "move", "subject": "Ann", "attribute": "home city", "old_value": "Bergen",
+         "new_value": "Oslo", "op": "REVISE", "old_ref": "D1:3", "restatement_refs": ["D2:1"],
+         "change_ref": "D3:2", "as_of_before": "2024-02-01", "as_of_after": "2024-03-02",
+         "new_match": ["Oslo"], "old_match": ["Bergen"]},
+        {"kind": "pet_renamed", "subject": "Ann", "attribute": "dog's name", "old_value": "Max",
+         "new_value": "Buddy", "op": "REVISE", "old_ref": "D1:5", "restatement_refs": [],
+         "change_ref": "D3:4", "as_of_before": "2024-02-01", "as_of_after": "2024-03-02",
+         "new_match": ["Buddy"], "old_match": ["Max"]},
+    ],
+    "controls": [
+        {"kind": "move", "subject": "Ben", "attribute": "home city", "old_value": "Perth",
+         "old_ref": "D2:3", "restatement_refs": []},
+    ],
+}
+
+
+def _export_lines() -> list[str]:
+    claims = [("c1", "Ann lives in Bergen.", ["m13", "m21"], "deprecated"),
+              ("c2", "Ann moved to Oslo.", ["m32", "m13"], "active"),
+              ("c3", "Ann's dog is called Max.", ["m15"], "deprecated"),
+              ("c4", "Ben lives in Perth.", ["m23"], "deprecated"),
+              ("c5", "Ben lives in Oslo now.", ["m32", "m23"], "active"),
+              ("c6", "Ann baked bread.", ["m17"], "deprecated"),
+              ("c7", "Ann baked a cake.", ["m18"], "active")]
+    ops = [(1, "REVISE", "c1", "c2", ["m32"]), (2, "DEPRECATE", "c3", None, ["m34"]),
+           (3, "REVISE", "c4", "c5", ["m32"]), (4, "REVISE", "c6", "c7", ["m18"]),
+           (5, "ADD", None, "c1", ["m13"])]
+    lines = [json.dumps({"record": "claim", "current_status": st,
+                         "value": {"id": i, "text": t, "source_message_ids": src,
+                                   "status": "active"}}) for i, t, src, st in claims]
+    for seq, op, target, new, src in ops:
+        value = {"seq": seq, "op": op, "source_message_ids": src}
+        if target:
+            value["target"] = target
+        if new:
+            value["new_claim"] = new
+        lines.append(json.dumps({"record": "claim_op", "value": value}))
+    return lines
+
+
+REFS = {"m13": "D1:3", "m15": "D1:5", "m17": "D1:7", "m18": "D1:8", "m21": "D2:1",
+        "m23": "D2:3", "m32": "D3:2", "m34": "D3:4"}
+
+
+def _fake_history(claim: str, as_of: str) -> list[dict[str, Any]]:
+    """Before March: every claim active and unrevised; after: the export's ops."""
+    if as_of < "2024-03":
+        return [{"op": "ADD", "claim": claim, "status": "active"}]
+    if claim == "c1":
+        return [{"op": "ADD", "claim": "c1", "status": "deprecated"},
+                {"op": "REVISE", "claim": "c2", "text": "Ann moved to Oslo.", "status": "active",
+                 "target": "c1", "target_status": "deprecated"}]
+    if claim == "c3":
+        return [{"op": "ADD", "claim": "c3", "status": "deprecated"},
+                {"op": "DEPRECATE", "claim": "c3", "status": "deprecated", "target": "c3",
+                 "target_status": "deprecated"}]
+    return [{"op": "ADD", "claim": claim, "status": "active"}]
+
+
+def test_scorer_counts_found_missed_and_false_edits():
+    memory = probe.parse_memory(_export_lines(), REFS)
+    result = probe.score(FAKE_SCRIPT, memory, _fake_history)
+    assert result.ops == 4 and result.correct_ops == 1
+    assert result.precision == pytest.approx(0.25)
+    assert result.recall == pytest.approx(0.5)
+    assert dict(result.rows["move"]) == {"expected": 1, "found": 1, "false": 1, "as_of_ok": 1}
+    assert dict(result.rows["pet_renamed"]) == {"expected": 1, "missed": 1, "false": 1}
+    assert dict(result.rows["(chatter)"]) == {"false": 1}
+    assert len(result.missed) == 1 and "pet_renamed" in result.missed[0]
+    whys = sorted(x.split(": ", 1)[1] for x in result.false)
+    assert whys == ["DEPRECATE where REVISE was expected", "an edit between chatter claims",
+                    "the change edits Ben's home city, which never changed"]
+    # The renamed dog's claim is deprecated after the change, but no claim names Buddy.
+    assert len(result.as_of_wrong) == 1 and "Buddy" in result.as_of_wrong[0]
+    table = probe.format_score(result)
+    assert "precision 0.250" in table and "recall 0.500" in table
+
+
+def test_scorer_as_of_needs_the_old_claim_held_before_the_change():
+    memory = probe.parse_memory(_export_lines(), REFS)
+
+    def late(claim: str, as_of: str) -> list[dict[str, Any]]:
+        return [] if as_of < "2024-03" else _fake_history(claim, as_of)
+
+    result = probe.score(FAKE_SCRIPT, memory, late)
+    assert result.total("as_of_ok") == 0
+    assert "is absent" in result.as_of_wrong[0]
+
+
+def test_score_names_a_missing_script_field(tmp_path: Path):
+    bad = json.loads(json.dumps(FAKE_SCRIPT))
+    del bad["changes"][1]["change_ref"]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(bad))
+    done = _probe("score", "--bin", "trajwiki", "--store", str(tmp_path), "--namespace", "x",
+                  "--script", str(path))
+    assert done.returncode == 2
+    assert "changes[1] has no field 'change_ref'" in done.stderr and str(path) in done.stderr
+
+
+def test_run_refuses_bad_input():
+    done = _probe("run", "--bin", "trajwiki", "--seeds", "1,x")
+    assert done.returncode == 2 and "'x' is not a seed" in done.stderr
+    done = _probe("run", "--bin", "/nonexistent/trajwiki")
+    assert done.returncode == 2 and "no such program" in done.stderr
+
+
+def test_run_scores_every_scripted_change(cli: Path, tmp_path: Path):
+    done = _probe("run", "--bin", str(cli), "--seeds", "2", "--json", "--keep", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    script = json.loads((tmp_path / "seed-2" / "script.json").read_text())
+    assert result["expected"] == len(script["changes"])
+    assert sum(k.get("expected", 0) for k in result["kinds"].values()) == result["expected"]
+    assert result["ops"] >= result["correct_ops"]
