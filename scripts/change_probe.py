@@ -24,7 +24,9 @@ script, a failing trajwiki command), each with a message naming what and where.
 
 An expected edit is found when an op of the expected kind has the change message among its
 sources and its target claim cites the message that stated the old value (or a restatement of
-it). A REVISE or DEPRECATE op that makes no scripted edit is a false edit.
+it). A REVISE or DEPRECATE op that makes no scripted edit is a false edit. The table also
+counts the same-value restatements and those kept as a source of the first statement's claim
+(a claim citing both) rather than made a claim of their own (reported, no floor).
 """
 
 from __future__ import annotations
@@ -753,6 +755,7 @@ class Score:
     missed: list[str] = field(default_factory=list)
     false: list[str] = field(default_factory=list)
     as_of_wrong: list[str] = field(default_factory=list)
+    unmerged: list[str] = field(default_factory=list)
 
     def add(self, other: "Score") -> None:
         for kind, row in other.rows.items():
@@ -762,6 +765,7 @@ class Score:
         self.missed += other.missed
         self.false += other.false
         self.as_of_wrong += other.as_of_wrong
+        self.unmerged += other.unmerged
 
     def total(self, key: str) -> int:
         return sum(row[key] for row in self.rows.values())
@@ -804,6 +808,21 @@ def _describe_false(op: dict[str, Any], script: dict[str, Any], memory: Memory) 
     return "(chatter)", "an edit between chatter claims"
 
 
+def _count_restatements(script: dict[str, Any], memory: Memory, result: Score,
+                        label: str) -> None:
+    """Per kind: same-value restatements, and those kept as a source of the claim of the first
+    statement (a claim citing both) rather than as a claim of their own."""
+    for entry in script["changes"] + script["controls"]:
+        for ref in entry["restatement_refs"]:
+            row = result.rows[entry["kind"]]
+            row["restated"] += 1
+            if any({entry["old_ref"], ref} <= c["refs"] for c in memory.claims.values()):
+                row["merged"] += 1
+            else:
+                result.unmerged.append(f"{label}{entry['kind']} {entry['subject']} {entry['old_ref']} "
+                                       f"restated at {ref}")
+
+
 def score(script: dict[str, Any], memory: Memory, history: History, label: str = "") -> Score:
     """Scores the REVISE / DEPRECATE ops of `memory` against `script` (see the docstring)."""
     result = Score()
@@ -831,6 +850,7 @@ def score(script: dict[str, Any], memory: Memory, history: History, label: str =
         else:
             result.as_of_wrong.append(f"{what}: {wrong}")
     result.correct_ops = len(correct)
+    _count_restatements(script, memory, result, label)
     for op in edits:
         if op["seq"] in correct:
             continue
@@ -845,20 +865,26 @@ def score(script: dict[str, Any], memory: Memory, history: History, label: str =
 
 def format_score(result: Score, examples: int = 5) -> str:
     """The table (one row per kind, then the totals) and a few examples."""
-    lines = [f"{'kind':<18}{'expected':>9}{'found':>7}{'missed':>8}{'false':>7}{'as_of ok':>10}"]
+    lines = [f"{'kind':<18}{'expected':>9}{'found':>7}{'missed':>8}{'false':>7}{'as_of ok':>10}"
+             f"{'restated: merged':>18}"]
     order = [k for k in KINDS if k in result.rows] + sorted(k for k in result.rows if k not in KINDS)
+    keys = ("expected", "found", "missed", "false", "as_of_ok", "restated", "merged")
     for kind in order + ["total"]:
         row = result.rows[kind] if kind != "total" else Counter(
-            {k: result.total(k) for k in ("expected", "found", "missed", "false", "as_of_ok")})
+            {k: result.total(k) for k in keys})
         lines.append(f"{kind:<18}{row['expected']:>9}{row['found']:>7}{row['missed']:>8}"
-                     f"{row['false']:>7}{row['as_of_ok']:>6}/{row['expected']:<3}")
+                     f"{row['false']:>7}{row['as_of_ok']:>6}/{row['expected']:<3}"
+                     f"{row['restated']:>12}: {row['merged']:<3}")
     expected = result.total("expected")
     lines.append(f"precision {result.precision:.3f} ({result.correct_ops} of {result.ops} "
                  f"REVISE/DEPRECATE ops make a scripted edit), recall {result.recall:.3f} "
                  f"({result.total('found')} of {expected} scripted edits), as_of right for "
-                 f"{result.total('as_of_ok')} of {expected} changes")
+                 f"{result.total('as_of_ok')} of {expected} changes; same-value restatements "
+                 f"kept as a source of the first statement's claim: {result.total('merged')} of "
+                 f"{result.total('restated')}")
     for title, items in (("missed", result.missed), ("false", result.false),
-                         ("as_of wrong", result.as_of_wrong)):
+                         ("as_of wrong", result.as_of_wrong),
+                         ("restatements not kept as a source", result.unmerged)):
         if items:
             lines.append(f"{title} ({len(items)}, first {min(examples, len(items))}):")
             lines += [f"  {x}" for x in items[:examples]]
@@ -872,7 +898,9 @@ def score_json(result: Score) -> dict[str, Any]:
             "expected": result.total("expected"), "found": result.total("found"),
             "as_of_ok": result.total("as_of_ok"),
             "kinds": {k: dict(v) for k, v in sorted(result.rows.items())},
-            "missed": result.missed, "false": result.false, "as_of_wrong": result.as_of_wrong}
+            "restated": result.total("restated"), "merged": result.total("merged"),
+            "missed": result.missed, "false": result.false, "as_of_wrong": result.as_of_wrong,
+            "unmerged": result.unmerged}
 
 
 def score_store(binary: str, store: Path, namespace: str, script: dict[str, Any],

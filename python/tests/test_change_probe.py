@@ -71,8 +71,8 @@ def test_generated_conversation_is_ingest_jsonl(tmp_path: Path):
 
 
 # A hand-made memory: Ann moves (D1:3 -> D3:2, found), Ann's dog is renamed (D1:5 -> D3:4,
-# missed: a DEPRECATE where a REVISE was due), Ben's home (D2:3, a control) wrongly revised by
-# Ann's move message, and an edit between chatter claims.
+# missed: a DEPRECATE where a REVISE was due), Ben's home (D2:3, a control, restated at D2:5)
+# wrongly revised by Ann's move message, and an edit between chatter claims.
 FAKE_SCRIPT: dict[str, Any] = {
     "changes": [
         {"kind": "move", "subject": "Ann", "attribute": "home city", "old_value": "Bergen",
@@ -86,7 +86,7 @@ FAKE_SCRIPT: dict[str, Any] = {
     ],
     "controls": [
         {"kind": "move", "subject": "Ben", "attribute": "home city", "old_value": "Perth",
-         "old_ref": "D2:3", "restatement_refs": []},
+         "old_ref": "D2:3", "restatement_refs": ["D2:5"]},
     ],
 }
 
@@ -140,7 +140,8 @@ def test_scorer_counts_found_missed_and_false_edits():
     assert result.ops == 4 and result.correct_ops == 1
     assert result.precision == pytest.approx(0.25)
     assert result.recall == pytest.approx(0.5)
-    assert dict(result.rows["move"]) == {"expected": 1, "found": 1, "false": 1, "as_of_ok": 1}
+    assert dict(result.rows["move"]) == {"expected": 1, "found": 1, "false": 1, "as_of_ok": 1,
+                                         "restated": 2, "merged": 1}
     assert dict(result.rows["pet_renamed"]) == {"expected": 1, "missed": 1, "false": 1}
     assert dict(result.rows["(chatter)"]) == {"false": 1}
     assert len(result.missed) == 1 and "pet_renamed" in result.missed[0]
@@ -149,6 +150,8 @@ def test_scorer_counts_found_missed_and_false_edits():
                     "the change edits Ben's home city, which never changed"]
     # The renamed dog's claim is deprecated after the change, but no claim names Buddy.
     assert len(result.as_of_wrong) == 1 and "Buddy" in result.as_of_wrong[0]
+    # Ann's restatement (D2:1) is a source of the claim of D1:3; Ben's (D2:5) is not.
+    assert result.unmerged == ["move Ben D2:3 restated at D2:5"]
     table = probe.format_score(result)
     assert "precision 0.250" in table and "recall 0.500" in table
 
