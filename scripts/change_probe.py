@@ -713,18 +713,28 @@ def _old_refs(change: dict[str, Any]) -> set[str]:
 
 def _old_claim(change: dict[str, Any], memory: Memory, op: dict[str, Any] | None) -> str | None:
     """The claim that held the old value: the found op's target, else a claim citing the old
-    statement (one naming the old value first)."""
+    statement (one naming the old value first), else one citing a restatement."""
     if op is not None:
         return op["target"]
-    citing = sorted(c for c, v in memory.claims.items() if v["refs"] & _old_refs(change))
-    named = [c for c in citing if _matches(memory.claims[c]["text"], change["old_match"])]
-    return (named or citing or [None])[0]
+    ranked = sorted((not _matches(v["text"], change["old_match"]), change["old_ref"] not in v["refs"], c)
+                    for c, v in memory.claims.items() if v["refs"] & _old_refs(change))
+    return ranked[0][2] if ranked else None
+
+
+def _stale_claims(change: dict[str, Any], memory: Memory, old: str) -> list[str]:
+    """The other claims that hold the old value: they cite its statement or a restatement, name
+    the old value and do not cite the change."""
+    return sorted(c for c, v in memory.claims.items()
+                  if c != old and v["refs"] & _old_refs(change)
+                  and change["change_ref"] not in v["refs"]
+                  and _matches(v["text"], change["old_match"]))
 
 
 def check_as_of(change: dict[str, Any], memory: Memory, op: dict[str, Any] | None,
                 history: History) -> str | None:
     """None when `history --as-of` gives the old value before the change and the new one (or
-    none) after it; else what was wrong."""
+    none) after it: the old claim held before, and after it every claim holding the old value
+    deprecated and, for a REVISE, a held revision naming the new value; else what was wrong."""
     old = _old_claim(change, memory, op)
     if old is None:
         return "no claim cites the old statement"
@@ -742,6 +752,11 @@ def check_as_of(change: dict[str, Any], memory: Memory, op: dict[str, Any] | Non
             texts = "; ".join(repr(e.get("text")) for e in news) or "none"
             return (f"after ({change['as_of_after']}) no held claim revising {old} names "
                     f"{change['new_match'][0]!r} (revisions: {texts})")
+    for other in _stale_claims(change, memory, old):
+        status = _status(history(other, change["as_of_after"]), other)
+        if status != "deprecated":
+            return (f"after ({change['as_of_after']}) {other} "
+                    f"{memory.claims[other]['text']!r} still holds the old value ({status})")
     return None
 
 

@@ -167,6 +167,18 @@ def test_scorer_as_of_needs_the_old_claim_held_before_the_change():
     assert "is absent" in result.as_of_wrong[0]
 
 
+def test_scorer_as_of_needs_every_claim_of_the_old_value_deprecated():
+    script = json.loads(json.dumps(FAKE_SCRIPT))
+    script["changes"][0]["restatement_refs"].append("D2:2")
+    stale = {"record": "claim", "current_status": "active",
+             "value": {"id": "c8", "text": "Ann still lives in Bergen.",
+                       "source_message_ids": ["m22"], "status": "active"}}
+    memory = probe.parse_memory(_export_lines() + [json.dumps(stale)], {**REFS, "m22": "D2:2"})
+    result = probe.score(script, memory, _fake_history)
+    assert result.rows["move"]["found"] == 1 and result.rows["move"]["as_of_ok"] == 0
+    assert "c8 'Ann still lives in Bergen.' still holds the old value" in result.as_of_wrong[0]
+
+
 def test_score_names_a_missing_script_field(tmp_path: Path):
     bad = json.loads(json.dumps(FAKE_SCRIPT))
     del bad["changes"][1]["change_ref"]
