@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -956,7 +957,6 @@ def parse_seeds(text: str) -> list[int]:
 
 def build_store(binary: str, conversation: Path, store: Path) -> None:
     """Ingests and builds `conversation` into the (new) store at `store` with the hashing model."""
-    import os
     env = {k: v for k, v in os.environ.items() if k not in BUILD_ENV_DROPPED}
     cmd = [binary, "ingest", "--store", str(store), "--build", "--flush", "--model", "hashing",
            str(conversation)]
