@@ -230,27 +230,42 @@ GREETINGS = ["Hey {other}! How have you been?", "Hi {other}, long time no talk!"
              "Good morning {other}! Got a minute?", "Hey {other}, how's your week going?"]
 GREETING_REPLIES = ["Hey {me}! Pretty good, busy week.", "Hi! All good here, thanks for asking.",
                     "Hi {me}! Tired but happy.", "Hey! Just got home, perfect timing."]
-QUESTIONS = ["How was your weekend?", "Did you watch anything good lately?",
-             "What are you up to this weekend?", "How's your family doing?",
-             "Did you try that recipe I sent you?", "Any fun plans for the holidays?"]
-ANSWERS = ["Pretty quiet, mostly reading and cleaning.", "Not much, a long walk and a nap.",
-           "A documentary about octopuses, it was fascinating.",
-           "Just family stuff, nothing exciting.", "I tried it, it turned out a bit salty!",
-           "Haven't decided yet, maybe something low-key."]
-STORIES = ["Last Saturday I baked bread with my niece, it came out flat but tasty.",
-           "I went to a street market yesterday and found an old map of the harbour.",
-           "My neighbour's kid taught me a card trick this morning.",
-           "I spent the evening sketching the view from the balcony.",
-           "I tried a new running route along the canal, my legs are dead.",
-           "We played board games until midnight on Friday.",
-           "A heron landed right next to me at the lake, I got a great photo.",
-           "I finally finished that thousand-piece puzzle.",
-           "My cousin visited and we made dumplings from scratch.",
-           "I watched the sunrise from the hill behind the station.",
-           "I helped a friend paint her kitchen, there's paint in my hair still.",
-           "The library had a book sale, I came home with six novels.",
-           "I fixed the wobbly chair with a bit of glue and patience.",
-           "We had a picnic in the park and a dog stole a sandwich."]
+# Questions with the answers that fit them.
+QUESTIONS = [("How was your weekend?", ["Pretty quiet, mostly reading and cleaning.",
+                                        "Not much, a long walk and a nap."]),
+             ("Did you watch anything good lately?",
+              ["A documentary about octopuses, it was fascinating.",
+               "Nothing yet, give me a tip!"]),
+             ("What are you up to this weekend?", ["Haven't decided yet, maybe something low-key.",
+                                                   "Just errands, nothing exciting."]),
+             ("How's your family doing?", ["Everyone's well, thanks for asking!",
+                                           "Good, a bit hectic with birthdays."]),
+             ("Did you try that recipe I sent you?", ["I did, it turned out a bit salty!",
+                                                      "Not yet, it's on my list."]),
+             ("How did the week treat you?", ["Busy, but the good kind of busy.",
+                                              "Long days, I'm glad it's over."]),
+             ("Read anything good recently?", ["A mystery novel, I couldn't put it down.",
+                                               "Only half a book, I keep falling asleep."]),
+             ("How's the weather over there?", ["Grey and windy, as usual.",
+                                                "Sunny for once, I went out at lunch."])]
+# Small stories, composed (when, what, with whom, how it went) so that a conversation rarely
+# tells one twice; events, never states that could change.
+STORY_WHEN = ["Last Saturday", "Yesterday", "This morning", "On Sunday", "Last night",
+              "Over the long weekend", "After work on Friday"]
+STORY_WHAT = ["I baked bread", "I went to a street market", "I tried a new running route",
+              "I sketched the view from a hill", "I played board games until midnight",
+              "I finished a thousand-piece puzzle", "I made dumplings from scratch",
+              "I watched the sunrise by the lake", "I painted a friend's kitchen",
+              "I went to a book sale", "I fixed a wobbly chair", "I had a picnic in the park",
+              "I went to a jazz night", "I visited a tiny museum about clocks",
+              "I took a pottery taster session", "I went foraging for mushrooms",
+              "I helped at a charity run", "I tried bouldering for the first time"]
+STORY_WITH = ["with my niece", "with a friend from work", "on my own", "with my cousin",
+              "with the neighbours", "with my mum", "with two old school friends"]
+STORY_HOW = ["and it was more fun than I expected", "and I'm still tired",
+             "and it rained the whole time", "and we laughed so much",
+             "and I got a great photo", "and it went a bit wrong but in a funny way",
+             "and I want to do it again soon", "and I lost track of time"]
 FOLLOW_UPS = ["That sounds lovely!", "Haha, classic.", "You have to show me sometime.",
               "I'm jealous, that sounds fun.", "That made me smile.", "Sounds like a good day."]
 GOODBYES = ["Talk soon, take care!", "I have to run, catch you later!",
@@ -444,7 +459,8 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
             if (subject, slot_kind) in slots and slot_kind == "relationship":
                 continue
             if kind.name == "date_postponed":
-                facts.append(_event_fact(rng, kind, subject, used, changing))
+                facts.append(_event_fact(rng, kind, subject, used, changing,
+                                         session_start[-1].date()))
             else:
                 fact, prefer = _fact(rng, kind, subject, used, changing, prefer)
                 facts.append(fact)
@@ -462,8 +478,9 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
             by_session[c].append(Turn(f.subject, f.change_text, "change", i))
     messages: list[dict] = []
     refs: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
+    told: set[str] = set()
     for s in range(1, n_sessions + 1):
-        texts = _session_messages(rng, speakers, by_session[s])
+        texts = _session_messages(rng, speakers, by_session[s], told)
         clock = session_start[s - 1]
         for seq, (speaker, text, turn) in enumerate(texts, start=1):
             clock += dt.timedelta(minutes=rng.randint(1, 3))
@@ -504,11 +521,11 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
 
 
 def _event_fact(rng: random.Random, kind: Kind, subject: str, used: set[str],
-                changing: bool) -> Fact:
-    """A dated event (postponed when `changing`); its dates are set far enough ahead."""
+                changing: bool, end: dt.date) -> Fact:
+    """A dated event (postponed when `changing`), on a date after the conversation's `end`."""
     event = rng.choice([e for e in EVENTS if e not in used])
     used.add(event)
-    d1 = dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(60, 250))
+    d1 = end + dt.timedelta(days=rng.randint(20, 120))
     d2 = d1 + dt.timedelta(days=rng.randint(14, 60))
     v = {"event": event, "d1": _date_text(d1), "d2": _date_text(d2)}
     return Fact(kind=kind.name, subject=subject, attribute=f"date of the {event}",
@@ -519,8 +536,19 @@ def _event_fact(rng: random.Random, kind: Kind, subject: str, used: set[str],
                 new_match=_date_matches(d2) if changing else [], old_match=_date_matches(d1))
 
 
-def _session_messages(rng: random.Random, speakers: list[str],
-                      turns: list[Turn]) -> list[tuple[str, str, Turn | None]]:
+def _story(rng: random.Random, told: set[str]) -> str:
+    """A small story not told before in this conversation (if one is left after a few tries)."""
+    for _ in range(20):
+        text = (f"{rng.choice(STORY_WHEN)} {rng.choice(STORY_WHAT)} {rng.choice(STORY_WITH)}, "
+                f"{rng.choice(STORY_HOW)}.")
+        if text not in told:
+            break
+    told.add(text)
+    return text
+
+
+def _session_messages(rng: random.Random, speakers: list[str], turns: list[Turn],
+                      told: set[str]) -> list[tuple[str, str, Turn | None]]:
     """A session: a greeting, chatter with the scripted turns spread through it, a goodbye."""
     opener = rng.randint(0, 1)
     me, other = speakers[opener], speakers[1 - opener]
@@ -539,10 +567,10 @@ def _session_messages(rng: random.Random, speakers: list[str],
         a = rng.randint(0, 1)
         asker, teller = speakers[a], speakers[1 - a]
         if rng.random() < 0.5:
-            blocks.append([(asker, rng.choice(QUESTIONS), None),
-                           (teller, rng.choice(ANSWERS), None)])
+            question, answers = rng.choice(QUESTIONS)
+            blocks.append([(asker, question, None), (teller, rng.choice(answers), None)])
         else:
-            blocks.append([(teller, rng.choice(STORIES), None),
+            blocks.append([(teller, _story(rng, told), None),
                            (asker, rng.choice(FOLLOW_UPS), None)])
     rng.shuffle(blocks)
     for block in blocks:
