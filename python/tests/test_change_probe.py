@@ -179,6 +179,56 @@ def test_scorer_as_of_needs_every_claim_of_the_old_value_deprecated():
     assert "c8 'Ann still lives in Bergen.' still holds the old value" in result.as_of_wrong[0]
 
 
+def _oracle(script: dict[str, Any]):
+    """The memory a perfect build would make of a script: a claim per fact (restatements as its
+    sources), a REVISE or DEPRECATE per change, and the history that follows from them."""
+    claims: dict[str, dict[str, Any]] = {}
+    ops: list[dict[str, Any]] = []
+    added: dict[str, str] = {}  # claim -> when it was said
+    changed: dict[str, tuple[str, str | None]] = {}  # old claim -> (when, new claim)
+    for i, entry in enumerate(script["changes"] + script["controls"]):
+        old = f"old{i}"
+        claims[old] = {"text": entry["old_text"], "refs": {entry["old_ref"],
+                                                           *entry["restatement_refs"]},
+                       "status": "active"}
+        added[old] = entry["old_timestamp"]
+        if "change_ref" not in entry:
+            continue
+        new = f"new{i}" if entry["op"] == "REVISE" else None
+        if new:
+            claims[new] = {"text": entry["change_text"],
+                           "refs": {entry["change_ref"], entry["old_ref"]}, "status": "active"}
+        claims[old]["status"] = "deprecated"
+        ops.append({"seq": len(ops) + 1, "op": entry["op"], "target": old, "new_claim": new,
+                    "refs": {entry["change_ref"]}})
+        changed[old] = (entry["change_timestamp"], new)
+
+    def history(claim: str, as_of: str) -> list[dict[str, Any]]:
+        if claim not in added or added[claim] > as_of:
+            return []
+        entries = [{"op": "ADD", "claim": claim, "status": "active"}]
+        when, new = changed.get(claim, ("9999", None))
+        if when <= as_of:
+            entries[0]["status"] = "deprecated"
+            entries.append({"op": "REVISE" if new else "DEPRECATE", "claim": new or claim,
+                            "text": claims[new]["text"] if new else None, "status": "active"
+                            if new else "deprecated", "target": claim,
+                            "target_status": "deprecated"})
+        return entries
+
+    return probe.Memory(claims, ops), history
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_perfect_memory_scores_full_marks(seed: int):
+    _, script = probe.generate(seed)
+    memory, history = _oracle(script)
+    result = probe.score(script, memory, history)
+    assert (result.precision, result.recall) == (1.0, 1.0), probe.format_score(result)
+    assert result.total("as_of_ok") == len(script["changes"]), result.as_of_wrong
+    assert result.total("merged") == result.total("restated") > 0
+
+
 def test_score_names_a_missing_script_field(tmp_path: Path):
     bad = json.loads(json.dumps(FAKE_SCRIPT))
     del bad["changes"][1]["change_ref"]
