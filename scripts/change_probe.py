@@ -97,7 +97,8 @@ ITEMS = [("a red Honda", "Honda"), ("an old upright piano", "piano"), ("a blue V
 CORRECTIONS = [("hometown", "I grew up in {v}", CITIES),
                ("sister's job", "my sister is {a_v}", ROLES),
                ("birthday month", "my birthday is in {v}", MONTHS),
-               ("first car", "my first car was a {v}", ["Ford", "Toyota", "Volvo", "Fiat", "Mazda"])]
+               ("first car", "my first car was a {v}",
+                ["Ford", "Toyota", "Volvo", "Fiat", "Mazda"])]
 
 
 @dataclass
@@ -358,7 +359,8 @@ def _fact(rng: random.Random, kind: Kind, subject: str, used: set[str], changing
         n = rng.choice([k for k in (2, 3, 4) if NUMBERS[k] not in used])
         v.update(animal=animal, animals=animals, n=NUMBERS[n], n1=NUMBERS[n + 1],
                  ordinal=ORDINALS[n + 1])
-        attr, old, new = f"number of {animals}", f"{NUMBERS[n]} {animals}", f"{NUMBERS[n + 1]} {animals}"
+        attr = f"number of {animals}"
+        old, new = f"{NUMBERS[n]} {animals}", f"{NUMBERS[n + 1]} {animals}"
         om, nm = [animals], [NUMBERS[n + 1], ORDINALS[n + 1], str(n + 1)]
         used.update([NUMBERS[n], NUMBERS[n + 1]])
         key = animals
@@ -409,7 +411,8 @@ class Turn:
 
 
 def _session_plan(rng: random.Random, n_sessions: int, n_facts: int,
-                  changing: list[bool], kinds: list[str]) -> list[tuple[int, list[int], int | None]]:
+                  changing: list[bool],
+                  kinds: list[str]) -> list[tuple[int, list[int], int | None]]:
     """For each fact: the session of its old statement, of its restatements and of its change."""
     plan = []
     for i in range(n_facts):
@@ -669,7 +672,8 @@ def message_refs(store: Path, namespace: str) -> dict[str, str]:
         finally:
             db.close()
     except sqlite3.Error as e:
-        raise ProbeError(f"--store {str(store)!r}: cannot read the messages of {db_path}: {e}") from e
+        raise ProbeError(f"--store {str(store)!r}: cannot read the messages of {db_path}: "
+                         f"{e}") from e
     if not rows:
         raise ProbeError(f"--namespace {namespace!r}: no messages in the store {str(store)!r}")
     return {i: r or i for i, r in rows}
@@ -745,7 +749,8 @@ def _old_claim(change: dict[str, Any], memory: Memory, op: dict[str, Any] | None
     statement (one naming the old value first), else one citing a restatement."""
     if op is not None:
         return op["target"]
-    ranked = sorted((not _matches(v["text"], change["old_match"]), change["old_ref"] not in v["refs"], c)
+    ranked = sorted((not _matches(v["text"], change["old_match"]),
+                     change["old_ref"] not in v["refs"], c)
                     for c, v in memory.claims.items() if v["refs"] & _old_refs(change))
     return ranked[0][2] if ranked else None
 
@@ -863,7 +868,8 @@ def _count_restatements(script: dict[str, Any], memory: Memory, result: Score,
             if any({entry["old_ref"], ref} <= c["refs"] for c in memory.claims.values()):
                 row["merged"] += 1
             else:
-                result.unmerged.append(f"{label}{entry['kind']} {entry['subject']} {entry['old_ref']} "
+                result.unmerged.append(f"{label}{entry['kind']} {entry['subject']} "
+                                       f"{entry['old_ref']} "
                                        f"restated at {ref}")
 
 
@@ -885,7 +891,8 @@ def score(script: dict[str, Any], memory: Memory, history: History, label: str =
         else:
             row["missed"] += 1
             near = [op for op in edits if ch["change_ref"] in op["refs"]]
-            seen = "; ".join(f"{op['op']} of {memory.claims.get(op['target'] or '', {}).get('text')!r}"
+            seen = "; ".join(f"{op['op']} of "
+                             f"{memory.claims.get(op['target'] or '', {}).get('text')!r}"
                              for op in near) or "no edit from the change message"
             result.missed.append(f"{what}: {seen}")
         wrong = check_as_of(ch, memory, hits[0] if hits else None, history)
@@ -911,7 +918,8 @@ def format_score(result: Score, examples: int = 5) -> str:
     """The table (one row per kind, then the totals) and a few examples."""
     lines = [f"{'kind':<18}{'expected':>9}{'found':>7}{'missed':>8}{'false':>7}{'as_of ok':>10}"
              f"{'restated: merged':>18}"]
-    order = [k for k in KINDS if k in result.rows] + sorted(k for k in result.rows if k not in KINDS)
+    order = ([k for k in KINDS if k in result.rows]
+             + sorted(k for k in result.rows if k not in KINDS))
     keys = ("expected", "found", "missed", "false", "as_of_ok", "restated", "merged")
     for kind in order + ["total"]:
         row = result.rows[kind] if kind != "total" else Counter(
