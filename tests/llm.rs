@@ -827,6 +827,9 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
                     {"ref": "S9:9", "statement": "from nowhere", "quote": quote.join(" ")},
                     {"ref": reference, "statement": "invented", "quote": "words nobody said"},
                     {"ref": reference, "statement": " ", "quote": quote.join(" ")},
+                    {"ref": reference, "statement": "Did the model ask this?", "quote": quote.join(" ")},
+                    {"ref": reference, "statement": "I wrote this myself", "quote": quote.join(" ")},
+                    {"ref": reference, "statement": "zebra teapot", "quote": quote.join(" ")},
                 ],
             }));
         }
@@ -914,7 +917,16 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
     // The model's claims and summaries, none of the dropped ones, and the seed's claims that
     // hold the names the model left out.
     assert!(first.contains("Maya: model claim S1:1") && first.contains("model summary of S1:1"));
-    for dropped in ["from nowhere", "invented", "words nobody said"] {
+    // Claims of the wrong shape (a question, the first person, a fragment) are dropped as the
+    // rules' own are.
+    for dropped in [
+        "from nowhere",
+        "invented",
+        "words nobody said",
+        "Did the model ask",
+        "wrote this myself",
+        "zebra teapot",
+    ] {
         assert!(!first.contains(dropped), "{dropped}");
     }
     let claims: Vec<Value> = first

@@ -662,6 +662,44 @@ fn capitalised(s: &str) -> String {
     }
 }
 
+/// Words a claim's content is not counted by (the speaker's prefix aside): articles,
+/// prepositions, pronouns, auxiliaries.
+const NOT_CONTENT: &[&str] = &[
+    "a", "an", "the", "of", "to", "in", "on", "at", "for", "and", "or", "but", "is", "are", "was",
+    "were", "be", "been", "i", "you", "he", "she", "it", "we", "they", "my", "your", "her", "his",
+    "our", "their", "me", "him", "us", "them", "this", "that", "with", "so", "just", "really",
+    "too", "also", "very",
+];
+
+/// Why `text` is not a claim a person keeps, checked on every claim whoever wrote it (the rules
+/// and a model alike): a question, a fragment (fewer than three content words after the
+/// speaker's prefix: a noun phrase is a keyword, not a claim), or not in the third person.
+pub fn shape_error(text: &str) -> Option<&'static str> {
+    if is_question(text) {
+        return Some("a question");
+    }
+    let body = match text.split_once(": ") {
+        Some((head, rest)) if head.chars().count() <= 40 => rest,
+        _ => text,
+    };
+    let w = lower(body);
+    if w.iter().filter(|x| !is(NOT_CONTENT, x)).take(3).count() < 3 {
+        return Some("a fragment");
+    }
+    let quoted = body.contains('"') || body.contains('“');
+    if !quoted
+        && w.iter().any(|x| {
+            is(
+                &["i", "i'm", "i've", "i'll", "i'd", "me", "my", "myself"],
+                x,
+            )
+        })
+    {
+        return Some("in the first person");
+    }
+    None
+}
+
 /// The claim an image caption makes: `Caroline shared a photo of a rainbow flag.`
 pub fn caption_claim(speaker: &str, caption: &str) -> String {
     let caption = caption.trim().trim_end_matches('.');
@@ -759,6 +797,25 @@ mod tests {
         let kept = select(&sentences, 3);
         assert!(kept.contains(&1), "{kept:?}");
         assert!(!kept.contains(&0), "{kept:?}");
+    }
+
+    #[test]
+    fn claims_keep_a_shape() {
+        assert_eq!(
+            shape_error("Jon: How did the interview go?"),
+            Some("a question")
+        );
+        assert_eq!(shape_error("Evan mentioned: Sam"), Some("a fragment"));
+        assert_eq!(shape_error("Maya: a mug"), Some("a fragment"));
+        assert_eq!(
+            shape_error("Jon: I lost my job as a banker."),
+            Some("in the first person")
+        );
+        assert_eq!(shape_error("Jon lost their job as a banker."), None);
+        assert_eq!(
+            shape_error("Caroline shared a photo of a rainbow flag."),
+            None
+        );
     }
 
     #[test]

@@ -540,6 +540,9 @@ impl Extractor for DeterministicExtractor {
             for k in claims::select(&candidates, pieces.len()) {
                 let s = candidates[k].1;
                 let text = claims::third_person(s, voice, &message_anchors);
+                if claims::shape_error(&text).is_some() {
+                    continue;
+                }
                 let facts = sentence_facts(s, &self.config);
                 d.claims.push(quoted_claim(m, text, s, false, &facts));
             }
@@ -556,6 +559,9 @@ impl Extractor for DeterministicExtractor {
                 d.counts.extend(facts.counts.iter().cloned());
                 d.facets.extend(facts.facets.iter().cloned());
                 let text = claims::caption_claim(&m.speaker, caption);
+                if claims::shape_error(&text).is_some() {
+                    continue;
+                }
                 d.claims.push(quoted_claim(m, text, caption, true, &facts));
             }
             if let Some(s) = first_informative {

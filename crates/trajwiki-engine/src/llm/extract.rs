@@ -27,8 +27,9 @@ const SUMMARY_CHARS: usize = 400;
 
 const INSTRUCTIONS: &str = "You turn one exchange of a conversation into memory. Write a \
 one-line summary, then the claims it states: each a short statement of one fact, event, plan or \
-preference, with the ref of the message it comes from and a quote copied exactly from that \
-message. Keep names, places, titles, counts and dates. Skip greetings and filler.";
+preference, in the third person with the person named (never I, me, my or you), with the ref of \
+the message it comes from and a quote copied exactly from that message. Keep names, places, \
+titles, counts and dates. Questions, greetings, thanks and filler are no claims.";
 
 /// An [`Extractor`] asking a language model, seeded and checked by the deterministic one.
 pub struct LlmExtractor<'a> {
@@ -149,7 +150,15 @@ impl Extractor for LlmExtractor<'_> {
             if statement.is_empty() {
                 continue;
             }
-            let text = format!("{}: {statement}", m.speaker);
+            let text = if statement.contains(m.speaker.as_str()) {
+                statement.to_string()
+            } else {
+                format!("{}: {statement}", m.speaker)
+            };
+            // The same shape as the rules' claims: no questions, fragments or first person.
+            if trajwiki_memory::claims::shape_error(&text).is_some() {
+                continue;
+            }
             if let Some(claim) = claim_from_quote(m, text, field("quote"), &self.config) {
                 if !claims.iter().any(|c| c.text == claim.text) {
                     claims.push(claim);
