@@ -860,12 +860,18 @@ def _describe_false(op: dict[str, Any], script: dict[str, Any], memory: Memory) 
 def _count_restatements(script: dict[str, Any], memory: Memory, result: Score,
                         label: str) -> None:
     """Per kind: same-value restatements, and those kept as a source of the claim of the first
-    statement (a claim citing both) rather than as a claim of their own."""
+    statement (a claim citing both) rather than as a claim of their own. A claim's sources are its
+    record's and those of the ADD ops that name it again (a restatement adds its message to the
+    held claim by an op; the record is never rewritten)."""
+    sources: dict[str, set[str]] = {cid: set(c["refs"]) for cid, c in memory.claims.items()}
+    for op in memory.ops:
+        if op["op"] == "ADD" and op["new_claim"] in sources:
+            sources[op["new_claim"]] |= op["refs"]
     for entry in script["changes"] + script["controls"]:
         for ref in entry["restatement_refs"]:
             row = result.rows[entry["kind"]]
             row["restated"] += 1
-            if any({entry["old_ref"], ref} <= c["refs"] for c in memory.claims.values()):
+            if any({entry["old_ref"], ref} <= refs for refs in sources.values()):
                 row["merged"] += 1
             else:
                 result.unmerged.append(f"{label}{entry['kind']} {entry['subject']} "

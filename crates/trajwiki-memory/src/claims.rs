@@ -565,6 +565,8 @@ pub fn third_person(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> String {
             ("i'll", _) => format!("{speaker} will"),
             ("i'd", _) => format!("{speaker} would"),
             ("me", _) => speaker.into(),
+            // "My sister is a nurse" names whose: "Leo's sister is a nurse".
+            ("my", _) if k == start => format!("{speaker}'s"),
             ("my", _) => "their".into(),
             ("mine", _) => "theirs".into(),
             ("myself", _) => "themselves".into(),
@@ -753,6 +755,10 @@ mod tests {
         assert_eq!(
             third_person("Your support means a lot to me.", voice(), &[]),
             "Melanie's support means a lot to Caroline."
+        );
+        assert_eq!(
+            third_person("My sister is a baker.", voice(), &[]),
+            "Caroline's sister is a baker."
         );
         assert_eq!(
             third_person("Lost my job as a banker.", voice(), &[]),

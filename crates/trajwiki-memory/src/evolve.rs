@@ -117,8 +117,9 @@ impl ClaimJudge for DeterministicJudge {
             .collect();
         related.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         related.truncate(self.config.evolution_candidates);
-        // A plan carried out: an uncertain claim followed by a definite one about the same
-        // specific thing.
+        // A plan carried out: a plan (a claim the slot model reads as one, still to be
+        // confirmed) followed by a definite claim about the same specific thing.
+        let new_is_plan = crate::slots::slot_of(&new.quote).is_some_and(|s| s.attribute == "plan");
         if new.status == ClaimStatus::Active {
             for &(i, _) in &related {
                 let e = &earlier[i];
@@ -128,7 +129,9 @@ impl ClaimJudge for DeterministicJudge {
                     .intersection(&new.terms)
                     .filter(|t| is_specific(t))
                     .collect();
-                if e.status == ClaimStatus::NeedsConfirmation && !shared.is_empty() {
+                let planned = crate::slots::slot_of(&e.draft.quote)
+                    .is_some_and(|s| s.attribute == "plan" && s.value.is_some());
+                if planned && !new_is_plan && !shared.is_empty() {
                     return Judgement::Revise {
                         target: i,
                         rationale: format!("plan confirmed: {}", shared[0]),

@@ -537,14 +537,21 @@ impl Extractor for DeterministicExtractor {
                 }
             }
             d.entities.extend(lexicon.mentions(&m.text));
+            // Written as claims; those of the wrong shape are no candidates.
+            let written: Vec<String> = candidates
+                .iter()
+                .map(|&(_, s)| claims::third_person(s, voice, &message_anchors))
+                .collect();
+            let (candidates, written): (Vec<(usize, &str)>, Vec<String>) = candidates
+                .into_iter()
+                .zip(written)
+                .filter(|(_, text)| claims::shape_error(text).is_none())
+                .unzip();
             for k in claims::select(&candidates, pieces.len()) {
                 let s = candidates[k].1;
-                let text = claims::third_person(s, voice, &message_anchors);
-                if claims::shape_error(&text).is_some() {
-                    continue;
-                }
                 let facts = sentence_facts(s, &self.config);
-                d.claims.push(quoted_claim(m, text, s, false, &facts));
+                d.claims
+                    .push(quoted_claim(m, written[k].clone(), s, false, &facts));
             }
             for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
                 d.entities.extend(lexicon.mentions(caption));
@@ -699,7 +706,8 @@ mod tests {
             .iter()
             .find(|c| c.text.contains("Charlotte"))
             .unwrap();
-        assert_eq!(plan.status, ClaimStatus::NeedsConfirmation);
+        // A plan stated as made is active (a hedge would need confirmation).
+        assert_eq!(plan.status, ClaimStatus::Active);
         assert!(d.terms.contains("charlotte's web"), "{:?}", d.terms);
         assert!(d.items.contains(&("piano".into(), "instrument".into())));
         assert!(

@@ -251,8 +251,8 @@ struct Holder {
 
 /// What a slot statement does to the claim holding its slot.
 enum SlotEdit {
-    /// The same value again: no new claim.
-    Restated,
+    /// The same value again: no new claim; the holder gains a source.
+    Restated(String, Holder),
     /// A new value: the holder is revised.
     Revise(String, Holder),
     /// A withdrawal: the holder is deprecated.
@@ -468,7 +468,7 @@ impl Fold {
         }
         match &slot.value {
             None => SlotEdit::Deprecate(key, holder),
-            Some(v) if *v == holder.value => SlotEdit::Restated,
+            Some(v) if *v == holder.value => SlotEdit::Restated(key, holder),
             Some(_) => SlotEdit::Revise(key, holder),
         }
     }
@@ -595,7 +595,27 @@ impl Fold {
             let mut ops: Vec<(OpKind, Option<ClaimId>, Option<ClaimStatus>, String)> = Vec::new();
             let mut holds: Option<(String, String)> = None;
             match edit {
-                SlotEdit::Restated => continue,
+                SlotEdit::Restated(key, h) => {
+                    // No new claim: the held one gains this message as a source, by an op (its
+                    // record is never rewritten).
+                    let held = self.trajectories[h.ti].claims[h.ci].id.clone();
+                    let seq = self.header.ops + 1;
+                    delta.ops.push(ClaimOp {
+                        id: OpId::derive(&ns, &format!("{snap_id}#{}", self.header.ops)),
+                        namespace: ns.clone(),
+                        seq,
+                        op: OpKind::Add,
+                        target: None,
+                        new_claim: Some(held),
+                        new_status: None,
+                        source_message_ids: vec![claim.source.clone()],
+                        rationale: format!("restated: {} = {}", slot_name(&key), h.value),
+                        snapshot: snap_id.clone(),
+                    });
+                    self.header.ops = seq;
+                    self.header.adds += 1;
+                    continue;
+                }
                 SlotEdit::Revise(key, h) => {
                     let old = &mut self.trajectories[h.ti].claims[h.ci];
                     old.status = ClaimStatus::Deprecated;

@@ -298,21 +298,22 @@ fn a_name(t: &[(String, &str)]) -> Option<String> {
 fn clause_before(s: &str, phrase: &str) -> Option<String> {
     let lower = s.to_lowercase();
     let at = lower.find(phrase)?;
-    let head = &lower[..at];
-    let clause = head
-        .rsplit([',', ':', ';', '-', '.', '!'])
-        .next()
-        .unwrap_or(head);
     let fillers = [
         "still", "like", "i", "said", "for", "me", "always", "just", "these", "days", "honestly",
-        "nothing", "beats", "and", "so",
+        "nothing", "beats", "and", "so", "my", "our", "it's", "is", "by", "far", "the", "a",
     ];
-    let kept: Vec<String> = words(clause)
-        .into_iter()
-        .map(|(_, w)| norm(w))
-        .filter(|w| !fillers.contains(&w.as_str()))
-        .collect();
-    (!kept.is_empty() && kept.len() <= 3).then(|| kept.join(" "))
+    lower[..at]
+        .rsplit([',', ':', ';', '-', '.', '!'])
+        .map(|clause| {
+            words(clause)
+                .into_iter()
+                .map(|(_, w)| norm(w))
+                .filter(|w| !fillers.contains(&w.as_str()))
+                .collect::<Vec<String>>()
+        })
+        .find(|kept| !kept.is_empty())
+        .filter(|kept| kept.len() <= 3)
+        .map(|kept| kept.join(" "))
 }
 
 fn number(w: &str) -> Option<u32> {
@@ -905,6 +906,10 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "i'll",
             "i will",
             "hoping to",
+            "thinking about",
+            "thinking of",
+            "considering",
+            "would like to",
             "signed up for",
             "signed up to",
             "booked",

@@ -173,11 +173,13 @@ pub const FACET_PATTERNS: &[(&str, &str)] = &[
     ("i enjoy", "preference"), ("into", "preference"),
 ];
 
-/// Cues that a statement is a plan or a hedge: its claim needs confirmation.
+/// Cues that a statement is tentative (a wish, a hedge, a plan not yet made): its claim needs
+/// confirmation. A plan stated as decided ("I'm going to", "I'm planning to") is a fact about
+/// the speaker's plans, and active.
 pub const UNCERTAIN_CUES: &[&str] = &[
-    "planning to", "plan to", "thinking about", "thinking of", "might", "maybe", "hoping to",
-    "hope to", "going to", "gonna", "want to", "wanna", "would like to", "considering", "someday",
-    "one day", "not sure", "probably", "perhaps",
+    "thinking about", "thinking of", "might", "maybe", "hoping to", "hope to", "want to",
+    "wanna", "would like to", "considering", "someday", "one day", "not sure", "probably",
+    "perhaps",
 ];
 
 /// Cues that a statement withdraws or cancels something said before.
