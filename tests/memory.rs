@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 use proptest::prelude::*;
-use trajwiki::core::{HashingEmbedder, Namespace, PageKind, SourceMessage};
+use trajwiki::core::{ClaimStatus, HashingEmbedder, Namespace, PageKind, SourceMessage};
 use trajwiki::memory::MemoryConfig;
 use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
 
@@ -363,4 +363,133 @@ fn locomo7_builds_with_every_invariant() {
             .count();
     }
     assert!(revises > 0, "claims evolve on real conversations");
+}
+
+/// A conversation of `(session, speaker, text)` turns, a week between sessions.
+fn said(turns: &[(u32, &str, &str)]) -> Vec<SourceMessage> {
+    let ns = Namespace::new("slots").unwrap();
+    let mut seq = BTreeMap::<u32, u32>::new();
+    turns
+        .iter()
+        .map(|&(session, speaker, text)| {
+            let n = seq.entry(session).or_default();
+            *n += 1;
+            let ts = NaiveDate::from_ymd_opt(2023, 1, 1)
+                .unwrap()
+                .and_hms_opt(10, *n, 0)
+                .unwrap()
+                + chrono::Duration::days(7 * session as i64);
+            SourceMessage::new(
+                ns.clone(),
+                session,
+                *n,
+                speaker.to_string(),
+                text.to_string(),
+                ts,
+                vec![],
+                Some(format!("D{session}:{n}")),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_new_value_revises_a_withdrawal_deprecates_and_a_restatement_adds_a_source() {
+    // Ann's home and partner change across sessions far apart (so across trajectories); Bob's
+    // home, the same attribute of another subject, never changes.
+    let messages = said(&[
+        (1, "Ann", "I live in Lisbon, in a flat near the river."),
+        (1, "Bob", "I live in Oslo, right by the harbour."),
+        (
+            2,
+            "Ann",
+            "My partner Sam cooked a huge dinner for me last night.",
+        ),
+        (2, "Bob", "The kids baked cookies with their grandmother."),
+        (6, "Ann", "Big news: I moved to Porto last week!"),
+        (6, "Bob", "Congrats, that is a big step for you."),
+        (
+            7,
+            "Ann",
+            "Still living in Porto, still loving the little cafes.",
+        ),
+        (7, "Bob", "I went hiking in the hills with my brother."),
+        (
+            9,
+            "Ann",
+            "Sam and I broke up last month, it was for the best.",
+        ),
+        (9, "Bob", "I am sorry to hear that, take care of yourself."),
+    ]);
+    let (dir, store) = built_store(&messages, &MemoryConfig::default());
+    let ns = messages[0].namespace.clone();
+    let claims = store.claims(&ns).unwrap();
+    let states = store.claim_states(&ns).unwrap();
+    let claim = |needle: &str| {
+        let found: Vec<_> = claims.iter().filter(|c| c.text.contains(needle)).collect();
+        assert_eq!(found.len(), 1, "{needle}: {claims:#?}");
+        found[0].clone()
+    };
+    let lisbon = claim("Lisbon");
+    let porto = claim("Porto");
+    let sam = claim("Sam cooked");
+    let oslo = claim("Oslo");
+    assert_eq!(
+        porto.text,
+        "Ann moved to Porto the week before 12 February 2023!"
+    );
+    assert_eq!(porto.revised_from.as_ref(), Some(&lisbon.id));
+    assert_eq!(states[&lisbon.id], ClaimStatus::Deprecated);
+    assert_eq!(states[&porto.id], ClaimStatus::Active);
+    assert_eq!(states[&sam.id], ClaimStatus::Deprecated);
+    assert_eq!(
+        states[&oslo.id],
+        ClaimStatus::Active,
+        "another subject's home"
+    );
+    let ops = store.claim_ops(&ns).unwrap();
+    let edits: Vec<_> = ops
+        .iter()
+        .filter(|o| o.op != trajwiki::core::OpKind::Add)
+        .map(|o| (o.op, o.target.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        edits,
+        vec![
+            (trajwiki::core::OpKind::Revise, lisbon.id.clone()),
+            (trajwiki::core::OpKind::Deprecate, sam.id.clone()),
+        ]
+    );
+    // The restatement is no claim of its own: the Porto claim gains its message by an op.
+    let restating = &messages[6].id;
+    let again: Vec<_> = ops
+        .iter()
+        .filter(|o| o.source_message_ids.contains(restating))
+        .collect();
+    assert_eq!(again.len(), 1, "{again:#?}");
+    assert_eq!(again[0].new_claim.as_ref(), Some(&porto.id));
+    assert!(!claims
+        .iter()
+        .any(|c| c.source_message_ids.contains(restating)));
+    // What held on a date: Lisbon before the move, Porto after.
+    let history = |as_of: &str| {
+        common::ok(&[
+            "history",
+            "--store",
+            dir.path().to_str().unwrap(),
+            lisbon.id.as_str(),
+            "--as-of",
+            as_of,
+        ])
+    };
+    let before = history("2023-02-01");
+    assert!(
+        !before.contains("REVISE") && before.contains("Lisbon"),
+        "{before}"
+    );
+    let after = history("2023-03-01");
+    assert!(
+        after.contains("REVISE") && after.contains("Porto"),
+        "{after}"
+    );
 }

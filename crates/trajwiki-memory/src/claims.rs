@@ -528,8 +528,14 @@ pub fn third_person(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> String {
             [l, short]
         })
         .collect();
-    // Openers: interjections and a vocative ("Wow, Jon!") before the first stating word.
-    let mut start = 0;
+    // Openers: a short label ("Big news: ..."), interjections and a vocative ("Wow, Jon!")
+    // before the first stating word.
+    let label = (0..toks.len().min(3)).find(|&k| {
+        let end = toks[k].0 + toks[k].1.len();
+        let next = toks.get(k + 1).map_or(s.len(), |t| t.0);
+        s[end..next].contains(':')
+    });
+    let mut start = label.map_or(0, |k| k + 1);
     while start < toks.len() {
         let w = norm(&toks[start].1.replace('’', "'"));
         let vocative = voice.addressee.is_some_and(|_| names[2..].contains(&w));
@@ -751,6 +757,10 @@ mod tests {
         assert_eq!(
             third_person("Wow, I love my new job and I have two cats.", voice(), &[]),
             "Caroline loves their new job and Caroline has two cats."
+        );
+        assert_eq!(
+            third_person("Big news: I got the job!", voice(), &[]),
+            "Caroline got the job!"
         );
         assert_eq!(
             third_person("Your support means a lot to me.", voice(), &[]),
