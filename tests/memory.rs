@@ -493,3 +493,66 @@ fn a_new_value_revises_a_withdrawal_deprecates_and_a_restatement_adds_a_source()
         "{after}"
     );
 }
+
+#[test]
+fn plans_held_are_bounded_and_a_resumed_fold_holds_the_same() {
+    // 70 plans by Ann: the first ones are let go (a cancellation of one edits nothing), the
+    // latest are held; building in two steps (the fold resumed past the bound) builds the same.
+    let towns: Vec<String> = (0..70).map(|i| format!("Town{i}")).collect();
+    let mut turns: Vec<(u32, &str, String)> = Vec::new();
+    for (i, town) in towns.iter().enumerate() {
+        let session = 1 + i as u32 / 2;
+        turns.push((
+            session,
+            "Ann",
+            format!("I'm planning a trip to {town} next spring."),
+        ));
+        turns.push((
+            session,
+            "Bob",
+            "That sounds lovely, enjoy the views.".into(),
+        ));
+    }
+    turns.push((
+        40,
+        "Ann",
+        "I had to cancel the trip to Town0, work got in the way.".into(),
+    ));
+    turns.push((40, "Bob", "Oh no, that is a pity, maybe next year.".into()));
+    turns.push((
+        41,
+        "Ann",
+        "I had to cancel the trip to Town69, money is tight.".into(),
+    ));
+    turns.push((41, "Bob", "Understandable, save it for later.".into()));
+    let borrowed: Vec<(u32, &str, &str)> =
+        turns.iter().map(|(s, a, t)| (*s, *a, t.as_str())).collect();
+    let messages = said(&borrowed);
+    let (_dir, store) = built_store(&messages, &MemoryConfig::default());
+    let ns = messages[0].namespace.clone();
+    let claims = store.claims(&ns).unwrap();
+    let deprecated: Vec<&str> = store
+        .claim_ops(&ns)
+        .unwrap()
+        .iter()
+        .filter(|o| o.op == trajwiki::core::OpKind::Deprecate)
+        .map(|o| {
+            let t = o.target.as_ref().unwrap();
+            claims.iter().find(|c| &c.id == t).unwrap().text.as_str()
+        })
+        .collect();
+    assert_eq!(
+        deprecated,
+        vec!["Ann is planning a trip to Town69 next spring."]
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut split = Store::open(dir.path()).unwrap();
+    let half = 100;
+    split.ingest_messages("gen", &messages[..half]).unwrap();
+    let config = MemoryConfig::default();
+    build_namespace(&mut split, &ns, &HashingEmbedder::new(128), &config, FLUSH).unwrap();
+    split.ingest_messages("gen", &messages[half..]).unwrap();
+    build_namespace(&mut split, &ns, &HashingEmbedder::new(128), &config, FLUSH).unwrap();
+    assert_eq!(export(&split, &ns), export(&store, &ns));
+}

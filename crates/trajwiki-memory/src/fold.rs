@@ -261,6 +261,9 @@ enum SlotEdit {
     Add(Option<String>),
 }
 
+/// Plans (and things owned) held per subject: a cancellation or a sale finds one of the latest.
+const MANY_VALUED_HELD: usize = 64;
+
 /// The facet tag that records a claim's slot (its value and time in the facet's value).
 const SLOT_TAG: &str = "slot:";
 
@@ -389,6 +392,48 @@ impl Fold {
         pool
     }
 
+    /// Whether `holder` may hold `key`. Plans and things owned are held at most
+    /// [`MANY_VALUED_HELD`] per subject, so that the holders do not grow with the history: past
+    /// that, the one said first is let go (its claim's slot facet removed, so that a resumed
+    /// fold holds what this one holds), or the new one is not held if it is older still.
+    fn admit_slot(&mut self, key: &str, holder: &Holder) -> bool {
+        let mut parts = key.splitn(3, '|');
+        let (Some(subject), Some(attribute)) = (parts.next(), parts.next()) else {
+            return true;
+        };
+        if !matches!(attribute, "plan" | "owns") {
+            return true;
+        }
+        let prefix = format!("{subject}|{attribute}|");
+        let order = |h: &Holder| (h.at, h.ti, h.ci);
+        let held = self
+            .slots
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix));
+        let mut count = 0;
+        let mut oldest: Option<(&String, &Holder)> = None;
+        for (k, h) in held {
+            count += 1;
+            if oldest.is_none_or(|(_, o)| order(h) < order(o)) {
+                oldest = Some((k, h));
+            }
+        }
+        if count < MANY_VALUED_HELD {
+            return true;
+        }
+        let Some((k, h)) = oldest.map(|(k, h)| (k.clone(), h.clone())) else {
+            return true;
+        };
+        if order(holder) < order(&h) {
+            return false;
+        }
+        self.slots.remove(&k);
+        let claim = &mut self.trajectories[h.ti].claims[h.ci];
+        claim.draft.facets.retain(|f| !f.tag.starts_with(SLOT_TAG));
+        self.dirty.insert(h.ti);
+        true
+    }
+
     /// What slot statement `slot` by `subject`, said at `at`, does: see [`SlotEdit`]. `unique`
     /// names the new claim (multi-valued slots hold one key per claim).
     fn slot_edit(&self, subject: &str, slot: &Slot, at: Timestamp, unique: &str) -> SlotEdit {
@@ -420,14 +465,16 @@ impl Fold {
                     .take_while(|(k, _)| k.starts_with(&format!("{prefix}plan|")));
                 plans
                     .map(|(k, h)| {
-                        let shared = slot
+                        // In halves: a kind of plan ("trip", "class") alone names none.
+                        let shared: usize = slot
                             .words
                             .iter()
                             .filter(|w| is_specific(w) && h.value.split(' ').any(|x| x == *w))
-                            .count();
+                            .map(|w| if slots::is_plan_kind(w) { 1 } else { 2 })
+                            .sum();
                         (shared, k, h)
                     })
-                    .filter(|(n, _, _)| *n >= 1)
+                    .filter(|(n, _, _)| *n >= 2)
                     .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
                     .map(|(_, k, h)| (k.clone(), h.clone()))
             }
@@ -672,18 +719,19 @@ impl Fold {
                 }
             }
             if let Some((key, value)) = holds {
-                claim.facets.push(Facet {
-                    tag: format!("{SLOT_TAG}{key}"),
-                    value: format!("{value}|{}", said.format(trajwiki_core::TIMESTAMP_FORMAT)),
-                });
-                let ci = self.trajectories[ti].claims.len();
                 let holder = Holder {
                     ti,
-                    ci,
-                    value,
+                    ci: self.trajectories[ti].claims.len(),
+                    value: value.clone(),
                     at: said,
                 };
-                self.slots.insert(key, holder);
+                if self.admit_slot(&key, &holder) {
+                    claim.facets.push(Facet {
+                        tag: format!("{SLOT_TAG}{key}"),
+                        value: format!("{value}|{}", said.format(trajwiki_core::TIMESTAMP_FORMAT)),
+                    });
+                    self.slots.insert(key, holder);
+                }
             }
             let claim = &claim;
             for (kind, target, new_status, rationale) in ops {

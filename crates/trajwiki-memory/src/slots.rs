@@ -216,6 +216,19 @@ const EVENTS: &[&str] = &[
     "festival",
 ];
 
+/// Words that say what kind of plan it is, not which: a cancellation naming only these (and
+/// none of the plan's own words) cancels no plan.
+const PLAN_KINDS: &[&str] = &[
+    "trip", "class", "course", "holiday", "vacation", "visit", "week", "weekend", "month", "year",
+    "time", "next", "spring", "summer", "autumn", "fall", "winter", "plan", "plans", "party",
+    "event", "tour", "journey", "travel", "lesson", "lessons",
+];
+
+/// Whether `word` only says what kind of plan it is ([`PLAN_KINDS`], or an event word).
+pub fn is_plan_kind(word: &str) -> bool {
+    PLAN_KINDS.contains(&word) || EVENTS.contains(&word)
+}
+
 /// The sentence's words: (lower-case, as written).
 fn tokens(s: &str) -> Vec<(String, &str)> {
     words(s)
