@@ -434,6 +434,46 @@ impl Fold {
         true
     }
 
+    /// A statement stating no slot may still restate a plan held, spoken of as still on ("still
+    /// on for the trip to Japan"). Else an ADD. (A thing owned named in passing, "fixing up my
+    /// sailboat", is an event of its own: its claim stays.)
+    fn mention_edit(&self, subject: &str, quote: &str, at: Timestamp) -> SlotEdit {
+        if slots::keeps_a_plan(quote) {
+            let words = slots::plan_words(quote);
+            if let Some((k, h)) = self.plan_named(subject, &words, 3) {
+                if h.at <= at {
+                    return SlotEdit::Restated(k, h);
+                }
+            }
+        }
+        SlotEdit::Add(None)
+    }
+
+    /// The plan of `subject` that `words` name best, scoring at least `least` (a plan's own word
+    /// counts 2, a word saying only what kind of plan it is 1); the latest of the best.
+    fn plan_named(
+        &self,
+        subject: &str,
+        words: &[String],
+        least: usize,
+    ) -> Option<(String, Holder)> {
+        let prefix = format!("{subject}|plan|");
+        self.slots
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, h)| {
+                let shared: usize = words
+                    .iter()
+                    .filter(|w| is_specific(w) && h.value.split(' ').any(|x| x == *w))
+                    .map(|w| if slots::is_plan_kind(w) { 1 } else { 2 })
+                    .sum();
+                (shared, k, h)
+            })
+            .filter(|(n, _, _)| *n >= least)
+            .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
+            .map(|(_, k, h)| (k.clone(), h.clone()))
+    }
+
     /// What slot statement `slot` by `subject`, said at `at`, does: see [`SlotEdit`]. `unique`
     /// names the new claim (multi-valued slots hold one key per claim).
     fn slot_edit(&self, subject: &str, slot: &Slot, at: Timestamp, unique: &str) -> SlotEdit {
@@ -458,25 +498,8 @@ impl Fold {
                 "home", "work", "pet", "partner", "count", "favorite", "date",
             ]),
             ("plan", _, None) => {
-                // A cancellation: the subject's plan sharing the most specific words.
-                let plans = self
-                    .slots
-                    .range(format!("{prefix}plan|")..)
-                    .take_while(|(k, _)| k.starts_with(&format!("{prefix}plan|")));
-                plans
-                    .map(|(k, h)| {
-                        // In halves: a kind of plan ("trip", "class") alone names none.
-                        let shared: usize = slot
-                            .words
-                            .iter()
-                            .filter(|w| is_specific(w) && h.value.split(' ').any(|x| x == *w))
-                            .map(|w| if slots::is_plan_kind(w) { 1 } else { 2 })
-                            .sum();
-                        (shared, k, h)
-                    })
-                    .filter(|(n, _, _)| *n >= 2)
-                    .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
-                    .map(|(_, k, h)| (k.clone(), h.clone()))
+                // A cancellation: the subject's plan it names best.
+                self.plan_named(subject, &slot.words, 2)
             }
             ("plan", _, Some(_)) => return SlotEdit::Add(Some(format!("{prefix}plan|{unique}"))),
             ("owns", head, None) => {
@@ -634,7 +657,7 @@ impl Fold {
             let slot = slots::slot_of(&claim.quote);
             let edit = match &slot {
                 Some(slot) => self.slot_edit(&claim.subject, slot, said, &format!("{snap_id}/{k}")),
-                None => SlotEdit::Add(None),
+                None => self.mention_edit(&claim.subject, &claim.quote, said),
             };
             let new_value = slot.as_ref().and_then(|s| s.value.clone());
             let id = ClaimId::derive(&ns, &format!("{snap_id}/{k}"));

@@ -397,6 +397,34 @@ fn slot(attribute: &'static str, key: &str, value: Option<String>) -> Option<Slo
     })
 }
 
+/// Whether `s` speaks of a plan as still on ("still on for", "saving for", "getting ready
+/// for"): a restatement when it names a plan held.
+pub fn keeps_a_plan(s: &str) -> bool {
+    let t = tokens(s);
+    [
+        "still on for",
+        "still planning",
+        "still going",
+        "keep reading",
+        "saving for",
+        "getting ready for",
+        "preparing for",
+        "looking forward to",
+        "can't wait for",
+    ]
+    .iter()
+    .any(|c| find(&t, c).is_some())
+}
+
+/// The content words of `s` (lower-case, no stopwords), for finding a plan again.
+pub fn plan_words(s: &str) -> Vec<String> {
+    tokens(s)
+        .into_iter()
+        .map(|(l, _)| l)
+        .filter(|l| !crate::text::is_stopword(l) && l.len() > 2)
+        .collect()
+}
+
 /// What first-person sentence `s` states about its speaker, if it states one slot.
 pub fn slot_of(s: &str) -> Option<Slot> {
     if s.trim_end().ends_with('?') {
