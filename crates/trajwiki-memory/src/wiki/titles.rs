@@ -23,314 +23,55 @@ use crate::fold::TrajState;
 
 /// Common English verbs in their usual forms: no topic is one of these (or has the stem of
 /// one), and no title ends in one.
+#[rustfmt::skip]
 pub(crate) const VERBS: &[&str] = &[
-    "add",
-    "agree",
-    "allow",
-    "appear",
-    "appreciate",
-    "ask",
-    "become",
-    "became",
-    "begin",
-    "began",
-    "believe",
-    "bring",
-    "brought",
-    "build",
-    "built",
-    "buy",
-    "bought",
-    "call",
-    "can",
-    "catch",
-    "caught",
-    "celebrate",
-    "change",
-    "check",
-    "choose",
-    "chose",
-    "come",
-    "came",
-    "consider",
-    "continue",
-    "create",
-    "decide",
-    "did",
-    "die",
-    "does",
-    "doing",
-    "done",
-    "drive",
-    "drove",
-    "eat",
-    "ate",
-    "enjoy",
-    "encourage",
-    "explain",
-    "explore",
-    "fall",
-    "fell",
-    "feel",
-    "felt",
-    "find",
-    "found",
-    "finish",
-    "follow",
-    "forget",
-    "forgot",
-    "get",
-    "got",
-    "give",
-    "gave",
-    "given",
-    "go",
-    "goes",
-    "going",
-    "gone",
-    "went",
-    "grow",
-    "grew",
-    "guess",
-    "happen",
-    "handle",
-    "hear",
-    "heard",
-    "help",
-    "hold",
-    "held",
-    "hope",
-    "imagine",
-    "include",
-    "inspire",
-    "keep",
-    "kept",
-    "know",
-    "knew",
-    "known",
-    "learn",
-    "leave",
-    "left",
-    "let",
-    "like",
-    "listen",
-    "live",
-    "look",
-    "lose",
-    "lost",
-    "love",
-    "make",
-    "made",
-    "manage",
-    "matter",
-    "mean",
-    "means",
-    "meant",
-    "meet",
-    "met",
-    "mention",
-    "miss",
-    "motivate",
-    "move",
-    "need",
-    "offer",
-    "open",
-    "pay",
-    "paid",
-    "plan",
-    "play",
-    "put",
-    "reach",
-    "read",
-    "realize",
-    "realise",
-    "relax",
-    "remember",
-    "remind",
-    "run",
-    "ran",
-    "said",
-    "saw",
-    "say",
-    "says",
-    "see",
-    "seem",
-    "seen",
-    "sell",
-    "sold",
-    "send",
-    "sent",
-    "set",
-    "share",
-    "show",
-    "sit",
-    "sat",
-    "sound",
-    "speak",
-    "spend",
-    "spent",
-    "stand",
-    "start",
-    "stay",
-    "stop",
-    "suggest",
-    "take",
-    "took",
-    "taken",
-    "talk",
-    "teach",
-    "taught",
-    "tell",
-    "thank",
-    "think",
-    "thought",
-    "told",
-    "tried",
-    "try",
-    "turn",
-    "understand",
-    "use",
-    "visit",
-    "wait",
-    "walk",
-    "want",
-    "watch",
-    "will",
-    "win",
-    "won",
-    "wish",
-    "wonder",
-    "work",
-    "worry",
-    "would",
-    "write",
-    "wrote",
+    "add", "agree", "allow", "appear", "appreciate", "ask", "become", "became", "begin", "began",
+    "believe", "bring", "brought", "build", "built", "buy", "bought", "call", "can", "catch",
+    "caught", "celebrate", "change", "check", "choose", "chose", "come", "came", "consider",
+    "continue", "create", "decide", "did", "die", "does", "doing", "done", "drive", "drove", "eat",
+    "ate", "enjoy", "encourage", "explain", "explore", "fall", "fell", "feel", "felt", "find",
+    "found", "finish", "follow", "forget", "forgot", "get", "got", "give", "gave", "given", "go",
+    "goes", "going", "gone", "went", "grow", "grew", "guess", "happen", "handle", "hear", "heard",
+    "help", "hold", "held", "hope", "imagine", "include", "inspire", "keep", "kept", "know", "knew",
+    "known", "learn", "leave", "left", "let", "like", "listen", "live", "look", "lose", "lost",
+    "love", "make", "made", "manage", "matter", "mean", "means", "meant", "meet", "met", "mention",
+    "miss", "motivate", "move", "need", "offer", "open", "pay", "paid", "plan", "play", "put",
+    "reach", "read", "realize", "realise", "relax", "remember", "remind", "run", "ran", "said",
+    "saw", "say", "says", "see", "seem", "seen", "sell", "sold", "send", "sent", "set", "share",
+    "show", "sit", "sat", "sound", "speak", "spend", "spent", "stand", "start", "stay", "stop",
+    "suggest", "take", "took", "taken", "talk", "teach", "taught", "tell", "thank", "think",
+    "thought", "told", "tried", "try", "turn", "understand", "use", "visit", "wait", "walk", "want",
+    "watch", "will", "win", "won", "wish", "wonder", "work", "worry", "would", "write", "wrote",
     "written",
 ];
 
 /// Words ending in "-ing" or "-ed" that are nouns (besides the items of [`ITEM_FAMILIES`]).
+#[rustfmt::skip]
 const NOUNS_LIKE_VERBS: &[&str] = &[
-    "bed",
-    "birthday",
-    "breed",
-    "building",
-    "ceiling",
-    "clothing",
-    "evening",
-    "feeling",
-    "funding",
-    "hundred",
-    "housing",
-    "meeting",
-    "morning",
-    "painting",
-    "seed",
-    "shed",
-    "sled",
-    "speed",
-    "thanksgiving",
-    "training",
-    "wedding",
+    "bed", "birthday", "breed", "building", "ceiling", "clothing", "evening", "feeling", "funding",
+    "hundred", "housing", "meeting", "morning", "painting", "seed", "shed", "sled", "speed",
+    "thanksgiving", "training", "wedding",
 ];
 
 /// Adjectives, adverbs and pronouns that name nothing a page could be about.
+#[rustfmt::skip]
 const NOT_TOPICS: &[&str] = &[
-    "able",
-    "actual",
-    "alone",
-    "another",
-    "around",
-    "away",
-    "back",
-    "bad",
-    "better",
-    "black",
-    "blue",
-    "brave",
-    "bright",
-    "busy",
-    "calm",
-    "close",
-    "dark",
-    "deep",
-    "different",
-    "early",
-    "easy",
-    "either",
-    "else",
-    "entire",
-    "extra",
-    "far",
-    "fast",
-    "favorite",
-    "favourite",
-    "fine",
-    "free",
-    "fresh",
-    "full",
-    "green",
-    "high",
-    "huge",
-    "important",
-    "interesting",
-    "kinda",
-    "large",
-    "late",
-    "least",
-    "less",
-    "long",
-    "lucky",
-    "main",
-    "mental",
-    "neat",
-    "open",
-    "other",
-    "own",
-    "perfect",
-    "personal",
-    "positive",
-    "possible",
-    "quite",
-    "ready",
-    "real",
-    "recent",
-    "red",
-    "right",
-    "rough",
-    "safe",
-    "short",
-    "similar",
-    "single",
-    "small",
-    "soft",
-    "special",
-    "strong",
-    "super",
-    "together",
-    "tiny",
-    "true",
-    "warm",
-    "white",
-    "whole",
-    "wild",
-    "worth",
-    "young",
+    "able", "actual", "alone", "another", "around", "away", "back", "bad", "better", "black",
+    "blue", "brave", "bright", "busy", "calm", "close", "dark", "deep", "different", "early",
+    "easy", "either", "else", "entire", "extra", "far", "fast", "favorite", "favourite", "fine",
+    "free", "fresh", "full", "green", "high", "huge", "important", "interesting", "kinda", "large",
+    "late", "least", "less", "long", "lucky", "main", "mental", "neat", "open", "other", "own",
+    "perfect", "personal", "positive", "possible", "quite", "ready", "real", "recent", "red",
+    "right", "rough", "safe", "short", "similar", "single", "small", "soft", "special", "strong",
+    "super", "together", "tiny", "true", "warm", "white", "whole", "wild", "worth", "young",
 ];
 
 /// Adjective endings ("grateful", "supportive", "nervous"), and the nouns that have them.
 const ADJECTIVE_ENDINGS: &[&str] = &["ful", "ive", "ous", "ish"];
+#[rustfmt::skip]
 const NOUNS_LIKE_ADJECTIVES: &[&str] = &[
-    "archive",
-    "detective",
-    "dish",
-    "executive",
-    "fish",
-    "initiative",
-    "motive",
-    "native",
-    "olive",
-    "relative",
-    "wish",
+    "archive", "detective", "dish", "executive", "fish", "initiative", "motive", "native", "olive",
+    "relative", "wish",
 ];
 
 /// Topics a title names at most.
@@ -405,6 +146,17 @@ pub(crate) fn topic_phrase(phrase: &str) -> Option<String> {
     kept.iter().all(|w| topic_word(w)).then(|| kept.join(" "))
 }
 
+/// Whether phrases `a` and `b` share a word, compared by stem, a final "e" aside ("dancing"
+/// and "dance": "danc", "dance").
+fn overlap(a: &str, b: &str) -> bool {
+    let same = |x: &str, w: &str| {
+        let (x, w) = (stem(x), stem(w));
+        x == w || x.strip_suffix('e') == Some(&w) || w.strip_suffix('e') == Some(&x)
+    };
+    a.split(' ')
+        .any(|w| b.split(' ').any(|x| x == w || same(x, w)))
+}
+
 /// How strongly the page's trajectories point at a topic: a point per trajectory that has it,
 /// more when it is one of their items, exact terms or facet values.
 #[derive(Default)]
@@ -434,7 +186,7 @@ fn topics(
     taken: &[String],
 ) -> Vec<String> {
     let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
-    let free = |p: &str| !p.split(' ').any(|w| taken.iter().any(|t| t == w));
+    let free = |p: &str| !taken.iter().any(|t| overlap(t, p));
     for (at, &m) in members.iter().enumerate() {
         let t = &states[m];
         let mut mine: BTreeMap<String, usize> = BTreeMap::new();
@@ -487,10 +239,7 @@ fn topics(
         if chosen.len() == TOPICS {
             break;
         }
-        if !chosen
-            .iter()
-            .any(|c| c.split(' ').any(|w| p.split(' ').any(|x| x == w)))
-        {
+        if !chosen.iter().any(|c| overlap(c, &p)) {
             chosen.push(p);
         }
     }
@@ -589,7 +338,7 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
         .collect();
     let mut chosen: Vec<String> = Vec::new();
     if key.starts_with(TOPIC) {
-        chosen.extend(topic_phrase(head).filter(|p| !taken.contains(p)));
+        chosen.extend(topic_phrase(head).filter(|p| !taken.iter().any(|t| overlap(t, p))));
     }
     if let Some(family) = key.strip_prefix(INVENTORY) {
         chosen = topics(states, members, Source::Family(family), &taken);
@@ -598,9 +347,7 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
         chosen = topics(states, members, Source::Facet(tag), &taken);
     }
     for t in topics(states, members, Source::All, &taken) {
-        let overlaps = chosen
-            .iter()
-            .any(|c| c.split(' ').any(|w| t.split(' ').any(|x| x == w)));
+        let overlaps = chosen.iter().any(|c| overlap(c, &t));
         if chosen.len() < TOPICS && !overlaps {
             chosen.push(t);
         }
@@ -692,6 +439,8 @@ mod tests {
         }
         assert_eq!(topic_phrase("went camping").as_deref(), Some("camping"));
         assert_eq!(topic_phrase("thinking about"), None);
+        assert!(overlap("dancing", "dance class"));
+        assert!(!overlap("pottery", "dance class"));
         assert_eq!(topic_phrase("charity run"), None);
         assert_eq!(topic_phrase("art show"), None);
         assert_eq!(
