@@ -25,7 +25,7 @@ use crate::fold::TrajState;
 /// one), and no title ends in one.
 #[rustfmt::skip]
 pub(crate) const VERBS: &[&str] = &[
-    "add", "agree", "allow", "appear", "appreciate", "ask", "become", "became", "begin", "began",
+    "add", "agree", "must", "might", "shall", "ought", "allow", "appear", "appreciate", "ask", "become", "became", "begin", "began",
     "believe", "bring", "brought", "build", "built", "buy", "bought", "call", "can", "catch",
     "caught", "celebrate", "change", "check", "choose", "chose", "come", "came", "consider",
     "continue", "create", "decide", "did", "die", "does", "doing", "done", "drive", "drove", "eat",
@@ -67,7 +67,7 @@ const NOT_TOPICS: &[&str] = &[
 ];
 
 /// Adjective endings ("grateful", "supportive", "nervous"), and the nouns that have them.
-const ADJECTIVE_ENDINGS: &[&str] = &["ful", "ive", "ous", "ish"];
+const ADJECTIVE_ENDINGS: &[&str] = &["ful", "ive", "ous", "ish", "less"];
 #[rustfmt::skip]
 const NOUNS_LIKE_ADJECTIVES: &[&str] = &[
     "archive", "detective", "dish", "executive", "fish", "initiative", "motive", "native", "olive",
@@ -415,6 +415,8 @@ mod tests {
         for w in [
             "happen",
             "happened",
+            "must",
+            "homeless",
             "means",
             "makes",
             "thinking",
