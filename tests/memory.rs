@@ -137,12 +137,14 @@ fn assert_invariants(store: &Store, ns: &Namespace, config: &MemoryConfig) {
             t.id
         );
     }
-    // Pages show words as written, never stems: a topic's word occurs in the conversation (its
-    // messages and image captions).
+    // Pages show words as written, never stems: every word of a title occurs in the
+    // conversation (its messages, their speakers and image captions), and no title carries a
+    // count.
     let said: BTreeSet<String> = messages
         .iter()
         .flat_map(|m| {
-            std::iter::once(m.text.as_str())
+            [m.text.as_str(), m.speaker.as_str()]
+                .into_iter()
                 .chain(m.attachments.iter().filter_map(|a| a.caption.as_deref()))
         })
         .flat_map(|text| {
@@ -150,16 +152,21 @@ fn assert_invariants(store: &Store, ns: &Namespace, config: &MemoryConfig) {
                 .into_iter()
                 .map(|(_, w)| trajwiki::text::text::norm(w))
         })
+        // A name said only in the possessive ("McGee's") is a word too.
+        .flat_map(|w| {
+            let bare = w.strip_suffix("'s").map(str::to_string);
+            std::iter::once(w).chain(bare)
+        })
         .collect();
     for p in &pages {
-        if let Some(word) = p.title.strip_prefix("Topic: ") {
-            let word = word.split(" (").next().unwrap_or(word);
+        for (_, word) in trajwiki::text::text::words(&p.title) {
             assert!(
-                said.contains(word),
-                "topic {:?} is not a word of the conversation",
+                said.contains(&trajwiki::text::text::norm(word)),
+                "{:?}: {word:?} is not a word of the conversation",
                 p.title
             );
         }
+        assert!(!p.title.contains(" ("), "{:?} carries a count", p.title);
     }
     // The index pages (one per chunk of trajectories, in creation order) link every trajectory
     // exactly once.

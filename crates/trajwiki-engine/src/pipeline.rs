@@ -594,7 +594,7 @@ fn build_once(
                 groups: Vec::new(),
             },
         );
-        report.commit_ms = commit(store, ns, embedder, &batch)?;
+        report.commit_ms = commit(store, ns, &batch)?;
     }
     report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
     report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold)?;
@@ -867,28 +867,15 @@ fn memory_batch(
     }
 }
 
-/// Commits `batch` in one transaction, then caches the routing texts' vectors of the pages it
-/// changed (a query then finds every page vector in the cache and writes nothing). Returns the
-/// commit's milliseconds. A record stored with other content is [`PipelineError::Stale`].
-fn commit(
-    store: &mut Store,
-    ns: &Namespace,
-    embedder: &dyn Embedder,
-    batch: &MemoryBatch,
-) -> Result<u128, PipelineError> {
+/// Commits `batch` in one transaction. Returns the commit's milliseconds. A record stored with
+/// other content is [`PipelineError::Stale`]. Nothing is embedded: a page's vector is derived
+/// from its trajectories' when an index is loaded.
+fn commit(store: &mut Store, ns: &Namespace, batch: &MemoryBatch) -> Result<u128, PipelineError> {
     let committing = std::time::Instant::now();
     let committed = store.commit_memory(batch);
     let commit_ms = committing.elapsed().as_millis();
     match committed {
-        Ok(()) => {
-            let changed = batch.page_updates.iter().flat_map(|u| &u.changed);
-            let refs: Vec<&str> = changed
-                .filter(|p| p.kind != trajwiki_core::PageKind::Index)
-                .map(|p| p.routing_text.as_str())
-                .collect();
-            embed_cached(store, embedder, &refs)?;
-            Ok(commit_ms)
-        }
+        Ok(()) => Ok(commit_ms),
         Err(StoreError::Conflict { kind, id, .. }) => Err(PipelineError::Stale {
             namespace: ns.clone(),
             detail: format!("{kind} {id} differs"),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_compute::MatrixView;
-use trajwiki_core::{EmbedKind, Embedder, Namespace, PageKind, SourceMessage, WikiPage};
+use trajwiki_core::{EmbedKind, Embedder, Namespace, SourceMessage};
 use trajwiki_retrieve::{
     Applied, Derived, Index, IndexDelta, LevelTexts, LevelVectors, MessageSide, MessageVectors,
     NamespaceRecords, PageChanges, SharedRows,
@@ -351,27 +351,9 @@ pub fn load_index(
         entity_min_count: config.entity_min_count,
     };
     records.sort_for_index();
-    // The pages are embedded through the cache (store lookups, on this thread) while the other
-    // levels' texts are put together.
+    // No page is embedded: the index derives the pages' rows from their trajectories'.
     let page_texts = Index::page_texts(&records);
-    let ((snapshots, trajectories), pages) = std::thread::scope(|s| {
-        let parts = s.spawn(|| Index::part_texts(&records));
-        let mut embedded_now = 0;
-        let pages = derived.embedded(&model, &page_texts, |missing| {
-            let (rows, n) = embed_read(store, embedder, missing)?;
-            embedded_now = n;
-            Ok::<_, PipelineError>(rows)
-        });
-        let pages = pages.map(|rows| (rows, embedded_now));
-        // A panic there is one here, as in a rayon join.
-        let parts = parts
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (parts, pages)
-    });
-    let (rows, n) = pages?;
-    computed += n;
-    let pages: Vec<f32> = rows.iter().flat_map(|r| r.iter().copied()).collect();
+    let (snapshots, trajectories) = Index::part_texts(&records);
     let texts = LevelTexts {
         snapshots,
         trajectories,
@@ -381,7 +363,6 @@ pub fn load_index(
     let vectors = LevelVectors {
         dim: embedder.dim(),
         messages: message_vectors,
-        pages,
     };
     let index = Index::new(records, side, vectors, &texts, derived)
         .map_err(|e| PipelineError::Index(Box::new(e)))?;
@@ -473,7 +454,7 @@ pub fn update_index(
         })
         .collect();
     let refs: Vec<&str> = tail_texts.iter().map(String::as_str).collect();
-    let (rows, mut embedded) = embed_read(store, embedder, &refs)?;
+    let (rows, embedded) = embed_read(store, embedder, &refs)?;
     let tail: Vec<f32> = rows.into_iter().flatten().collect();
     let mut row_of: Vec<u32> = index.vectors().rows_of().to_vec();
     row_of.extend(order.iter().map(|&k| (before + k) as u32));
@@ -484,37 +465,12 @@ pub fn update_index(
         Some(s) if !keep_ann => approximate_index(s, dim),
         _ => None,
     };
-    // The changed pages' routing texts' vectors, through what earlier loads kept and the cache.
+    // The changed pages (their rows are derived from their trajectories' in place).
     let pages = if delta.records.pages.is_empty() && delta.retired_pages.is_empty() {
         None
     } else {
-        let routed = |p: &WikiPage| p.kind != PageKind::Index;
-        let texts: Vec<String> = delta
-            .records
-            .pages
-            .iter()
-            .filter(|p| routed(p))
-            .map(|p| p.routing_text.clone())
-            .collect();
-        let mut embedded_now = 0;
-        let rows = held.derived.embedded(&model, &texts, |missing| {
-            let (rows, n) = embed_read(store, embedder, missing)?;
-            embedded_now = n;
-            Ok::<_, PipelineError>(rows)
-        })?;
-        embedded += embedded_now;
-        let mut rows = rows.into_iter();
-        let changed = delta
-            .records
-            .pages
-            .into_iter()
-            .map(|p| {
-                let row = routed(&p).then(|| rows.next().expect("one row per text").to_vec());
-                (p, row)
-            })
-            .collect();
         Some(PageChanges {
-            changed,
+            changed: delta.records.pages,
             retired: delta.retired_pages,
         })
     };

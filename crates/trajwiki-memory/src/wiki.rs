@@ -13,6 +13,12 @@
 //! the fold's state (trajectory states, groups), never from a lexicon newer than the page, so
 //! appending in any split gives the same pages. Index pages list trajectories by creation, in
 //! chunks of [`INDEX_CHUNK`].
+//!
+//! Titles are written at rendering from the page's trajectories, as a person would name the
+//! page: who it is about and what, "Caroline — adoption agency, support group" (see
+//! [`page_title`]). Every word of a title is one of the conversation's as written (entity
+//! surfaces, item phrases, the surfaces of keywords, never their stems), the topics are nouns
+//! as far as word lists tell (no verb, no adverb, no filler), and no title carries a count.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +26,9 @@ use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
 
 use crate::extract::{is_specific, Lexicon};
+use titles::page_title;
+
+mod titles;
 use crate::fold::TrajState;
 use crate::MemoryConfig;
 
@@ -39,7 +48,10 @@ pub struct Group {
 #[derive(Debug, Clone, PartialEq)]
 struct Draft {
     kind: PageKind,
-    title: String,
+    /// What the group fixes of the title ([`page_title`] writes the rest from the members): the
+    /// entity's surface for entity and facet pages, the keyword's surface for a topic page, the
+    /// item family for an inventory page, nothing for rescue and index pages.
+    head: String,
     members: Vec<usize>,
 }
 
@@ -108,7 +120,7 @@ fn topic_keys(t: &TrajState) -> impl Iterator<Item = String> + '_ {
 fn chunked(
     key: &str,
     kind: PageKind,
-    title: &str,
+    head: &str,
     members: &[usize],
     c: &MemoryConfig,
 ) -> Vec<(String, Draft)> {
@@ -117,7 +129,7 @@ fn chunked(
             key.to_string(),
             Draft {
                 kind,
-                title: title.to_string(),
+                head: head.to_string(),
                 members: members.to_vec(),
             },
         )];
@@ -130,7 +142,7 @@ fn chunked(
                 format!("{key}#{}", i + 1),
                 Draft {
                     kind,
-                    title: format!("{title} ({})", i + 1),
+                    head: head.to_string(),
                     members: m.to_vec(),
                 },
             )
@@ -222,7 +234,8 @@ impl Wiki {
                 .is_some_and(|g| g.members.len() > c.broad_entity)
     }
 
-    /// The kind and title of the pages group `key` makes now, or `None` when it makes none.
+    /// The kind and title head ([`Draft::head`]) of the pages group `key` makes now, or `None`
+    /// when it makes none.
     fn shape(&self, key: &str, c: &MemoryConfig) -> Option<(PageKind, String)> {
         let g = self.groups.get(key)?;
         let m = &g.members;
@@ -231,14 +244,13 @@ impl Wiki {
                 .then(|| (PageKind::Entity, g.surface.clone()));
         }
         if let Some(rest) = key.strip_prefix(FACET) {
-            let (entity, tag) = rest.split_once('\t').unwrap_or((rest, ""));
-            return self.broad(entity, c).then(|| {
-                let title = format!("{} — {}", g.surface, tag.replace('_', " "));
-                (PageKind::Entity, title)
-            });
+            let entity = rest.split_once('\t').map_or(rest, |(e, _)| e);
+            return self
+                .broad(entity, c)
+                .then(|| (PageKind::Entity, g.surface.clone()));
         }
         if let Some(family) = key.strip_prefix(INVENTORY) {
-            return Some((PageKind::Inventory, format!("Inventory: {family}")));
+            return Some((PageKind::Inventory, family.to_string()));
         }
         if key.starts_with(TOPIC) {
             if m.len() < c.topic_min_trajectories || m.len() > c.broad_entity {
@@ -247,7 +259,7 @@ impl Wiki {
             let new = m.iter().filter(|&&t| !self.covered(t)).count();
             let covered = (m.len() - new) as f32 / m.len() as f32;
             return (new >= 2 && covered < c.topic_suppression)
-                .then(|| (PageKind::Topic, format!("Topic: {}", g.surface)));
+                .then(|| (PageKind::Topic, g.surface.clone()));
         }
         None
     }
@@ -255,7 +267,7 @@ impl Wiki {
     /// The pages group `key` makes now.
     fn derive(&self, key: &str, c: &MemoryConfig) -> Vec<(String, Draft)> {
         match (self.shape(key, c), self.groups.get(key)) {
-            (Some((kind, title)), Some(g)) => chunked(key, kind, &title, &g.members, c),
+            (Some((kind, head)), Some(g)) => chunked(key, kind, &head, &g.members, c),
             _ => Vec::new(),
         }
     }
@@ -330,7 +342,7 @@ impl Wiki {
             return None; // small, and whether they make a page depends on coverage
         }
         let size = c.page_target.max(1);
-        let (kind, title) = self.shape(key, c)?;
+        let (kind, head) = self.shape(key, c)?;
         let g = self.groups.get(key)?;
         let n = g.members.len();
         let pages_before = self.group_pages.get(key).map_or(0, Vec::len);
@@ -344,7 +356,7 @@ impl Wiki {
         let page = format!("{key}#{}", chunk + 1);
         let draft = Draft {
             kind,
-            title: format!("{title} ({})", chunk + 1),
+            head,
             members: g.members[chunk * size..].to_vec(),
         };
         if chunk == pages_before {
@@ -383,7 +395,7 @@ impl Wiki {
                 key.clone(),
                 Draft {
                     kind: PageKind::Topic,
-                    title: String::new(), // "Notes: <label of the first member>", at rendering
+                    head: String::new(),
                     members,
                 },
             )]
@@ -397,7 +409,7 @@ impl Wiki {
             (chunk * INDEX_CHUNK..trajectories.min((chunk + 1) * INDEX_CHUNK)).collect();
         let draft = Draft {
             kind: PageKind::Index,
-            title: format!("Index ({})", chunk + 1),
+            head: String::new(),
             members,
         };
         self.set_pages(&key.clone(), vec![(key, draft)]);
@@ -577,11 +589,7 @@ fn render(
     d: &Draft,
     members: &[usize],
 ) -> WikiPage {
-    let title = if d.title.is_empty() {
-        format!("Notes: {}", states[members[0]].label)
-    } else {
-        d.title.clone()
-    };
+    let title = page_title(key, &d.head, states, members);
     let mut keywords: BTreeMap<&str, usize> = BTreeMap::new();
     let mut terms: BTreeSet<&str> = BTreeSet::new();
     let mut items: BTreeMap<String, u32> = BTreeMap::new();
@@ -772,15 +780,18 @@ mod tests {
             .iter()
             .filter(|p| p.kind == PageKind::Entity)
             .collect();
-        entity.sort_by(|a, b| a.title.cmp(&b.title));
-        // 11 members above page_max 6: pages of 4, 4, 3 in joining order.
+        let first = |p: &WikiPage| {
+            let id = &p.trajectory_ids[0];
+            states.iter().position(|s| &s.id == id)
+        };
+        entity.sort_by_key(|p| first(p));
+        // 11 members above page_max 6: pages of 4, 4, 3 in joining order, titled by their
+        // entity alone (no "(N)").
         let sizes: Vec<usize> = entity.iter().map(|p| p.trajectory_ids.len()).collect();
-        assert_eq!(
-            sizes,
-            vec![4, 4, 3],
-            "{:?}",
-            entity.iter().map(|p| &p.title).collect::<Vec<_>>()
-        );
+        assert_eq!(sizes, vec![4, 4, 3]);
+        for p in &entity {
+            assert_eq!(p.title, "oslo");
+        }
         // One more member changes the last page only (and its index page).
         let mut states = states;
         states.push(state(11, &["oslo"]));
@@ -795,9 +806,14 @@ mod tests {
         );
         let (changed, retired) = wiki.take_pages(&ns, &states);
         assert!(retired.is_empty());
-        let mut titles: Vec<&str> = changed.iter().map(|p| p.title.as_str()).collect();
-        titles.sort();
-        assert_eq!(titles, vec!["Index (1)", "oslo (3)"]);
+        let mut kinds: Vec<(PageKind, usize)> = changed
+            .iter()
+            .map(|p| (p.kind, p.trajectory_ids.len()))
+            .collect();
+        kinds.sort();
+        assert_eq!(kinds, vec![(PageKind::Index, 12), (PageKind::Entity, 4)]);
+        let last = changed.iter().find(|p| p.kind == PageKind::Entity).unwrap();
+        assert_eq!(last.trajectory_ids[0], states[8].id);
         // Derived again from the groups alone, the wiki has the same pages.
         let resumed = Wiki::resume(wiki.groups().clone(), &states, &c, &Lexicon::default());
         assert_eq!(resumed.pages, wiki.pages);

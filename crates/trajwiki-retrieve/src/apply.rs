@@ -18,7 +18,7 @@ use half::f16;
 
 use crate::derived::{Derived, Keywords};
 use crate::index::{
-    add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes, numbered,
+    add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes, numbered, page_row,
     page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links, snapshot_text,
     superseded_in, trajectory_bytes, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
 };
@@ -40,12 +40,13 @@ pub struct IndexDelta {
     pub pages: Option<PageChanges>,
 }
 
-/// How the pages changed: pages with a new revision (held ones, and new ones), each with its
-/// routing text's vector when it is not the index page, and pages retired.
+/// How the pages changed: pages with a new revision (held ones, and new ones) and pages
+/// retired. A page's row is derived from its trajectories' ([`crate::index::page_row`]), so a
+/// change carries no vector.
 #[derive(Debug, Default)]
 pub struct PageChanges {
-    /// Pages new or revised, with their vectors.
-    pub changed: Vec<(WikiPage, Option<Vec<f32>>)>,
+    /// Pages new or revised.
+    pub changed: Vec<WikiPage>,
     /// Pages retired.
     pub retired: Vec<PageId>,
 }
@@ -297,15 +298,16 @@ impl Index {
         }
         let mut redo_trajectories: Vec<usize> = redo_trajectories.into_iter().collect();
         redo_trajectories.sort_unstable();
-        for ti in redo_trajectories {
+        for &ti in &redo_trajectories {
             self.trajectory_vector(ti, derived)?;
         }
 
         // Pages: revised ones in their place; the page level is laid out again (from what it
-        // holds) when pages came or went.
+        // holds) when pages came or went. Then the row of every page that is new, revised or
+        // links a trajectory whose row changed is derived again.
         let mut pages = pages.unwrap_or_default();
         // A page retired and made again since is there, at its new revision.
-        let changed: FxHashSet<&PageId> = pages.changed.iter().map(|(p, _)| &p.id).collect();
+        let changed: FxHashSet<&PageId> = pages.changed.iter().map(|p| &p.id).collect();
         let retired: Vec<PageId> = pages
             .retired
             .iter()
@@ -314,11 +316,13 @@ impl Index {
             .collect();
         pages.retired = retired;
         let mut added = Vec::new();
-        for (page, vector) in pages.changed {
+        let mut revised: FxHashSet<PageId> = FxHashSet::default();
+        for page in pages.changed {
+            revised.insert(page.id.clone());
             if self.records.pages.iter().any(|p| p.id == page.id) {
-                self.revise_page(page, vector, derived)?;
+                self.revise_page(page, derived)?;
             } else {
-                added.push((page, vector));
+                added.push(page);
             }
         }
         if !added.is_empty() || !pages.retired.is_empty() {
@@ -330,7 +334,29 @@ impl Index {
                 .map(|&pi| page_trajectories(&self.records.pages[pi], &self.ids))
                 .collect();
         }
+        self.page_rows(&revised, &redo_trajectories)?;
         Ok(Applied::InPlace)
+    }
+
+    /// Derives again the row of every non-index page that is in `revised` or links one of the
+    /// trajectories `moved` (sorted), as a load derives it.
+    fn page_rows(
+        &mut self,
+        revised: &FxHashSet<PageId>,
+        moved: &[usize],
+    ) -> Result<(), IndexError> {
+        let dim = self.dim;
+        let mut row = vec![f16::ZERO; dim];
+        for (r, &pi) in self.pages.iter().enumerate() {
+            let members = &self.page_trajs[r];
+            let due = revised.contains(&self.records.pages[pi].id)
+                || members.iter().any(|t| moved.binary_search(t).is_ok());
+            if due {
+                page_row(&mut row, members, &self.vectors.trajectories.data);
+                self.vectors.pages.set_row(r, &row)?;
+            }
+        }
+        Ok(())
     }
 
     /// Checks where the records of a change go; the reason when the index cannot take it.
@@ -519,14 +545,9 @@ impl Index {
         self.vectors.trajectories.set_row(ti, &row)
     }
 
-    /// Puts a held page's new revision in its place (`vector` its routing text's, for a
-    /// non-index page).
-    fn revise_page(
-        &mut self,
-        page: WikiPage,
-        vector: Option<Vec<f32>>,
-        derived: &mut Derived,
-    ) -> Result<(), IndexError> {
+    /// Puts a held page's new revision in its place (its row is derived by
+    /// [`Index::page_rows`]).
+    fn revise_page(&mut self, page: WikiPage, derived: &mut Derived) -> Result<(), IndexError> {
         let missing = || IndexError::Dangling {
             what: "a revised page".into(),
             missing: page.id.to_string(),
@@ -544,7 +565,6 @@ impl Index {
             });
         }
         if let Ok(row) = self.pages.binary_search(&pi) {
-            let vector = vector.ok_or_else(missing)?;
             let terms = numbered(
                 &mut self.vocab,
                 &derived.keywords(std::slice::from_ref(&page.routing_text)),
@@ -556,19 +576,17 @@ impl Index {
             self.vocab.release(&self.page_terms[row]);
             self.page_terms[row] = terms;
             self.page_trajs[row] = page_trajectories(&page, &self.ids);
-            let rows: Vec<f16> = vector.iter().map(|&x| f16::from_f32(x)).collect();
-            self.vectors.pages.set_row(row, &rows)?;
         }
         self.records.pages[pi] = page;
         Ok(())
     }
 
-    /// Lays the page level out again with `added` pages (each with its vector unless it is
-    /// the index page) and without the `retired` ones, in the store's order (kind, then id):
-    /// the held pages keep their terms and rows.
+    /// Lays the page level out again with `added` pages and without the `retired` ones, in the
+    /// store's order (kind, then id): the held pages keep their terms and rows, a new non-index
+    /// page takes a zero row until [`Index::page_rows`] derives it.
     fn relay_pages(
         &mut self,
-        added: Vec<(WikiPage, Option<Vec<f32>>)>,
+        added: Vec<WikiPage>,
         retired: &[PageId],
         derived: &mut Derived,
     ) -> Result<(), IndexError> {
@@ -600,27 +618,16 @@ impl Index {
             }
             laid.push((page, held));
         }
-        for (page, vector) in added {
-            let held = match (page.kind == PageKind::Index, vector) {
-                (true, _) => None,
-                (false, Some(v)) if v.len() == dim => {
-                    let terms = numbered(
-                        &mut self.vocab,
-                        &derived.keywords(std::slice::from_ref(&page.routing_text)),
-                    )
-                    .pop()
-                    .expect("one text");
-                    Some((terms, v.iter().map(|&x| f16::from_f32(x)).collect()))
-                }
-                (false, v) => {
-                    return Err(IndexError::Shape {
-                        level: "a new page's vector",
-                        got: v.map_or(0, |v| v.len()),
-                        rows: 1,
-                        dim,
-                    })
-                }
-            };
+        for page in added {
+            let held = (page.kind != PageKind::Index).then(|| {
+                let terms = numbered(
+                    &mut self.vocab,
+                    &derived.keywords(std::slice::from_ref(&page.routing_text)),
+                )
+                .pop()
+                .expect("one text");
+                (terms, vec![f16::ZERO; dim])
+            });
             laid.push((page, held));
         }
         laid.sort_by(|(a, _), (b, _)| {

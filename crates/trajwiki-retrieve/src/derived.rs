@@ -57,8 +57,6 @@ pub struct Derived {
     /// the namespace's vector file (whose rows never change).
     centroids: FxHashMap<SnapshotId, (Vec<MessageId>, Arc<[f32]>)>,
     lexicon: Option<LexiconFold>,
-    /// Embedded texts (the pages' routing texts) by the model that embedded them.
-    embedded: (String, FxHashMap<String, Arc<[f32]>>),
 }
 
 impl Default for Derived {
@@ -69,7 +67,6 @@ impl Default for Derived {
             texts: FxHashMap::default(),
             centroids: FxHashMap::default(),
             lexicon: None,
-            embedded: (String::new(), FxHashMap::default()),
         }
     }
 }
@@ -100,7 +97,7 @@ impl Derived {
     }
 
     /// Forgets what it derived from records by their ids (messages, centroids, the lexicon's
-    /// counts), keeping what it keyed by content (texts' keywords, embedded texts): for a
+    /// counts), keeping what it keyed by content (texts' keywords): for a
     /// namespace the store says was replaced or made again, whose ids may now name other
     /// records.
     pub fn forget_records(&mut self) {
@@ -110,7 +107,7 @@ impl Derived {
     }
 
     /// Lets go of what it keeps per record and per text (the most of its bytes), keeping the
-    /// lexicon's counts and the embedded texts: a loaded index still takes its namespace's
+    /// lexicon's counts: a loaded index still takes its namespace's
     /// changes in place with them (see [`Index::apply`](crate::Index::apply)); a load after
     /// this derives every record again.
     pub fn shed(&mut self) {
@@ -143,53 +140,7 @@ impl Derived {
             .values()
             .map(|(ids, c)| 64 + 32 * ids.len() + 4 * c.len())
             .sum();
-        let embedded: usize = self
-            .embedded
-            .1
-            .iter()
-            .map(|(t, v)| 64 + t.len() + 4 * v.len())
-            .sum();
-        messages + texts + centroids + embedded
-    }
-
-    /// The vector of each of `texts` by `model`: the kept one, else one of those `embed` gives
-    /// for the texts without one (in their order), kept for the next load.
-    pub fn embedded<E>(
-        &mut self,
-        model: &str,
-        texts: &[String],
-        embed: impl FnOnce(&[&str]) -> Result<Vec<Vec<f32>>, E>,
-    ) -> Result<Vec<Arc<[f32]>>, E> {
-        if self.embedded.0 != model {
-            self.embedded = (model.to_string(), FxHashMap::default());
-        }
-        let kept = &self.embedded.1;
-        let missing: Vec<&str> = texts
-            .iter()
-            .filter(|t| !kept.contains_key(t.as_str()))
-            .map(String::as_str)
-            .collect();
-        let mut made: FxHashMap<&str, Arc<[f32]>> = FxHashMap::default();
-        if !missing.is_empty() {
-            for (t, v) in missing.iter().zip(embed(&missing)?) {
-                made.insert(t, v.into());
-            }
-        }
-        let out = texts
-            .iter()
-            .map(|t| {
-                kept.get(t.as_str())
-                    .or_else(|| made.get(t.as_str()))
-                    .map(Arc::clone)
-                    .expect("every text was embedded")
-            })
-            .collect();
-        if self.keep {
-            for (t, v) in made {
-                self.embedded.1.insert(t.to_string(), v);
-            }
-        }
-        Ok(out)
+        messages + texts + centroids
     }
 
     /// The part of each of `messages` and their lexicon, side by side. The lexicon continues

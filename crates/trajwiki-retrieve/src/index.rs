@@ -40,10 +40,10 @@ pub struct NamespaceRecords {
     pub entity_min_count: usize,
 }
 
-/// The texts of the derived levels, in record order: every level is scored lexically on them;
-/// pages are also embedded (the caller embeds them through its cache and hands the vectors to
-/// [`Index::new`]), while snapshots and trajectories take the centroids of their parts' vectors,
-/// exactly as construction does. The messages' texts are in their [`MessageSide`].
+/// The texts of the derived levels, in record order: every level is scored lexically on them.
+/// No level but the messages is embedded: snapshots and trajectories take the centroids of
+/// their parts' vectors, exactly as construction does, and a page the centroid of its
+/// trajectories' rows ([`page_row`]). The messages' texts are in their [`MessageSide`].
 pub struct LevelTexts {
     /// One per snapshot: summary and claims.
     pub snapshots: Vec<String>,
@@ -53,21 +53,21 @@ pub struct LevelTexts {
     pub pages: Vec<String>,
 }
 
-/// Vectors of the embedded levels, aligned with [`LevelTexts`].
+/// Vectors of the embedded level, the messages; every other level's are derived from them.
 pub struct LevelVectors {
     /// Dimension.
     pub dim: usize,
     /// Messages.
     pub messages: MessageVectors,
-    /// Non-index pages.
-    pub pages: Vec<f32>,
 }
 
-/// The vectors of every level: the embedded ones and the derived centroids.
+/// The vectors of every level: the embedded messages' and the derived centroids.
 ///
 /// The derived levels are scanned at f16, as the message vectors are stored: half the bytes a
 /// search reads. A trajectory's row is its dense score's vector part, 0.75 × its centroid +
-/// 0.15 × its latest snapshot's, so that scoring it is one dot product.
+/// 0.15 × its latest snapshot's, so that scoring it is one dot product. A non-index page's row
+/// is the normalised mean of its trajectories' rows ([`page_row`]): routing costs no
+/// transformer pass, and a page's row follows its trajectories.
 pub(crate) struct Vectors {
     pub messages: MessageVectors,
     pub snapshots: Rows,
@@ -797,6 +797,25 @@ pub(crate) fn trajectory_row(
     }
 }
 
+/// A non-index page's row: the mean of its trajectories' rows (`members`, positions into
+/// `trajectories`, f16 rows of `out.len()` values), summed in `members`' order at f32 and
+/// normalised to unit length (zero for a page of no trajectory the index holds). A load and an
+/// in-place change compute it from the same rows in the same order, so they agree bit for bit.
+pub(crate) fn page_row(out: &mut [f16], members: &[usize], trajectories: &[f16]) {
+    let dim = out.len();
+    let mut sum = vec![0.0f32; dim];
+    for &t in members {
+        for (s, v) in sum.iter_mut().zip(&trajectories[t * dim..(t + 1) * dim]) {
+            *s += v.to_f32();
+        }
+    }
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let scale = if norm > 0.0 { 1.0 / norm } else { 0.0 };
+    for (o, s) in out.iter_mut().zip(&sum) {
+        *o = f16::from_f32(s * scale);
+    }
+}
+
 /// Snapshot `s`'s centroid (of its messages `ms`), the one `derived` kept or computed now.
 pub(crate) fn snapshot_centroid(
     derived: &Derived,
@@ -863,8 +882,8 @@ pub(crate) fn page_trajectories(p: &WikiPage, ids: &Ids) -> Vec<usize> {
 }
 
 impl Index {
-    /// The routing texts of the non-index pages of `records` ([`LevelTexts::pages`]): they are
-    /// embedded while [`Index::part_texts`] makes the others.
+    /// The routing texts of the non-index pages of `records` ([`LevelTexts::pages`]), which
+    /// BM25 scores (their rows are derived from their trajectories', not embedded).
     pub fn page_texts(records: &NamespaceRecords) -> Vec<String> {
         records
             .pages
@@ -915,22 +934,13 @@ impl Index {
                 dim: 1,
             });
         }
-        for (level, values, rows) in [
-            (
-                "messages",
-                vectors.messages.len() * dim,
-                records.messages.len(),
-            ),
-            ("pages", vectors.pages.len(), texts.pages.len()),
-        ] {
-            if values != rows * dim {
-                return Err(IndexError::Shape {
-                    level,
-                    got: values,
-                    rows,
-                    dim,
-                });
-            }
+        if vectors.messages.len() != records.messages.len() {
+            return Err(IndexError::Shape {
+                level: "messages",
+                got: vectors.messages.len() * dim,
+                rows: records.messages.len(),
+                dim,
+            });
         }
         let ids = Ids::of(&records);
         let mut snap_msgs = Vec::with_capacity(records.snapshots.len());
@@ -986,13 +996,6 @@ impl Index {
                     })
                 },
             );
-        let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
-        let vectors = Vectors {
-            messages: vectors.messages,
-            snapshots: Rows::new(to_f16(&snapshots), dim)?,
-            trajectories: Rows::new(trajectories, dim)?,
-            pages: Rows::new(to_f16(&vectors.pages), dim)?,
-        };
         let pages: Vec<usize> = records
             .pages
             .iter()
@@ -1004,6 +1007,26 @@ impl Index {
             .iter()
             .map(|&pi| page_trajectories(&records.pages[pi], &ids))
             .collect();
+        if texts.pages.len() != pages.len() {
+            return Err(IndexError::Shape {
+                level: "page texts",
+                got: texts.pages.len(),
+                rows: pages.len(),
+                dim: 1,
+            });
+        }
+        let mut page_rows = vec![f16::ZERO; pages.len() * dim];
+        page_rows
+            .par_chunks_mut(dim.max(1))
+            .zip(&page_trajs)
+            .for_each(|(out, members)| page_row(out, members, &trajectories));
+        let to_f16 = |v: &[f32]| v.iter().map(|&x| f16::from_f32(x)).collect::<Vec<f16>>();
+        let vectors = Vectors {
+            messages: vectors.messages,
+            snapshots: Rows::new(to_f16(&snapshots), dim)?,
+            trajectories: Rows::new(trajectories, dim)?,
+            pages: Rows::new(page_rows, dim)?,
+        };
         let mut entity_trajectories: FxHashMap<String, Vec<u32>> = FxHashMap::default();
         for (t, traj) in records.trajectories.iter().enumerate() {
             for e in &traj.signals.entities {

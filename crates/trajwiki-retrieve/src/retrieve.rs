@@ -591,10 +591,17 @@ impl Index {
                 .take(config.depth)
                 .collect()
         };
-        let mut routed: Vec<(usize, usize)> = universe.iter().map(|(t, r)| (*t, *r)).collect();
-        routed.sort_by_key(|(t, r)| (*r, *t));
-        let routed: Vec<u32> = routed.into_iter().map(|(t, _)| t as u32).collect();
         let d = ranks(&dense);
+        // The routed trajectories by their best page's rank, those of one page by their dense
+        // rank (then position), not by when they were made.
+        let dense_rank: FxHashMap<u32, usize> =
+            d.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+        let mut routed: Vec<(usize, usize)> = universe.iter().map(|(t, r)| (*t, *r)).collect();
+        routed.sort_by_key(|&(t, r)| {
+            let dr = dense_rank.get(&(t as u32)).copied().unwrap_or(usize::MAX);
+            (r, dr, t)
+        });
+        let routed: Vec<u32> = routed.into_iter().map(|(t, _)| t as u32).collect();
         let lists: Vec<&[u32]> = if use_wiki {
             vec![&d, &sparse, &routed]
         } else {

@@ -1,0 +1,528 @@
+//! Page titles as a person would write them: who the page is about and what, "Caroline —
+//! adoption agency, support group", "Melanie — pottery".
+//!
+//! A title is written from the page's trajectories alone (their entities, items, exact terms,
+//! facets and keyword surfaces), so a page rendered again after any split of the history gets
+//! the same one. Every word in it is one of the conversation's as written: an entity as a
+//! trajectory's label shows it (else its key in title case), an item phrase as the extractor
+//! cut it from a message, a keyword by its surface, never its stem. Topics are nouns as far as
+//! word lists tell: a word that is a common verb, looks like a past tense or a participle
+//! (unless it names an activity), an adverb, a filler or a generic term is no topic, and a
+//! title carries no count.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::OnceLock;
+
+use trajwiki_text::lexicon::{
+    contains, FILLER, GENERIC_TERMS, ITEM_FAMILIES, NAME_CONNECTORS, SURFACE_STOPS,
+};
+use trajwiki_text::text::{is_stopword, norm, stem, words};
+
+use super::{ENTITY, FACET, INDEX, INVENTORY, TOPIC};
+use crate::fold::TrajState;
+
+/// Common English verbs in their usual forms: no topic is one of these (or has the stem of
+/// one), and no title ends in one.
+#[rustfmt::skip]
+pub(crate) const VERBS: &[&str] = &[
+    "add", "agree", "must", "might", "shall", "ought", "allow", "appear", "appreciate", "ask", "become", "became", "begin", "began",
+    "believe", "bring", "brought", "build", "built", "buy", "bought", "call", "can", "catch",
+    "caught", "celebrate", "change", "check", "choose", "chose", "come", "came", "consider",
+    "continue", "create", "decide", "did", "die", "does", "doing", "done", "drive", "drove", "eat",
+    "ate", "enjoy", "encourage", "explain", "explore", "fall", "fell", "feel", "felt", "find",
+    "found", "finish", "follow", "forget", "forgot", "get", "got", "give", "gave", "given", "go",
+    "goes", "going", "gone", "went", "grow", "grew", "guess", "happen", "handle", "hear", "heard",
+    "help", "hold", "held", "hope", "imagine", "include", "inspire", "keep", "kept", "know", "knew",
+    "known", "learn", "leave", "left", "let", "like", "listen", "live", "look", "lose", "lost",
+    "love", "make", "made", "manage", "matter", "mean", "means", "meant", "meet", "met", "mention",
+    "miss", "motivate", "move", "need", "offer", "open", "pay", "paid", "plan", "play", "put",
+    "reach", "read", "realize", "realise", "relax", "remember", "remind", "run", "ran", "said",
+    "saw", "say", "says", "see", "seem", "seen", "sell", "sold", "send", "sent", "set", "share",
+    "show", "sit", "sat", "sound", "speak", "spend", "spent", "stand", "start", "stay", "stop",
+    "suggest", "take", "took", "taken", "talk", "teach", "taught", "tell", "thank", "think",
+    "thought", "told", "tried", "try", "turn", "understand", "use", "visit", "wait", "walk", "want",
+    "watch", "will", "win", "won", "wish", "wonder", "work", "worry", "would", "write", "wrote",
+    "written",
+];
+
+/// Words ending in "-ing" or "-ed" that are nouns (besides the items of [`ITEM_FAMILIES`]).
+#[rustfmt::skip]
+const NOUNS_LIKE_VERBS: &[&str] = &[
+    "bed", "birthday", "breed", "building", "ceiling", "clothing", "evening", "feeling", "funding",
+    "hundred", "housing", "meeting", "morning", "painting", "seed", "shed", "sled", "speed",
+    "thanksgiving", "training", "wedding",
+];
+
+/// Adjectives, adverbs and pronouns that name nothing a page could be about.
+#[rustfmt::skip]
+const NOT_TOPICS: &[&str] = &[
+    "able", "actual", "alone", "another", "around", "away", "back", "bad", "better", "black",
+    "blue", "brave", "bright", "busy", "calm", "close", "dark", "deep", "different", "early",
+    "easy", "either", "else", "entire", "extra", "far", "fast", "favorite", "favourite", "fine",
+    "free", "fresh", "full", "green", "high", "huge", "important", "interesting", "kinda", "large",
+    "late", "least", "less", "long", "lucky", "main", "mental", "neat", "open", "other", "own",
+    "perfect", "personal", "positive", "possible", "quite", "ready", "real", "recent", "red",
+    "right", "rough", "safe", "short", "similar", "single", "small", "soft", "special", "strong",
+    "super", "together", "tiny", "true", "warm", "white", "whole", "wild", "worth", "young",
+];
+
+/// Adjective endings ("grateful", "supportive", "nervous"), and the nouns that have them.
+const ADJECTIVE_ENDINGS: &[&str] = &["ful", "ive", "ous", "ish", "less"];
+#[rustfmt::skip]
+const NOUNS_LIKE_ADJECTIVES: &[&str] = &[
+    "archive", "detective", "dish", "executive", "fish", "initiative", "motive", "native", "olive",
+    "relative", "wish",
+];
+
+/// Topics a title names at most.
+const TOPICS: usize = 2;
+
+/// Whether `word` (lower case) is an item word of [`ITEM_FAMILIES`].
+fn item_word(word: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| {
+        ITEM_FAMILIES
+            .iter()
+            .flat_map(|(_, items)| items.iter().flat_map(|i| i.split(' ')))
+            .collect()
+    })
+    .contains(word)
+}
+
+/// Whether `word` has the stem of a verb of [`VERBS`] ("happened", "means").
+fn verb_stem(word: &str) -> bool {
+    static SET: OnceLock<HashSet<String>> = OnceLock::new();
+    SET.get_or_init(|| {
+        VERBS
+            .iter()
+            .filter(|v| v.len() >= 3)
+            .map(|v| stem(v))
+            .collect()
+    })
+    .contains(&stem(word))
+}
+
+/// Whether `word` (lower case, as written) reads as a verb: a listed verb, even one that is
+/// also an item ("show", "run"), or one with a listed verb's stem ("happened", "means"), or a
+/// past tense or participle ("-ed", "-ing") that is not a noun ("wedding", "camping").
+pub(crate) fn verb_like(word: &str) -> bool {
+    if contains(VERBS, word) {
+        return true;
+    }
+    if contains(NOUNS_LIKE_VERBS, word) || item_word(word) {
+        return false;
+    }
+    let long = word.chars().count() >= 5;
+    let third_person = word
+        .strip_suffix('s')
+        .is_some_and(|base| contains(VERBS, base));
+    third_person || verb_stem(word) || (long && (word.ends_with("ed") || word.ends_with("ing")))
+}
+
+/// Whether `word` (lower case, as written) can name what a page is about: a word of letters,
+/// at least three, not a stopword, filler, generic term, adjective or adverb of the lists, and
+/// not verb-like.
+pub(crate) fn topic_word(word: &str) -> bool {
+    word.chars().count() >= 3
+        && word.chars().all(|c| c.is_alphabetic() || c == '-')
+        && !is_stopword(word)
+        && !contains(FILLER, word)
+        && !contains(GENERIC_TERMS, word)
+        && !contains(SURFACE_STOPS, word)
+        && !contains(NOT_TOPICS, word)
+        && !(ADJECTIVE_ENDINGS.iter().any(|e| word.ends_with(e))
+            && !contains(NOUNS_LIKE_ADJECTIVES, word)
+            && !item_word(word))
+        && !(word.ends_with("ly") && word.chars().count() >= 5 && !item_word(word))
+        && !verb_like(word)
+}
+
+/// A phrase as a topic: its words as written (lower case), leading words that are no topic
+/// words dropped ("went camping" → "camping"); `None` when a word left is no topic word.
+pub(crate) fn topic_phrase(phrase: &str) -> Option<String> {
+    let ws: Vec<String> = words(phrase).into_iter().map(|(_, w)| norm(w)).collect();
+    let first = ws.iter().position(|w| topic_word(w))?;
+    let kept = &ws[first..];
+    kept.iter().all(|w| topic_word(w)).then(|| kept.join(" "))
+}
+
+/// Whether phrases `a` and `b` share a word, compared by stem, a final "e" aside ("dancing"
+/// and "dance": "danc", "dance").
+fn overlap(a: &str, b: &str) -> bool {
+    let same = |x: &str, w: &str| {
+        let (x, w) = (stem(x), stem(w));
+        x == w || x.strip_suffix('e') == Some(&w) || w.strip_suffix('e') == Some(&x)
+    };
+    a.split(' ')
+        .any(|w| b.split(' ').any(|x| x == w || same(x, w)))
+}
+
+/// How strongly the page's trajectories point at a topic: a point per trajectory that has it,
+/// more when it is one of their items, exact terms or facet values.
+#[derive(Default)]
+struct Tally {
+    score: usize,
+    /// The first trajectory (in the page's order) that has it.
+    first: usize,
+}
+
+/// Which of the members' phrases [`topics`] draws on.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// Items of this family.
+    Family(&'a str),
+    /// Values of facets of this tag.
+    Facet(&'a str),
+    /// Items and keywords.
+    All,
+}
+
+/// The topics of `members`, best first, each a noun phrase of the conversation, from `source`;
+/// none with a word of `taken` (the subject's words, the entities').
+fn topics(
+    states: &[TrajState],
+    members: &[usize],
+    source: Source<'_>,
+    taken: &[String],
+) -> Vec<String> {
+    let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
+    let free = |p: &str| !taken.iter().any(|t| overlap(t, p));
+    for (at, &m) in members.iter().enumerate() {
+        let t = &states[m];
+        let mut mine: BTreeMap<String, usize> = BTreeMap::new();
+        if let Source::Facet(tag) = source {
+            for f in t.features.facets.iter().filter(|f| f.tag == tag) {
+                if let Some(p) = topic_phrase(&f.value).filter(|p| free(p)) {
+                    *mine.entry(p).or_default() += 1;
+                }
+            }
+        }
+        for (item, f) in &t.items {
+            let wanted = match source {
+                Source::Family(family) => family == f,
+                Source::Facet(_) => false,
+                Source::All => true,
+            };
+            if let Some(p) = topic_phrase(item).filter(|p| wanted && free(p)) {
+                *mine.entry(p).or_default() += 2;
+            }
+        }
+        if matches!(source, Source::All) {
+            for k in &t.features.keywords {
+                let Some(surface) = t.surfaces.get(k).filter(|s| topic_word(s) && free(s)) else {
+                    continue;
+                };
+                let said = |v: &str| words(v).iter().any(|(_, w)| norm(w) == *surface);
+                let bonus = usize::from(t.features.terms.iter().any(|x| said(x)))
+                    + usize::from(t.features.facets.iter().any(|f| said(&f.value)));
+                let weight = mine.entry(surface.clone()).or_default();
+                *weight = (*weight).max(1 + bonus);
+            }
+        }
+        for (p, weight) in mine {
+            let e = tally.entry(p).or_insert(Tally {
+                score: 0,
+                first: at,
+            });
+            e.score += weight;
+        }
+    }
+    let mut ranked: Vec<(String, Tally)> = tally.into_iter().collect();
+    ranked.sort_by(|(a, x), (b, y)| {
+        (y.score, x.first, b.len())
+            .cmp(&(x.score, y.first, a.len()))
+            .then(a.cmp(b))
+    });
+    // No two topics share a word ("camping trip", "camping").
+    let mut chosen: Vec<String> = Vec::new();
+    for (p, _) in ranked {
+        if chosen.len() == TOPICS {
+            break;
+        }
+        if !chosen.iter().any(|c| overlap(c, &p)) {
+            chosen.push(p);
+        }
+    }
+    chosen
+}
+
+/// The entities of `members`, the one they are most about first: by the claims whose subject
+/// (who stated them) it is, then by the trajectories that name it, then by first mention,
+/// then key.
+fn entities(states: &[TrajState], members: &[usize]) -> Vec<String> {
+    let mut count: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for (at, &m) in members.iter().enumerate() {
+        let t = &states[m];
+        for e in &t.features.entities {
+            count.entry(e.as_str()).or_insert((0, 0, at)).1 += 1;
+        }
+        for c in &t.claims {
+            if let Some(e) = count.get_mut(c.draft.subject.as_str()) {
+                e.0 += 1;
+            }
+        }
+    }
+    let mut ranked: Vec<(&str, (usize, usize, usize))> = count.into_iter().collect();
+    ranked.sort_by(|(a, (c, n, f)), (b, (d, m, g))| {
+        (d, m).cmp(&(c, n)).then(f.cmp(g)).then(a.cmp(b))
+    });
+    ranked.into_iter().map(|(e, _)| e.to_string()).collect()
+}
+
+/// Entity `key` as written: as the first member label that shows it has it, else in title case
+/// (name connectors kept lower case: "Rio de Janeiro").
+fn entity_surface(key: &str, states: &[TrajState], members: &[usize]) -> String {
+    let want: Vec<&str> = key.split(' ').collect();
+    for &m in members {
+        let label = &states[m].label;
+        let ws = words(label);
+        if let Some(run) = ws
+            .windows(want.len())
+            .find(|run| run.iter().zip(&want).all(|((_, w), k)| norm(w) == *k))
+        {
+            let (start, _) = run[0];
+            let (last, w) = run[run.len() - 1];
+            return label[start..last + w.len()].to_string();
+        }
+    }
+    want.iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i > 0 && contains(NAME_CONNECTORS, w) {
+                w.to_string()
+            } else {
+                let mut c = w.chars();
+                c.next().map_or_else(String::new, |f| {
+                    f.to_uppercase().chain(c).collect::<String>()
+                })
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// "subject — topic, topic", or the part there is.
+fn join(subject: &str, topics: &[String]) -> String {
+    match (subject.is_empty(), topics.is_empty()) {
+        (_, true) => subject.to_string(),
+        (true, false) => topics.join(", "),
+        (false, false) => format!("{subject} — {}", topics.join(", ")),
+    }
+}
+
+/// The title of page `key` (a group key of [`super`]) whose group fixes `head` (see
+/// [`super::Draft`]), from its trajectories `members` (positions in `states`): entity and facet
+/// pages are about their entity; topic, inventory, rescue and index pages about the entity
+/// their trajectories are most about (index pages the two most); the topics are the members'
+/// best noun phrases (a topic page's keyword first when it is a noun, an inventory page's items
+/// of its family, a facet page's values of its facet). A page of trajectories with no entity and no noun is titled by the first
+/// member's label.
+pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &[usize]) -> String {
+    let named = entities(states, members);
+    let subject = if key.starts_with(ENTITY) || key.starts_with(FACET) {
+        head.to_string()
+    } else {
+        let n = if key.starts_with(INDEX) { 2 } else { 1 };
+        named
+            .iter()
+            .take(n)
+            .map(|e| entity_surface(e, states, members))
+            .collect::<Vec<_>>()
+            .join(" & ")
+    };
+    // No topic repeats a word of the subject or of an entity.
+    let taken: Vec<String> = words(&subject)
+        .into_iter()
+        .map(|(_, w)| norm(w))
+        .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string)))
+        .collect();
+    let mut chosen: Vec<String> = Vec::new();
+    if key.starts_with(TOPIC) {
+        chosen.extend(topic_phrase(head).filter(|p| !taken.iter().any(|t| overlap(t, p))));
+    }
+    if let Some(family) = key.strip_prefix(INVENTORY) {
+        chosen = topics(states, members, Source::Family(family), &taken);
+    }
+    if let Some((_, tag)) = key.strip_prefix(FACET).and_then(|r| r.split_once('\t')) {
+        chosen = topics(states, members, Source::Facet(tag), &taken);
+    }
+    for t in topics(states, members, Source::All, &taken) {
+        let overlaps = chosen.iter().any(|c| overlap(c, &t));
+        if chosen.len() < TOPICS && !overlaps {
+            chosen.push(t);
+        }
+    }
+    // An entity page of a specific entity names one topic beside it.
+    if key.starts_with(ENTITY) {
+        chosen.truncate(1);
+    }
+    let title = join(&subject, &chosen);
+    if title.is_empty() {
+        members
+            .first()
+            .map(|&m| states[m].label.clone())
+            .unwrap_or_default()
+    } else {
+        title
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::TrajectoryFeatures;
+    use std::collections::BTreeSet;
+    use trajwiki_core::{Facet, Namespace, TrajectoryId};
+
+    /// A trajectory naming `entities`, with `keywords` (surface → its stem is the key), `items`
+    /// (phrase, family) and `label`.
+    fn state(
+        entities: &[&str],
+        keywords: &[&str],
+        items: &[(&str, &str)],
+        label: &str,
+    ) -> TrajState {
+        TrajState {
+            id: TrajectoryId::derive(&Namespace::new("w").unwrap(), label),
+            features: TrajectoryFeatures {
+                entities: entities.iter().map(|e| e.to_string()).collect(),
+                keywords: keywords.iter().map(|k| stem(k)).collect(),
+                terms: BTreeSet::new(),
+                facets: BTreeSet::new(),
+                ..TrajectoryFeatures::default()
+            },
+            sum: vec![],
+            snapshots: vec![],
+            notes: vec![],
+            claims: vec![],
+            continues: None,
+            continued: false,
+            subject_facets: BTreeSet::new(),
+            items: items
+                .iter()
+                .map(|(i, f)| (i.to_string(), f.to_string()))
+                .collect(),
+            counts: BTreeSet::new(),
+            summary: String::new(),
+            label: label.to_string(),
+            surfaces: keywords.iter().map(|k| (stem(k), k.to_string())).collect(),
+            latest_at: trajwiki_core::Timestamp::default(),
+        }
+    }
+
+    #[test]
+    fn verbs_fillers_and_adverbs_are_no_topics_nouns_are() {
+        for w in [
+            "happen",
+            "happened",
+            "must",
+            "homeless",
+            "means",
+            "makes",
+            "thinking",
+            "went",
+            "really",
+            "finally",
+            "awesome",
+            "favorite",
+            "stuff",
+            "said",
+            "what's",
+            "grateful",
+            "supportive",
+            "huge",
+        ] {
+            assert!(!topic_word(w), "{w} is no topic");
+        }
+        for w in [
+            "pottery", "adoption", "painting", "camping", "wedding", "agency", "sunset", "dog",
+        ] {
+            assert!(topic_word(w), "{w} is a topic");
+        }
+        assert_eq!(topic_phrase("went camping").as_deref(), Some("camping"));
+        assert_eq!(topic_phrase("thinking about"), None);
+        assert!(overlap("dancing", "dance class"));
+        assert!(!overlap("pottery", "dance class"));
+        assert_eq!(topic_phrase("charity run"), None);
+        assert_eq!(topic_phrase("art show"), None);
+        assert_eq!(
+            topic_phrase("Pottery Class").as_deref(),
+            Some("pottery class")
+        );
+    }
+
+    #[test]
+    fn a_topic_page_on_a_verb_is_titled_by_its_subject_and_nouns() {
+        let states = vec![
+            state(
+                &["caroline"],
+                &["happened", "adoption", "agency"],
+                &[],
+                "Caroline — adoption",
+            ),
+            state(
+                &["caroline", "melanie"],
+                &["happened", "adoption", "interview"],
+                &[],
+                "Caroline & Melanie — adoption",
+            ),
+        ];
+        let title = page_title("w\thappen", "happened", &states, &[0, 1]);
+        assert_eq!(title, "Caroline — adoption, agency");
+        // A topic that is a noun comes first.
+        let title = page_title("w\tinterview", "interview", &states, &[0, 1]);
+        assert_eq!(title, "Caroline — interview, adoption");
+    }
+
+    #[test]
+    fn inventory_and_facet_pages_name_their_items_and_entity_without_counts() {
+        let states = vec![
+            state(
+                &["melanie"],
+                &["pottery", "bowl"],
+                &[("pottery", "activity"), ("went camping", "activity")],
+                "Melanie — pottery",
+            ),
+            state(
+                &["melanie"],
+                &["pottery", "kids"],
+                &[("pottery", "activity"), ("kids", "person")],
+                "Melanie — pottery",
+            ),
+        ];
+        assert_eq!(
+            page_title("i\tactivity", "activity", &states, &[0, 1]),
+            "Melanie — pottery, camping"
+        );
+        assert_eq!(
+            page_title("f\tmelanie\tevent_type", "Melanie", &states, &[0, 1]),
+            "Melanie — pottery, camping"
+        );
+        // An entity page names its entity and one topic; an entity not in a label is written
+        // in title case.
+        assert_eq!(
+            page_title("e\trio de janeiro", "Rio de Janeiro", &states, &[0]),
+            "Rio de Janeiro — camping"
+        );
+        assert_eq!(
+            entity_surface("rio de janeiro", &states, &[0]),
+            "Rio de Janeiro"
+        );
+        // Index pages: the two entities named most, and topics; no "(N)".
+        let title = page_title("x\t1", "", &states, &[0, 1]);
+        assert_eq!(title, "Melanie — pottery, camping");
+        assert!(!title.contains('('));
+    }
+
+    #[test]
+    fn exact_terms_and_facet_values_weigh_a_keyword() {
+        let mut a = state(&["jon"], &["dance", "studio", "money"], &[], "Jon — studio");
+        a.features.facets.insert(Facet {
+            tag: "activity_location".into(),
+            value: "a dance studio".into(),
+        });
+        a.features.terms.insert("studio".into());
+        let title = page_title("r", "", &[a], &[0]);
+        assert_eq!(title, "Jon — studio, dance");
+    }
+}
