@@ -9,7 +9,7 @@ use trajwiki_core::ClaimStatus;
 
 use crate::extract::{is_specific, ClaimDraft};
 use crate::text::normalized;
-use crate::MemoryConfig;
+use crate::{slots, MemoryConfig};
 
 /// An earlier claim of the trajectory, as the judge sees it.
 #[derive(Debug, Clone)]
@@ -117,24 +117,35 @@ impl ClaimJudge for DeterministicJudge {
             .collect();
         related.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
         related.truncate(self.config.evolution_candidates);
-        // A plan carried out: a plan (a claim the slot model reads as one, still to be
-        // confirmed) followed by a definite claim about the same specific thing.
-        let new_is_plan = crate::slots::slot_of(&new.quote).is_some_and(|s| s.attribute == "plan");
-        if new.status == ClaimStatus::Active {
+        // A plan carried out: a plan (a claim the slot model reads as one) followed by a claim
+        // telling of it as done, naming it well (its own words, not only its kind).
+        let new_is_plan = slots::slot_of(&new.quote).is_some_and(|s| s.attribute == "plan");
+        if new.status == ClaimStatus::Active && !new_is_plan && slots::tells_of_the_past(&new.quote)
+        {
+            let words = slots::plan_words(&new.quote);
             for &(i, _) in &related {
                 let e = &earlier[i];
-                let shared: Vec<&String> = e
-                    .draft
-                    .terms
-                    .intersection(&new.terms)
-                    .filter(|t| is_specific(t))
-                    .collect();
-                let planned = crate::slots::slot_of(&e.draft.quote)
-                    .is_some_and(|s| s.attribute == "plan" && s.value.is_some());
-                if planned && !new_is_plan && !shared.is_empty() {
+                let Some(plan) = slots::slot_of(&e.draft.quote)
+                    .filter(|s| s.attribute == "plan")
+                    .and_then(|s| s.value)
+                else {
+                    continue;
+                };
+                if slots::plan_score(&plan, &words) >= 3 {
+                    let named: Vec<&String> = words
+                        .iter()
+                        .filter(|w| plan.split(' ').any(|x| x == w.as_str()))
+                        .collect();
                     return Judgement::Revise {
                         target: i,
-                        rationale: format!("plan confirmed: {}", shared[0]),
+                        rationale: format!(
+                            "plan carried out: {}",
+                            named
+                                .iter()
+                                .map(|w| w.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ),
                     };
                 }
             }

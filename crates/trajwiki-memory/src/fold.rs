@@ -461,14 +461,7 @@ impl Fold {
         self.slots
             .range(prefix.clone()..)
             .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, h)| {
-                let shared: usize = words
-                    .iter()
-                    .filter(|w| is_specific(w) && h.value.split(' ').any(|x| x == *w))
-                    .map(|w| if slots::is_plan_kind(w) { 1 } else { 2 })
-                    .sum();
-                (shared, k, h)
-            })
+            .map(|(k, h)| (slots::plan_score(&h.value, words), k, h))
             .filter(|(n, _, _)| *n >= least)
             .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
             .map(|(_, k, h)| (k.clone(), h.clone()))
@@ -508,13 +501,25 @@ impl Fold {
             ("owns", head, Some(_)) => {
                 return SlotEdit::Add(Some(format!("{prefix}owns|{head}|{unique}")))
             }
-            ("pet" | "favorite", "", _) => latest_of(&[slot.attribute]),
+            ("pet", "", _) => latest_of(&["pet"]),
+            // "I prefer tea now": the favourite, when the subject holds only one.
+            ("favorite", "", _) => {
+                let prefix = format!("{prefix}favorite|");
+                let mut held = self
+                    .slots
+                    .range(prefix.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix));
+                match (held.next(), held.next()) {
+                    (Some((k, h)), None) => Some((k.clone(), h.clone())),
+                    _ => None,
+                }
+            }
             (attribute, key, _) => {
                 let k = format!("{prefix}{attribute}|{key}");
                 let exact = self.slots.get(&k).map(|h| (k.clone(), h.clone()));
                 // "my dog Max" after a rename without the kind: the pet named before.
                 exact.or_else(|| {
-                    (attribute == "pet" || attribute == "favorite")
+                    (attribute == "pet")
                         .then(|| {
                             self.slots
                                 .get(&format!("{prefix}{attribute}|"))

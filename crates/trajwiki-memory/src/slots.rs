@@ -10,6 +10,7 @@
 //! its head noun; owning another adds, selling withdraws). A correction ("actually, I meant
 //! Porto") revises the speaker's latest slot.
 
+use crate::extract::is_specific;
 use crate::text::{norm, words};
 
 /// What a sentence states about its speaker.
@@ -227,6 +228,34 @@ const PLAN_KINDS: &[&str] = &[
 /// Whether `word` only says what kind of plan it is ([`PLAN_KINDS`], or an event word).
 pub fn is_plan_kind(word: &str) -> bool {
     PLAN_KINDS.contains(&word) || EVENTS.contains(&word)
+}
+
+/// How well `words` name the plan whose words are `plan` (space-separated): a plan's own
+/// specific word counts 2, a word saying only what kind of plan it is 1.
+pub fn plan_score(plan: &str, words: &[String]) -> usize {
+    words
+        .iter()
+        .filter(|w| is_specific(w) && !is_verb_form(w) && plan.split(' ').any(|x| x == w.as_str()))
+        .map(|w| if is_plan_kind(w) { 1 } else { 2 })
+        .sum()
+}
+
+/// Past forms that do not end in -ed.
+const PAST: &[&str] = &[
+    "went", "got", "took", "made", "saw", "did", "had", "ran", "came", "gave", "met", "won",
+    "bought", "flew", "drove", "swam", "ate", "began", "finished", "was", "were",
+];
+
+/// Whether `w` is a past form (a word a plan shares with any story).
+fn is_verb_form(w: &str) -> bool {
+    PAST.contains(&w) || (w.len() > 4 && w.ends_with("ed"))
+}
+
+/// Whether `s` tells of something done: a past form.
+pub fn tells_of_the_past(s: &str) -> bool {
+    tokens(s)
+        .iter()
+        .any(|(l, _)| PAST.contains(&l.as_str()) || (l.len() > 4 && l.ends_with("ed")))
 }
 
 /// The sentence's words: (lower-case, as written).
@@ -769,7 +798,6 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         ("my new favorite", "is my new favorite"),
         ("my go-to", "my go-to"),
         ("my top", "is my top"),
-        ("favorite", "favorite"),
     ] {
         let Some(at) = after(&t, &[cue]) else {
             continue;
@@ -933,7 +961,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             return slot("home", "", Some(n));
         }
     }
-    // Plans.
+    // Plans (not a negated one: "I'll never forget").
     if let Some(at) = after(
         &t,
         &[
@@ -963,7 +991,11 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             .map(|(l, _)| l.clone())
             .filter(|l| !crate::text::is_stopword(l) && l.len() > 2)
             .collect();
-        if !words.is_empty() {
+        let never = t[at..]
+            .iter()
+            .take(2)
+            .any(|(l, _)| negated.contains(&l.as_str()));
+        if !words.is_empty() && !never {
             return Some(Slot {
                 attribute: "plan",
                 key: String::new(),
