@@ -25,6 +25,22 @@ pub struct Voice<'a> {
     pub addressee: Option<&'a str>,
 }
 
+impl Voice<'_> {
+    /// The lower-case names a vocative or chatter may use: each name and its first three
+    /// letters ("mel" for Melanie), the speaker's first.
+    pub fn names(&self) -> Vec<String> {
+        [Some(self.speaker), self.addressee]
+            .into_iter()
+            .flatten()
+            .flat_map(|n| {
+                let l = norm(n);
+                let short: String = l.chars().take(3).collect();
+                [l, short]
+            })
+            .collect()
+    }
+}
+
 /// Words that state nothing on their own: greetings, thanks, reactions, fillers, pronouns and
 /// the commonest function words. A sentence with fewer than two other words is chatter.
 const CHATTER: &[&str] = &[
@@ -519,15 +535,7 @@ fn agree(verb: &str) -> String {
 pub fn third_person(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> String {
     let toks = words(s);
     let speaker = voice.speaker;
-    let names: Vec<String> = [Some(speaker), voice.addressee]
-        .into_iter()
-        .flatten()
-        .flat_map(|n| {
-            let l = norm(n);
-            let short: String = l.chars().take(3).collect();
-            [l, short]
-        })
-        .collect();
+    let names = voice.names();
     // Openers: a short label ("Big news: ..."), interjections and a vocative ("Wow, Jon!")
     // before the first stating word.
     let label = (0..toks.len().min(3)).find(|&k| {

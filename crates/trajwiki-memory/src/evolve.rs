@@ -35,6 +35,14 @@ pub enum Judgement {
         /// Why.
         rationale: String,
     },
+    /// The new claim says earlier claim `target` again: no new claim; the earlier one gains the
+    /// new claim's source (by an op).
+    Restated {
+        /// Index into the candidates.
+        target: usize,
+        /// Why.
+        rationale: String,
+    },
     /// Earlier claim `target` is withdrawn; the new claim is added after.
     Deprecate {
         /// Index into the candidates.
@@ -102,7 +110,8 @@ impl ClaimJudge for DeterministicJudge {
                     ),
                 };
             }
-            return Judgement::Add {
+            return Judgement::Restated {
+                target: i,
                 rationale: "restated".into(),
             };
         }
@@ -253,6 +262,17 @@ mod tests {
             ClaimStatus::Active,
             true,
         );
+        // The same statement again: a source for the earlier claim, not a claim of its own.
+        let again = draft(
+            "I will run the Lisbon marathon",
+            &[],
+            ClaimStatus::NeedsConfirmation,
+            false,
+        );
+        assert!(matches!(
+            j.judge(&again, &earlier),
+            Judgement::Restated { target: 0, .. }
+        ));
         // Withdrawals are the slot model's.
         assert!(matches!(j.judge(&cancel, &earlier), Judgement::Add { .. }));
     }

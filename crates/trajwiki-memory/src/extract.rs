@@ -454,19 +454,6 @@ fn addressee<'a>(
     }
 }
 
-/// The lower-case names a vocative or chatter may use: each name and its first three letters.
-fn voice_names(voice: &Voice<'_>) -> Vec<String> {
-    [Some(voice.speaker), voice.addressee]
-        .into_iter()
-        .flatten()
-        .flat_map(|n| {
-            let l = norm(n);
-            let short: String = l.chars().take(3).collect();
-            [l, short]
-        })
-        .collect()
-}
-
 /// Whether a sentence carries no summary: greetings, thanks, exclamations of fillers.
 fn is_filler(s: &str) -> bool {
     let toks = lower_words(s);
@@ -513,7 +500,7 @@ impl Extractor for DeterministicExtractor {
                 speaker: &m.speaker,
                 addressee: addressee(m, exchange, lexicon),
             };
-            let names = voice_names(&voice);
+            let names = voice.names();
             let message_anchors: Vec<Anchor> = d
                 .anchors
                 .iter()

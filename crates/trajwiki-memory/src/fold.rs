@@ -434,6 +434,34 @@ impl Fold {
         true
     }
 
+    /// Records that `source` states claim `held` again: no new claim, an ADD op naming the held
+    /// one with the message as its source (the claim's record is never rewritten).
+    fn restate(
+        &mut self,
+        held: ClaimId,
+        source: &trajwiki_core::MessageId,
+        rationale: String,
+        snap_id: &SnapshotId,
+        delta: &mut Delta,
+    ) {
+        let ns = &self.namespace;
+        let seq = self.header.ops + 1;
+        delta.ops.push(ClaimOp {
+            id: OpId::derive(ns, &format!("{snap_id}#{}", self.header.ops)),
+            namespace: ns.clone(),
+            seq,
+            op: OpKind::Add,
+            target: None,
+            new_claim: Some(held),
+            new_status: None,
+            source_message_ids: vec![source.clone()],
+            rationale,
+            snapshot: snap_id.clone(),
+        });
+        self.header.ops = seq;
+        self.header.adds += 1;
+    }
+
     /// A statement stating no slot may still restate a plan held, spoken of as still on ("still
     /// on for the trip to Japan"). Else an ADD. (A thing owned named in passing, "fixing up my
     /// sailboat", is an event of its own: its claim stays.)
@@ -671,24 +699,9 @@ impl Fold {
             let mut holds: Option<(String, String)> = None;
             match edit {
                 SlotEdit::Restated(key, h) => {
-                    // No new claim: the held one gains this message as a source, by an op (its
-                    // record is never rewritten).
                     let held = self.trajectories[h.ti].claims[h.ci].id.clone();
-                    let seq = self.header.ops + 1;
-                    delta.ops.push(ClaimOp {
-                        id: OpId::derive(&ns, &format!("{snap_id}#{}", self.header.ops)),
-                        namespace: ns.clone(),
-                        seq,
-                        op: OpKind::Add,
-                        target: None,
-                        new_claim: Some(held),
-                        new_status: None,
-                        source_message_ids: vec![claim.source.clone()],
-                        rationale: format!("restated: {} = {}", slot_name(&key), h.value),
-                        snapshot: snap_id.clone(),
-                    });
-                    self.header.ops = seq;
-                    self.header.adds += 1;
+                    let why = format!("restated: {} = {}", slot_name(&key), h.value);
+                    self.restate(held, &claim.source, why, &snap_id, delta);
                     continue;
                 }
                 SlotEdit::Revise(key, h) => {
@@ -728,6 +741,11 @@ impl Fold {
                     match b.judge.judge(&claim, &earlier) {
                         Judgement::Add { rationale } => {
                             ops.push((OpKind::Add, None, None, rationale))
+                        }
+                        Judgement::Restated { target, rationale } => {
+                            let held = self.trajectories[ti].claims[current[target]].id.clone();
+                            self.restate(held, &claim.source, rationale, &snap_id, delta);
+                            continue;
                         }
                         Judgement::Revise { target, rationale } => {
                             let old = &mut self.trajectories[ti].claims[current[target]];

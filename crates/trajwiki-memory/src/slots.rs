@@ -538,20 +538,17 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         "is off",
         "dropped the idea",
     ];
-    if let Some(at) = after(
-        &t,
-        &[
-            "broke up",
-            "split up",
-            "divorced",
-            "separated from",
-            "we separated",
-            "single again",
-            "it's over with",
-            "ended things",
-        ],
-    ) {
-        let _ = at;
+    let parted = [
+        "broke up",
+        "split up",
+        "divorced",
+        "separated from",
+        "we separated",
+        "single again",
+        "it's over with",
+        "ended things",
+    ];
+    if after(&t, &parted).is_some() {
         return slot("partner", "", None);
     }
     if let Some(at) = after(
@@ -637,11 +634,8 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "and i've been dating",
         ],
     ) {
-        let n = if t.get(at.wrapping_sub(5)).is_some() && has("and i") {
-            a_name(&t)
-        } else {
-            name_at(&t, at)
-        };
+        // "Sam and I have been seeing each other": the name comes first.
+        let n = if has("and i") { a_name(&t) } else { None };
         if let Some(n) = n.or_else(|| name_at(&t, at)) {
             return slot("partner", "", Some(format!("dating {n}")));
         }
