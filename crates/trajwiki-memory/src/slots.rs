@@ -90,6 +90,9 @@ const STOPS: &[&str] = &[
     "couple",
 ];
 
+/// Words that negate what follows them.
+const NEGATIONS: [&str; 5] = ["not", "don't", "didn't", "never", "no"];
+
 const DETERMINERS: &[&str] = &["a", "an", "the", "my", "our", "his", "her", "their", "new"];
 
 const PETS: &[&str] = &[
@@ -460,8 +463,6 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         return None;
     }
     let t = tokens(s);
-    let has = |cue: &str| find(&t, cue).is_some();
-    let negated = ["not", "don't", "didn't", "never", "no"];
     let first_person = t.iter().any(|(l, _)| {
         matches!(
             l.as_str(),
@@ -478,8 +479,30 @@ pub fn slot_of(s: &str) -> Option<Slot> {
                 | "us"
         )
     });
+    let t = &t[..];
+    if let Some(slot) = dates(t).or_else(|| pet_by_name(t)) {
+        return Some(slot);
+    }
+    if !first_person {
+        return None;
+    }
+    withdrawal(t)
+        .or_else(|| correction(t))
+        .or_else(|| partner(t))
+        .or_else(|| pet(t))
+        .or_else(|| count(t))
+        .or_else(|| favorite(t, s))
+        .or_else(|| about(t))
+        .or_else(|| work(t))
+        .or_else(|| home(t))
+        .or_else(|| plan(t))
+        .or_else(|| owns(t))
+}
+
+/// An event's date, whoever states it: "The wedding moved to 9 January".
+fn dates(t: &[(String, &str)]) -> Option<Slot> {
     // Dates of events (whoever states them: "The wedding moved to 9 January").
-    if let Some(ev) = event(&t) {
+    if let Some(ev) = event(t) {
         let verb = [
             "postponed",
             "moved",
@@ -497,28 +520,36 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "be on",
         ]
         .iter()
-        .filter_map(|c| find(&t, c))
+        .filter_map(|c| find(t, c))
         .min();
         let from = verb.or_else(|| t.iter().position(|(l, _)| *l == ev));
         if let Some(v) = from {
-            if let Some(d) = (v + 1..t.len()).find_map(|k| date_at(&t, k)) {
+            if let Some(d) = (v + 1..t.len()).find_map(|k| date_at(t, k)) {
                 return slot("date", &ev, Some(d));
             }
         }
     }
+    None
+}
+
+/// A pet named with its kind, whoever speaks of it: "Ziggy the kitten says hi".
+fn pet_by_name(t: &[(String, &str)]) -> Option<Slot> {
     // "Ziggy the kitten says hi": a pet named, whoever speaks of it.
     for pet in PETS {
-        if let Some(at) = find(&t, &format!("the {pet}")) {
+        if let Some(at) = find(t, &format!("the {pet}")) {
             if at == 1 {
-                if let Some(n) = name_at(&t, 0) {
+                if let Some(n) = name_at(t, 0) {
                     return slot("pet", pet, Some(n));
                 }
             }
         }
     }
-    if !first_person {
-        return None;
-    }
+    None
+}
+
+/// A withdrawal: a break-up, a sale, a lost job, a cancelled plan.
+fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
+    let has = |cue: &str| find(t, cue).is_some();
     // Withdrawals first.
     let cancelled = [
         "cancelled",
@@ -548,11 +579,11 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         "it's over with",
         "ended things",
     ];
-    if after(&t, &parted).is_some() {
+    if after(t, &parted).is_some() {
         return slot("partner", "", None);
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "sold",
             "got rid of",
@@ -562,19 +593,19 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "let the",
         ],
     ) {
-        let named = after(&t, &["no more", "let the", "sold the", "sold my"]).unwrap_or(at);
+        let named = after(t, &["no more", "let the", "sold the", "sold my"]).unwrap_or(at);
         let v =
-            value(&t, named, 2).filter(|v| !matches!(v.as_str(), "it" | "them" | "it online"))?;
+            value(t, named, 2).filter(|v| !matches!(v.as_str(), "it" | "them" | "it online"))?;
         let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
         return slot("owns", &head, None);
     }
-    if let Some(gone) = find(&t, "is gone") {
-        if gone >= 1 && find(&t, "the").is_some_and(|d| d < gone) {
+    if let Some(gone) = find(t, "is gone") {
+        if gone >= 1 && find(t, "the").is_some_and(|d| d < gone) {
             return slot("owns", &t[gone - 1].0, None);
         }
     }
     if after(
-        &t,
+        t,
         &[
             "quit my job",
             "lost my job",
@@ -607,25 +638,36 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             });
         }
     }
+    None
+}
+
+/// A correction of the latest thing said: "I meant Porto".
+fn correction(t: &[(String, &str)]) -> Option<Slot> {
     // A correction of the latest thing said.
-    if let Some(at) = after(&t, &["i meant"]) {
-        if let Some(v) = value(&t, at, 3) {
+    if let Some(at) = after(t, &["i meant"]) {
+        if let Some(v) = value(t, at, 3) {
             return slot("latest", "", Some(v));
         }
     }
+    None
+}
+
+/// A partner: dating, engaged to, married to.
+fn partner(t: &[(String, &str)]) -> Option<Slot> {
+    let has = |cue: &str| find(t, cue).is_some();
     // Partners.
-    if let Some(at) = after(&t, &["engaged to", "got engaged to"]) {
-        if let Some(n) = name_at(&t, at) {
+    if let Some(at) = after(t, &["engaged to", "got engaged to"]) {
+        if let Some(n) = name_at(t, at) {
             return slot("partner", "", Some(format!("engaged to {n}")));
         }
     }
     if has("engaged") && !has("not engaged") {
-        if let Some(n) = a_name(&t) {
+        if let Some(n) = a_name(t) {
             return slot("partner", "", Some(format!("engaged to {n}")));
         }
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "still with",
             "and i have been seeing",
@@ -635,18 +677,18 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         ],
     ) {
         // "Sam and I have been seeing each other": the name comes first.
-        let n = if has("and i") { a_name(&t) } else { None };
-        if let Some(n) = n.or_else(|| name_at(&t, at)) {
+        let n = if has("and i") { a_name(t) } else { None };
+        if let Some(n) = n.or_else(|| name_at(t, at)) {
             return slot("partner", "", Some(format!("dating {n}")));
         }
     }
-    if let Some(at) = after(&t, &["married to", "got married to", "i married"]) {
-        if let Some(n) = name_at(&t, at) {
+    if let Some(at) = after(t, &["married to", "got married to", "i married"]) {
+        if let Some(n) = name_at(t, at) {
             return slot("partner", "", Some(format!("married to {n}")));
         }
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "dating",
             "seeing",
@@ -654,20 +696,25 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "in a relationship with",
         ],
     ) {
-        if let Some(n) = name_at(&t, at) {
+        if let Some(n) = name_at(t, at) {
             return slot("partner", "", Some(format!("dating {n}")));
         }
     }
     for (noun, relation) in PARTNERS {
-        if let Some(at) = after(&t, &[&format!("my {noun}")]) {
-            if let Some(n) = name_at(&t, at) {
+        if let Some(at) = after(t, &[&format!("my {noun}")]) {
+            if let Some(n) = name_at(t, at) {
                 return slot("partner", "", Some(format!("{relation} {n}")));
             }
         }
     }
+    None
+}
+
+/// A pet's name.
+fn pet(t: &[(String, &str)]) -> Option<Slot> {
     // Pets' names.
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "renamed him",
             "renamed her",
@@ -697,7 +744,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         {
             i += 1;
         }
-        if let Some(n) = name_at(&t, i) {
+        if let Some(n) = name_at(t, i) {
             let kind = t[kind_from.min(at)..i]
                 .iter()
                 .find(|(l, _)| PETS.contains(&l.as_str()));
@@ -707,9 +754,9 @@ pub fn slot_of(s: &str) -> Option<Slot> {
     for pet in PETS {
         // "Max, my dog, ..." and "Max the dog".
         for cue in [format!("my {pet}"), format!("the {pet}")] {
-            if let Some(at) = find(&t, &cue) {
+            if let Some(at) = find(t, &cue) {
                 if at >= 1 && (at == 1 || cue.starts_with("the")) {
-                    if let Some(n) = name_at(&t, at - 1) {
+                    if let Some(n) = name_at(t, at - 1) {
                         return slot("pet", pet, Some(n));
                     }
                 }
@@ -723,7 +770,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             format!("a {pet} called"),
             format!("a {pet} named"),
         ] {
-            if let Some(at) = after(&t, &[&cue]) {
+            if let Some(at) = after(t, &[&cue]) {
                 let mut i = at;
                 while i < t.len()
                     && matches!(
@@ -733,12 +780,18 @@ pub fn slot_of(s: &str) -> Option<Slot> {
                 {
                     i += 1;
                 }
-                if let Some(n) = name_at(&t, i) {
+                if let Some(n) = name_at(t, i) {
                     return slot("pet", pet, Some(n));
                 }
             }
         }
     }
+    None
+}
+
+/// How many of something: "we have three cats now", "I adopted a third cat".
+fn count(t: &[(String, &str)]) -> Option<Slot> {
+    let negated = NEGATIONS;
     // Counts: "we have three cats now", "I adopted a third cat".
     for (k, (l, _)) in t.iter().enumerate() {
         let prior = k.checked_sub(1).map(|p| t[p].0.as_str()).unwrap_or("");
@@ -783,6 +836,11 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             }
         }
     }
+    None
+}
+
+/// A favourite.
+fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
     // Favourites: "my favorite drink is coffee", "coffee is my favorite drink", "nothing beats
     // coffee, it's my favorite drink", "I'm a big coffee fan, always my go-to drink", "I prefer
     // tea now", "I've switched to tea", "tea is my top drink".
@@ -793,7 +851,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         ("my go-to", "my go-to"),
         ("my top", "is my top"),
     ] {
-        let Some(at) = after(&t, &[cue]) else {
+        let Some(at) = after(t, &[cue]) else {
             continue;
         };
         let key: Vec<String> = t[at..]
@@ -810,12 +868,12 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         let key = key.join(" ");
         if let Some(v) = (at..t.len())
             .find(|&k| t[k].0 == "is")
-            .and_then(|k| value(&t, k + 1, 3))
+            .and_then(|k| value(t, k + 1, 3))
         {
             return slot("favorite", &key, Some(v));
         }
-        let v = if let Some(k) = after(&t, &["nothing beats", "big"]) {
-            value(&t, k, 2).map(|v| v.trim_end_matches(" fan").to_string())
+        let v = if let Some(k) = after(t, &["nothing beats", "big"]) {
+            value(t, k, 2).map(|v| v.trim_end_matches(" fan").to_string())
         } else {
             clause_before(s, is_cue).or_else(|| {
                 clause_before(
@@ -833,7 +891,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         }
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "i prefer",
             "i now prefer",
@@ -843,19 +901,24 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "switched to",
         ],
     ) {
-        if let Some(v) = value(&t, at, 3) {
+        if let Some(v) = value(t, at, 3) {
             return slot("favorite", "", Some(v));
         }
     }
+    None
+}
+
+/// A fact of the speaker's own life with one value.
+fn about(t: &[(String, &str)]) -> Option<Slot> {
     // A fact of the speaker's own life with one value: "my birthday is in May", "I grew up in
     // Porto", "my sister is a nurse", "my first car was a Fiat".
-    if let Some(at) = after(&t, &["grew up in"]) {
-        if let Some(v) = value(&t, at, 2) {
+    if let Some(at) = after(t, &["grew up in"]) {
+        if let Some(v) = value(t, at, 2) {
             return slot("about", "hometown", Some(v));
         }
     }
     for about in ABOUT {
-        if let Some(at) = after(&t, &[&format!("my {about} is"), &format!("my {about} was")]) {
+        if let Some(at) = after(t, &[&format!("my {about} is"), &format!("my {about} was")]) {
             let mut i = at;
             while i < t.len()
                 && matches!(
@@ -865,23 +928,28 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             {
                 i += 1;
             }
-            if let Some(v) = value(&t, i, 2) {
+            if let Some(v) = value(t, i, 2) {
                 return slot("about", about, Some(v));
             }
         }
     }
+    None
+}
+
+/// Where or as what the speaker works.
+fn work(t: &[(String, &str)]) -> Option<Slot> {
     // Work: the employer when named ("at Riverside Hospital"), else the role.
     let employer = |from: usize| -> Option<String> {
         let at = (from..t.len()).find(|&k| matches!(t[k].0.as_str(), "at" | "for"))?;
-        name_at(&t, at + 1)
+        name_at(t, at + 1)
     };
-    if let Some(k) = find(&t, "hired me") {
-        if let Some(n) = (0..k).find_map(|i| name_at(&t, i).filter(|_| i > 0 || k <= 3)) {
+    if let Some(k) = find(t, "hired me") {
+        if let Some(n) = (0..k).find_map(|i| name_at(t, i).filter(|_| i > 0 || k <= 3)) {
             return slot("work", "", Some(n));
         }
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "new job at",
             "job at",
@@ -897,12 +965,12 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "work for",
         ],
     ) {
-        if let Some(n) = name_at(&t, at) {
+        if let Some(n) = name_at(t, at) {
             return slot("work", "", Some(n));
         }
     }
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "i work as",
             "working as",
@@ -922,15 +990,20 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         if let Some(n) = employer(at) {
             return slot("work", "", Some(n));
         }
-        if find(&t, "i work as").is_some() || find(&t, "job as").is_some() {
-            if let Some(v) = value(&t, at, 3) {
+        if find(t, "i work as").is_some() || find(t, "job as").is_some() {
+            if let Some(v) = value(t, at, 3) {
                 return slot("work", "", Some(v));
             }
         }
     }
+    None
+}
+
+/// Where the speaker lives.
+fn home(t: &[(String, &str)]) -> Option<Slot> {
     // Home.
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "moved to",
             "relocated to",
@@ -951,13 +1024,19 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "move to",
         ],
     ) {
-        if let Some(n) = name_at(&t, at) {
+        if let Some(n) = name_at(t, at) {
             return slot("home", "", Some(n));
         }
     }
+    None
+}
+
+/// A plan.
+fn plan(t: &[(String, &str)]) -> Option<Slot> {
+    let negated = NEGATIONS;
     // Plans (not a negated one: "I'll never forget").
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "planning to",
             "plan to",
@@ -998,9 +1077,14 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             });
         }
     }
+    None
+}
+
+/// A thing owned.
+fn owns(t: &[(String, &str)]) -> Option<Slot> {
     // Things owned.
     if let Some(at) = after(
-        &t,
+        t,
         &[
             "i bought",
             "we bought",
@@ -1013,7 +1097,7 @@ pub fn slot_of(s: &str) -> Option<Slot> {
             "i have an",
         ],
     ) {
-        let v = value(&t, at, 3)?;
+        let v = value(t, at, 3)?;
         let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
         return slot("owns", &head, Some(v));
     }
