@@ -405,12 +405,14 @@ fn is(table: &[&str], w: &str) -> bool {
     table.contains(&w)
 }
 
-/// Lower-case words, with ’ as '.
+/// A word in lower case, with ’ as ' ("I’m" → "i'm").
+pub(crate) fn lower_word(w: &str) -> String {
+    norm(&w.replace('’', "'"))
+}
+
+/// Lower-case words ([`lower_word`]).
 fn lower(s: &str) -> Vec<String> {
-    words(s)
-        .into_iter()
-        .map(|(_, w)| norm(&w.replace('’', "'")))
-        .collect()
+    words(s).into_iter().map(|(_, w)| lower_word(w)).collect()
 }
 
 /// Whether a sentence asks rather than states.
@@ -545,7 +547,7 @@ pub fn third_person(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> String {
     });
     let mut start = label.map_or(0, |k| k + 1);
     while start < toks.len() {
-        let w = norm(&toks[start].1.replace('’', "'"));
+        let w = lower_word(toks[start].1);
         let vocative = voice.addressee.is_some_and(|_| names[2..].contains(&w));
         if is(OPENERS, &w) || vocative {
             start += 1;
@@ -566,7 +568,7 @@ pub fn third_person(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> String {
             toks[k - 1].0 + toks[k - 1].1.len()
         };
         let gap = if k == start { "" } else { &s[end_prev..at] };
-        let lw = norm(&w.replace('’', "'"));
+        let lw = lower_word(w);
         let a = voice.addressee;
         let waiting = std::mem::take(&mut subject_next);
         let word: String = match (lw.as_str(), a) {

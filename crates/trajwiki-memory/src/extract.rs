@@ -436,6 +436,18 @@ fn sentence_facts(s: &str, config: &MemoryConfig) -> SentenceFacts {
     }
 }
 
+/// Adds what sentence (or caption) `s` holds to `d`: its keywords, exact terms, items, counts
+/// and facets. Returns its facts, for a claim quoting it.
+fn absorb(d: &mut SnapshotDraft, s: &str, config: &MemoryConfig) -> SentenceFacts {
+    d.keywords.extend(keywords(s));
+    let facts = sentence_facts(s, config);
+    d.terms.extend(facts.terms.iter().cloned());
+    d.items.extend(facts.items.iter().cloned());
+    d.counts.extend(facts.counts.iter().cloned());
+    d.facets.extend(facts.facets.iter().cloned());
+    facts
+}
+
 /// The addressee of message `m`: the other speaker of its exchange, else the namespace's only
 /// other speaker.
 fn addressee<'a>(
@@ -508,37 +520,29 @@ impl Extractor for DeterministicExtractor {
                 .map(|(_, a)| a.clone())
                 .collect();
             let pieces = sentences(&m.text);
+            // Candidates: the sentences that state something, written as claims of the right
+            // shape (with their facts).
             let mut candidates: Vec<(usize, &str)> = Vec::new();
+            let mut written: Vec<(String, SentenceFacts)> = Vec::new();
             for (position, s) in pieces.iter().copied().enumerate() {
-                d.keywords.extend(keywords(s));
-                let facts = sentence_facts(s, &self.config);
-                d.terms.extend(facts.terms.iter().cloned());
-                d.items.extend(facts.items.iter().cloned());
-                d.counts.extend(facts.counts.iter().cloned());
-                d.facets.extend(facts.facets.iter().cloned());
+                let facts = absorb(&mut d, s, &self.config);
                 if !is_filler(s) {
                     first_informative.get_or_insert(s);
                 }
-                if !claims::is_question(s) && !claims::is_chatter(s, &names) {
+                if claims::is_question(s) || claims::is_chatter(s, &names) {
+                    continue;
+                }
+                let text = claims::third_person(s, voice, &message_anchors);
+                if claims::shape_error(&text).is_none() {
                     candidates.push((position, s));
+                    written.push((text, facts));
                 }
             }
             d.entities.extend(lexicon.mentions(&m.text));
-            // Written as claims; those of the wrong shape are no candidates.
-            let written: Vec<String> = candidates
-                .iter()
-                .map(|&(_, s)| claims::third_person(s, voice, &message_anchors))
-                .collect();
-            let (candidates, written): (Vec<(usize, &str)>, Vec<String>) = candidates
-                .into_iter()
-                .zip(written)
-                .filter(|(_, text)| claims::shape_error(text).is_none())
-                .unzip();
             for k in claims::select(&candidates, pieces.len()) {
-                let s = candidates[k].1;
-                let facts = sentence_facts(s, &self.config);
+                let (text, facts) = &written[k];
                 d.claims
-                    .push(quoted_claim(m, written[k].clone(), s, false, &facts));
+                    .push(quoted_claim(m, text.clone(), candidates[k].1, false, facts));
             }
             for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
                 d.entities.extend(lexicon.mentions(caption));
@@ -546,12 +550,7 @@ impl Extractor for DeterministicExtractor {
                 if caption.is_empty() {
                     continue;
                 }
-                d.keywords.extend(keywords(caption));
-                let facts = sentence_facts(caption, &self.config);
-                d.terms.extend(facts.terms.iter().cloned());
-                d.items.extend(facts.items.iter().cloned());
-                d.counts.extend(facts.counts.iter().cloned());
-                d.facets.extend(facts.facets.iter().cloned());
+                let facts = absorb(&mut d, caption, &self.config);
                 let text = claims::caption_claim(&m.speaker, caption);
                 if claims::shape_error(&text).is_some() {
                     continue;

@@ -152,6 +152,33 @@ impl TrajStateV1 {
 }
 
 impl TrajState {
+    /// A trajectory with no snapshot yet: vectors of `dim`, opened at `latest_at`, continuing
+    /// `continues` when given.
+    pub fn new(
+        id: TrajectoryId,
+        continues: Option<TrajectoryId>,
+        dim: usize,
+        latest_at: Timestamp,
+    ) -> TrajState {
+        TrajState {
+            id,
+            features: TrajectoryFeatures::default(),
+            sum: vec![0.0; dim],
+            snapshots: Vec::new(),
+            notes: Vec::new(),
+            claims: Vec::new(),
+            continues,
+            continued: false,
+            subject_facets: BTreeSet::new(),
+            items: BTreeSet::new(),
+            counts: BTreeSet::new(),
+            summary: String::new(),
+            label: String::new(),
+            surfaces: BTreeMap::new(),
+            latest_at,
+        }
+    }
+
     /// A keyword as written (the stem when it was never seen written).
     pub fn surface<'a>(&'a self, keyword: &'a str) -> &'a str {
         self.surfaces.get(keyword).map_or(keyword, String::as_str)
@@ -247,6 +274,22 @@ struct Holder {
     ci: usize,
     value: String,
     at: Timestamp,
+}
+
+impl Holder {
+    /// The order holders are told apart in: when said, then where the claim stands.
+    fn order(&self) -> (Timestamp, usize, usize) {
+        (self.at, self.ti, self.ci)
+    }
+}
+
+/// An op before it gets its id and place in the log.
+struct OpDraft {
+    kind: OpKind,
+    target: Option<ClaimId>,
+    new_claim: Option<ClaimId>,
+    new_status: Option<ClaimStatus>,
+    rationale: String,
 }
 
 /// What a slot statement does to the claim holding its slot.
@@ -405,16 +448,11 @@ impl Fold {
             return true;
         }
         let prefix = format!("{subject}|{attribute}|");
-        let order = |h: &Holder| (h.at, h.ti, h.ci);
-        let held = self
-            .slots
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix));
         let mut count = 0;
         let mut oldest: Option<(&String, &Holder)> = None;
-        for (k, h) in held {
+        for (k, h) in self.held(&prefix) {
             count += 1;
-            if oldest.is_none_or(|(_, o)| order(h) < order(o)) {
+            if oldest.is_none_or(|(_, o)| h.order() < o.order()) {
                 oldest = Some((k, h));
             }
         }
@@ -424,7 +462,7 @@ impl Fold {
         let Some((k, h)) = oldest.map(|(k, h)| (k.clone(), h.clone())) else {
             return true;
         };
-        if order(holder) < order(&h) {
+        if holder.order() < h.order() {
             return false;
         }
         self.slots.remove(&k);
@@ -432,6 +470,43 @@ impl Fold {
         claim.draft.facets.retain(|f| !f.tag.starts_with(SLOT_TAG));
         self.dirty.insert(h.ti);
         true
+    }
+
+    /// The slots held under `prefix` (`subject|`, `subject|plan|`), in key order.
+    fn held<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a String, &'a Holder)> {
+        self.slots
+            .range(prefix.to_string()..)
+            .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+
+    /// Appends `op`, stated by message `source` in snapshot `snap_id`, to the op log: its id,
+    /// its seq, the header's counts.
+    fn push_op(
+        &mut self,
+        op: OpDraft,
+        source: &trajwiki_core::MessageId,
+        snap_id: &SnapshotId,
+        delta: &mut Delta,
+    ) {
+        let seq = self.header.ops + 1;
+        delta.ops.push(ClaimOp {
+            id: OpId::derive(&self.namespace, &format!("{snap_id}#{}", self.header.ops)),
+            namespace: self.namespace.clone(),
+            seq,
+            op: op.kind,
+            target: op.target,
+            new_claim: op.new_claim,
+            new_status: op.new_status,
+            source_message_ids: vec![source.clone()],
+            rationale: op.rationale,
+            snapshot: snap_id.clone(),
+        });
+        self.header.ops = seq;
+        match op.kind {
+            OpKind::Add => self.header.adds += 1,
+            OpKind::Revise => self.header.revises += 1,
+            OpKind::Deprecate => self.header.deprecates += 1,
+        }
     }
 
     /// Records that `source` states claim `held` again: no new claim, an ADD op naming the held
@@ -444,22 +519,14 @@ impl Fold {
         snap_id: &SnapshotId,
         delta: &mut Delta,
     ) {
-        let ns = &self.namespace;
-        let seq = self.header.ops + 1;
-        delta.ops.push(ClaimOp {
-            id: OpId::derive(ns, &format!("{snap_id}#{}", self.header.ops)),
-            namespace: ns.clone(),
-            seq,
-            op: OpKind::Add,
+        let op = OpDraft {
+            kind: OpKind::Add,
             target: None,
             new_claim: Some(held),
             new_status: None,
-            source_message_ids: vec![source.clone()],
             rationale,
-            snapshot: snap_id.clone(),
-        });
-        self.header.ops = seq;
-        self.header.adds += 1;
+        };
+        self.push_op(op, source, snap_id, delta);
     }
 
     /// A statement stating no slot may still restate a plan held, spoken of as still on ("still
@@ -486,9 +553,7 @@ impl Fold {
         least: usize,
     ) -> Option<(String, Holder)> {
         let prefix = format!("{subject}|plan|");
-        self.slots
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
+        self.held(&prefix)
             .map(|(k, h)| (slots::plan_score(&h.value, words), k, h))
             .filter(|(n, _, _)| *n >= least)
             .max_by(|a, b| a.0.cmp(&b.0).then(a.2.at.cmp(&b.2.at)))
@@ -500,18 +565,12 @@ impl Fold {
     fn slot_edit(&self, subject: &str, slot: &Slot, at: Timestamp, unique: &str) -> SlotEdit {
         let prefix = format!("{subject}|");
         let latest_of = |attributes: &[&str]| {
-            self.slots
-                .range(prefix.clone()..)
-                .take_while(|(k, _)| k.starts_with(&prefix))
+            self.held(&prefix)
                 .filter(|(k, _)| {
                     let attribute = k[prefix.len()..].split('|').next().unwrap_or("");
                     attributes.contains(&attribute)
                 })
-                .max_by(|a, b| {
-                    a.1.at
-                        .cmp(&b.1.at)
-                        .then((a.1.ti, a.1.ci).cmp(&(b.1.ti, b.1.ci)))
-                })
+                .max_by_key(|(_, h)| h.order())
                 .map(|(k, h)| (k.clone(), h.clone()))
         };
         let held = match (slot.attribute, slot.key.as_str(), &slot.value) {
@@ -532,11 +591,8 @@ impl Fold {
             ("pet", "", _) => latest_of(&["pet"]),
             // "I prefer tea now": the favourite, when the subject holds only one.
             ("favorite", "", _) => {
-                let prefix = format!("{prefix}favorite|");
-                let mut held = self
-                    .slots
-                    .range(prefix.clone()..)
-                    .take_while(|(k, _)| k.starts_with(&prefix));
+                let favorites = format!("{prefix}favorite|");
+                let mut held = self.held(&favorites);
                 match (held.next(), held.next()) {
                     (Some((k, h)), None) => Some((k.clone(), h.clone())),
                     _ => None,
@@ -657,23 +713,9 @@ impl Fold {
                     self.header.continuations += 1;
                     self.trajectories[t].id.clone()
                 });
-                self.trajectories.push(TrajState {
-                    id: TrajectoryId::derive(&ns, snap_id.as_str()),
-                    features: TrajectoryFeatures::default(),
-                    sum: vec![0.0; dim],
-                    snapshots: Vec::new(),
-                    notes: Vec::new(),
-                    claims: Vec::new(),
-                    continues,
-                    continued: false,
-                    subject_facets: BTreeSet::new(),
-                    items: BTreeSet::new(),
-                    counts: BTreeSet::new(),
-                    summary: String::new(),
-                    label: String::new(),
-                    surfaces: BTreeMap::new(),
-                    latest_at: first.timestamp,
-                });
+                let id = TrajectoryId::derive(&ns, snap_id.as_str());
+                let state = TrajState::new(id, continues, dim, first.timestamp);
+                self.trajectories.push(state);
                 self.trajectories.len() - 1
             }
         };
@@ -781,26 +823,15 @@ impl Fold {
             }
             let claim = &claim;
             for (kind, target, new_status, rationale) in ops {
-                let seq = self.header.ops + 1;
                 let new_claim = (kind != OpKind::Deprecate).then(|| id.clone());
-                delta.ops.push(ClaimOp {
-                    id: OpId::derive(&ns, &format!("{snap_id}#{}", self.header.ops)),
-                    namespace: ns.clone(),
-                    seq,
-                    op: kind,
+                let op = OpDraft {
+                    kind,
                     target,
                     new_claim,
                     new_status,
-                    source_message_ids: vec![claim.source.clone()],
                     rationale,
-                    snapshot: snap_id.clone(),
-                });
-                self.header.ops = seq;
-                match kind {
-                    OpKind::Add => self.header.adds += 1,
-                    OpKind::Revise => self.header.revises += 1,
-                    OpKind::Deprecate => self.header.deprecates += 1,
-                }
+                };
+                self.push_op(op, &claim.source, &snap_id, delta);
             }
             let source_ref = exchange
                 .iter()

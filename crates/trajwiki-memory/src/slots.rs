@@ -265,7 +265,7 @@ pub fn tells_of_the_past(s: &str) -> bool {
 fn tokens(s: &str) -> Vec<(String, &str)> {
     words(s)
         .into_iter()
-        .map(|(_, w)| (norm(&w.replace('’', "'")), w))
+        .map(|(_, w)| (crate::claims::lower_word(w), w))
         .collect()
 }
 
@@ -501,7 +501,6 @@ pub fn slot_of(s: &str) -> Option<Slot> {
 
 /// An event's date, whoever states it: "The wedding moved to 9 January".
 fn dates(t: &[(String, &str)]) -> Option<Slot> {
-    // Dates of events (whoever states them: "The wedding moved to 9 January").
     if let Some(ev) = event(t) {
         let verb = [
             "postponed",
@@ -534,7 +533,6 @@ fn dates(t: &[(String, &str)]) -> Option<Slot> {
 
 /// A pet named with its kind, whoever speaks of it: "Ziggy the kitten says hi".
 fn pet_by_name(t: &[(String, &str)]) -> Option<Slot> {
-    // "Ziggy the kitten says hi": a pet named, whoever speaks of it.
     for pet in PETS {
         if let Some(at) = find(t, &format!("the {pet}")) {
             if at == 1 {
@@ -547,10 +545,9 @@ fn pet_by_name(t: &[(String, &str)]) -> Option<Slot> {
     None
 }
 
-/// A withdrawal: a break-up, a sale, a lost job, a cancelled plan.
+/// A withdrawal: a break-up, a sale, a lost job, a cancelled plan (read before any value).
 fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
     let has = |cue: &str| find(t, cue).is_some();
-    // Withdrawals first.
     let cancelled = [
         "cancelled",
         "canceled",
@@ -643,7 +640,6 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
 
 /// A correction of the latest thing said: "I meant Porto".
 fn correction(t: &[(String, &str)]) -> Option<Slot> {
-    // A correction of the latest thing said.
     if let Some(at) = after(t, &["i meant"]) {
         if let Some(v) = value(t, at, 3) {
             return slot("latest", "", Some(v));
@@ -655,7 +651,6 @@ fn correction(t: &[(String, &str)]) -> Option<Slot> {
 /// A partner: dating, engaged to, married to.
 fn partner(t: &[(String, &str)]) -> Option<Slot> {
     let has = |cue: &str| find(t, cue).is_some();
-    // Partners.
     if let Some(at) = after(t, &["engaged to", "got engaged to"]) {
         if let Some(n) = name_at(t, at) {
             return slot("partner", "", Some(format!("engaged to {n}")));
@@ -712,7 +707,6 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
 
 /// A pet's name.
 fn pet(t: &[(String, &str)]) -> Option<Slot> {
-    // Pets' names.
     if let Some(at) = after(
         t,
         &[
@@ -792,7 +786,6 @@ fn pet(t: &[(String, &str)]) -> Option<Slot> {
 /// How many of something: "we have three cats now", "I adopted a third cat".
 fn count(t: &[(String, &str)]) -> Option<Slot> {
     let negated = NEGATIONS;
-    // Counts: "we have three cats now", "I adopted a third cat".
     for (k, (l, _)) in t.iter().enumerate() {
         let prior = k.checked_sub(1).map(|p| t[p].0.as_str()).unwrap_or("");
         let owning = !matches!(prior, "a" | "an" | "the");
@@ -1001,7 +994,6 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
 
 /// Where the speaker lives.
 fn home(t: &[(String, &str)]) -> Option<Slot> {
-    // Home.
     if let Some(at) = after(
         t,
         &[
@@ -1082,7 +1074,6 @@ fn plan(t: &[(String, &str)]) -> Option<Slot> {
 
 /// A thing owned.
 fn owns(t: &[(String, &str)]) -> Option<Slot> {
-    // Things owned.
     if let Some(at) = after(
         t,
         &[

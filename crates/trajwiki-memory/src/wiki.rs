@@ -726,29 +726,13 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matcher::TrajectoryFeatures;
 
     fn state(i: usize, entities: &[&str]) -> TrajState {
-        TrajState {
-            id: TrajectoryId::derive(&Namespace::new("w").unwrap(), &format!("t{i}")),
-            features: TrajectoryFeatures {
-                entities: entities.iter().map(|e| e.to_string()).collect(),
-                ..TrajectoryFeatures::default()
-            },
-            sum: vec![],
-            snapshots: vec![],
-            notes: vec![],
-            claims: vec![],
-            continues: None,
-            continued: false,
-            subject_facets: BTreeSet::new(),
-            items: BTreeSet::new(),
-            counts: BTreeSet::new(),
-            summary: String::new(),
-            label: format!("t{i}"),
-            surfaces: BTreeMap::new(),
-            latest_at: trajwiki_core::Timestamp::default(),
-        }
+        let id = TrajectoryId::derive(&Namespace::new("w").unwrap(), &format!("t{i}"));
+        let mut t = TrajState::new(id, None, 0, Default::default());
+        t.features.entities = entities.iter().map(|e| e.to_string()).collect();
+        t.label = format!("t{i}");
+        t
     }
 
     /// Trajectories 0..n all mention "oslo"; each is added as the fold adds them.

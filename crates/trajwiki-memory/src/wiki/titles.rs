@@ -370,8 +370,6 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::matcher::TrajectoryFeatures;
-    use std::collections::BTreeSet;
     use trajwiki_core::{Facet, Namespace, TrajectoryId};
 
     /// A trajectory naming `entities`, with `keywords` (surface → its stem is the key), `items`
@@ -382,32 +380,17 @@ mod tests {
         items: &[(&str, &str)],
         label: &str,
     ) -> TrajState {
-        TrajState {
-            id: TrajectoryId::derive(&Namespace::new("w").unwrap(), label),
-            features: TrajectoryFeatures {
-                entities: entities.iter().map(|e| e.to_string()).collect(),
-                keywords: keywords.iter().map(|k| stem(k)).collect(),
-                terms: BTreeSet::new(),
-                facets: BTreeSet::new(),
-                ..TrajectoryFeatures::default()
-            },
-            sum: vec![],
-            snapshots: vec![],
-            notes: vec![],
-            claims: vec![],
-            continues: None,
-            continued: false,
-            subject_facets: BTreeSet::new(),
-            items: items
-                .iter()
-                .map(|(i, f)| (i.to_string(), f.to_string()))
-                .collect(),
-            counts: BTreeSet::new(),
-            summary: String::new(),
-            label: label.to_string(),
-            surfaces: keywords.iter().map(|k| (stem(k), k.to_string())).collect(),
-            latest_at: trajwiki_core::Timestamp::default(),
-        }
+        let id = TrajectoryId::derive(&Namespace::new("w").unwrap(), label);
+        let mut t = TrajState::new(id, None, 0, Default::default());
+        t.features.entities = entities.iter().map(|e| e.to_string()).collect();
+        t.features.keywords = keywords.iter().map(|k| stem(k)).collect();
+        t.items = items
+            .iter()
+            .map(|(i, f)| (i.to_string(), f.to_string()))
+            .collect();
+        t.label = label.to_string();
+        t.surfaces = keywords.iter().map(|k| (stem(k), k.to_string())).collect();
+        t
     }
 
     #[test]
