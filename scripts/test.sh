@@ -22,6 +22,19 @@ target/debug/trajwiki model fetch minilm
 export TRAJWIKI_REQUIRE_MODELS=1
 cargo test --workspace --all-targets
 cargo test --workspace --doc
+# Retrieval quality floors on LoCoMo (MiniLM, full mode; the figures of BENCHMARKS.md
+# "Retrieval under a budget" less 0.02), recomputed from the contexts by the shared checker.
+locomo=../shared/data/locomo/locomo7.json
+if [ -f "$locomo" ]; then
+  out=$(mktemp -d)
+  target/debug/trajwiki eval locomo --data "$locomo" --out "$out" --model minilm \
+    --mode full --budget 700 --budget 2700 -q
+  python3 ../shared/tools/check_retrieval.py "$locomo" "$out/retrieval.jsonl" \
+    --min full:700:1:0.58 --min full:700:all:0.81 --min full:2700:1:0.82 --min full:2700:all:0.91
+  rm -rf "$out"
+else
+  echo "skipping the LoCoMo coverage floors: $locomo is absent (the shared evaluation data is not checked out)"
+fi
 # The Python extension links the engine, not the server stack or plotting.
 scripts/check-py-deps.sh
 

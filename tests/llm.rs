@@ -1018,8 +1018,9 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
 fn an_abstention_is_reflected_on_and_rescued() {
     // The first answer abstains; the reflection gives hints (or none); the next answer, from the
     // rerouted context (or the raw-message rescue), is supported and taken. The contexts are
-    // small, so that the hints change them (the same context is the same prompt, answered from
-    // the cache).
+    // small, so that the hints change them, and of a budget at which the raw-message rescue
+    // finds other turns than the first search (the same context is the same prompt, answered
+    // from the cache).
     for (hints, route) in [
         (vec!["Lisbon", "half marathon"], "reflection"),
         (vec![], "rescue"),
@@ -1062,7 +1063,7 @@ fn an_abstention_is_reflected_on_and_rescued() {
                 }
             }
         });
-        let (code, out, err) = ask(dir.path(), Some(&server.url), &["--budget", "60"]);
+        let (code, out, err) = ask(dir.path(), Some(&server.url), &["--budget", "70"]);
         assert_eq!(code, 0, "{err}");
         assert_eq!(out["status"], "answered", "{route}: {out}");
         assert_eq!(out["answer"]["route"], route, "{}", out["answer"]);

@@ -65,6 +65,18 @@ fn every_mode_respects_the_budget_and_cites_what_it_shows() {
                     ctx.tokens
                 );
                 assert_eq!(ctx.tokens, ctx.text.split_whitespace().count());
+                // Every line is a session's date or a message's, starting with its ref: no
+                // tokens on what holds no evidence.
+                for line in ctx.text.lines() {
+                    assert!(
+                        line.starts_with("## ") && !line.contains("Session")
+                            || ctx
+                                .source_refs
+                                .iter()
+                                .any(|r| line.starts_with(&format!("{r} "))),
+                        "{mode:?} {budget}: {line}"
+                    );
+                }
                 let unique: BTreeSet<&String> = ctx.source_refs.iter().collect();
                 assert_eq!(unique.len(), ctx.source_refs.len(), "each message once");
                 for r in &ctx.source_refs {

@@ -256,6 +256,10 @@ pub(crate) struct EvalLocomoArgs {
     /// Modes (repeatable; default: all).
     #[arg(long = "mode", value_parser = parse_mode)]
     modes: Vec<Mode>,
+    /// Leave a technique out, for an ablation row (repeatable): `turn-model` orders a search's
+    /// turns by the weighted RRF of its routes times the length prior, as before the turn model.
+    #[arg(long = "without", value_parser = ["turn-model"])]
+    without: Vec<String>,
     /// Embedding model.
     #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
     model: String,
@@ -330,7 +334,10 @@ pub(crate) fn eval(cmd: &EvalCommand, global: Global) -> anyhow::Result<()> {
         modes: modes.clone(),
         memory: load_config(args.config.as_ref())?,
         vectors: args.vectors,
-        retrieval: RetrievalConfig::default(),
+        retrieval: RetrievalConfig {
+            turn_model: !args.without.iter().any(|w| w == "turn-model"),
+            ..RetrievalConfig::default()
+        },
         embedder: embedder.as_ref(),
         scoring: backend.as_ref(),
         progress: &progress,

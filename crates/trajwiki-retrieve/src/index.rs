@@ -1154,6 +1154,11 @@ impl Index {
         &self.lines[i]
     }
 
+    /// The whitespace tokens of message `i`'s context line.
+    pub fn line_tokens(&self, i: usize) -> usize {
+        self.lines[i].1
+    }
+
     /// The message vectors.
     pub fn vectors(&self) -> &MessageVectors {
         &self.vectors.messages

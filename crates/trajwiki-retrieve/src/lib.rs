@@ -31,6 +31,7 @@ pub mod render;
 pub mod retrieve;
 pub mod shape;
 mod stored;
+pub mod turns;
 pub mod vectors;
 
 pub use apply::{Applied, IndexDelta, PageChanges};

@@ -2,25 +2,20 @@
 //! model in conversation order, each source message once with its ref.
 //!
 //! ```text
-//! Pages: Caroline — activity location; Topic: adoption
-//! ## Session 3 — 8 May 2023
+//! ## 8 May 2023
 //! D3:12 Melanie: I went to the museum yesterday. ["yesterday" = 7 May 2023]
-//! D3:13 Caroline: Nice! [image: a photo of a painting] (superseded by D5:2)
+//! D3:13 Caroline: Nice! [photo: a painting] (superseded by D5:2)
 //! ```
-//! Every message line starts with its ref; sessions carry their date once, in their heading.
+//! Every message line starts with its ref; sessions carry their date once, in their heading
+//! (the session's number is in every ref). Every token counts against the budget like the
+//! evidence's, so nothing is printed that holds none: no session number twice, no "a photo of"
+//! before a photo's content, no routed pages' titles (they are in the ranking, not the context).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-/// Whitespace collapsed: what is stored (a speaker, a text, a caption, a page title) takes one
-/// line of the context, whatever it holds.
-fn flat(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    push_flat(&mut out, s);
-    out
-}
-
-/// Appends [`flat`]`(s)` to `out`.
+/// Appends `s` to `out` with its whitespace collapsed: what is stored (a speaker, a text, a
+/// caption) takes one line of the context, whatever it holds.
 fn push_flat(out: &mut String, s: &str) {
     for (k, w) in s.split_whitespace().enumerate() {
         if k > 0 {
@@ -70,8 +65,11 @@ pub(crate) fn base_line(m: &SourceMessage) -> String {
     push_flat(&mut line, &m.text);
     for a in &m.attachments {
         if let Some(c) = &a.caption {
-            line.push_str(" [image: ");
-            push_flat(&mut line, c);
+            let (kind, content) = caption_parts(c);
+            line.push_str(" [");
+            line.push_str(kind);
+            line.push_str(": ");
+            push_flat(&mut line, content);
             line.push(']');
         }
     }
@@ -79,6 +77,29 @@ pub(crate) fn base_line(m: &SourceMessage) -> String {
         let _ = write!(line, " [\"{}\" = {}]", anchor.phrase, anchor.resolved);
     }
     line
+}
+
+/// A caption as its line prints it: what it shows, and what of. "a photo of a dog on a couch"
+/// is a photo of "a dog on a couch"; a caption that does not say is an image of itself.
+fn caption_parts(caption: &str) -> (&'static str, &str) {
+    const KINDS: [(&str, &str); 6] = [
+        ("a photo of ", "photo"),
+        ("a photograph of ", "photo"),
+        ("a photography of ", "photo"),
+        ("an image of ", "image"),
+        ("a picture of ", "picture"),
+        ("a screenshot of ", "screenshot"),
+    ];
+    let trimmed = caption.trim_start();
+    for (prefix, kind) in KINDS {
+        if let Some(head) = trimmed.get(..prefix.len()) {
+            let rest = &trimmed[prefix.len()..];
+            if head.eq_ignore_ascii_case(prefix) && !rest.trim().is_empty() {
+                return (kind, rest);
+            }
+        }
+    }
+    ("image", caption)
 }
 
 /// Appends to a message's line what became of it: superseded by a revision, or withdrawn.
@@ -102,30 +123,13 @@ impl Index {
 
     fn session_heading(&self, i: usize) -> String {
         let m = &self.records.messages[i];
-        format!("## Session {} — {}", m.session, fmt_day(m.timestamp.date()))
+        format!("## {}", fmt_day(m.timestamp.date()))
     }
 
     /// Packs the ranked messages, most valuable first, into at most `budget` whitespace tokens,
-    /// and renders them in conversation order. `header` (e.g. the routed pages) is included when
-    /// it fits and leaves room for evidence.
+    /// and renders them in conversation order.
     pub fn render(&self, ranking: &Ranking, budget: usize) -> Context {
-        let header = if ranking.pages.is_empty() {
-            String::new()
-        } else {
-            let titles: Vec<String> = ranking
-                .pages
-                .iter()
-                .take(3)
-                .map(|p| flat(&p.label))
-                .collect();
-            format!("Pages: {}", titles.join("; "))
-        };
-        let mut used = if !header.is_empty() && tokens(&header) * 10 <= budget {
-            tokens(&header)
-        } else {
-            0
-        };
-        let with_header = used > 0;
+        let mut used = 0;
         let mut chosen: BTreeSet<usize> = BTreeSet::new();
         let mut sessions: BTreeSet<u32> = BTreeSet::new();
         let mut seen = BTreeSet::new();
@@ -152,7 +156,7 @@ impl Index {
             sessions.insert(session);
         }
         // Conversation order: messages are stored by session and position.
-        let mut text = if with_header { header } else { String::new() };
+        let mut text = String::new();
         let mut source_refs = Vec::new();
         let mut messages = Vec::new();
         let mut current = None;
@@ -178,5 +182,31 @@ impl Index {
             messages,
             tokens,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caption_parts;
+
+    #[test]
+    fn a_caption_says_what_it_shows_once() {
+        assert_eq!(
+            caption_parts("a photo of a dog on a couch"),
+            ("photo", "a dog on a couch")
+        );
+        assert_eq!(
+            caption_parts("A Photography of a sign"),
+            ("photo", "a sign")
+        );
+        assert_eq!(caption_parts("an image of a cake"), ("image", "a cake"));
+        // Nothing after the kind, or no kind: the whole caption, as an image.
+        assert_eq!(caption_parts("a photo of "), ("image", "a photo of "));
+        assert_eq!(
+            caption_parts("sunset over a lake"),
+            ("image", "sunset over a lake")
+        );
+        // Not split inside a character.
+        assert_eq!(caption_parts("a phot€ of x"), ("image", "a phot€ of x"));
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::sketch::SketchQuery;
@@ -15,6 +16,7 @@ use trajwiki_compute::{
 
 use crate::index::{Index, IndexError, Rows};
 use crate::shape::{analyse, Shape};
+use crate::turns::{self, Features, Lookups, Routes, Turn};
 use trajwiki_core::centroid;
 use trajwiki_text::lexicon::ITEM_FAMILIES;
 
@@ -118,6 +120,12 @@ pub struct RetrievalConfig {
     pub length_prior: f32,
     /// Coverage selection weights.
     pub coverage: CoverageWeights,
+    /// Order the turns of a direct search by the turn model ([`crate::turns`]); without it, by
+    /// the weighted RRF of the routes times the length prior (the order before the model).
+    pub turn_model: bool,
+    /// Keep every candidate turn's features in [`Ranking::turn_features`] (for fitting the
+    /// turn model; off in searches).
+    pub turn_features: bool,
 }
 
 impl Default for RetrievalConfig {
@@ -136,6 +144,8 @@ impl Default for RetrievalConfig {
             family_weight: 1.0,
             length_prior: 0.5,
             coverage: CoverageWeights::default(),
+            turn_model: true,
+            turn_features: false,
         }
     }
 }
@@ -172,6 +182,9 @@ pub struct Ranking {
     pub candidates: Candidates,
     /// Milliseconds per stage.
     pub timings: BTreeMap<String, f64>,
+    /// Every candidate turn with its features, when [`RetrievalConfig::turn_features`] asks.
+    #[serde(skip)]
+    pub turn_features: Vec<(usize, Features)>,
 }
 
 /// The candidate universe of each level: the records a search could return there. With the
@@ -250,6 +263,18 @@ fn weighted_rrf(lists: &[(&[u32], f32)], k: f32) -> Vec<(usize, f32)> {
     out
 }
 
+/// Orders turns by the turn model's score, best first, ties by index.
+fn by_turn_model(features: &[(usize, Features)]) -> Vec<usize> {
+    let mut v: Vec<u64> = features
+        .iter()
+        .map(|(i, f)| (u64::from(!ordered_bits(turns::score(f))) << 32) | *i as u64)
+        .collect();
+    v.sort_unstable();
+    v.into_iter()
+        .map(|key| (key & 0xffff_ffff) as usize)
+        .collect()
+}
+
 /// Orders scored messages by `score · tokens^exponent`, best first, ties by index.
 fn with_length_prior(
     scored: Vec<(usize, f32)>,
@@ -295,6 +320,9 @@ fn bits(ids: impl IntoIterator<Item = usize>, words: usize) -> Vec<u64> {
 /// A level's dense and BM25 rankings (item indices, best first).
 type Lists = (Vec<u32>, Vec<u32>);
 
+/// A level's dense and BM25 hits (item index and score, best first).
+type ScoredLists = (Vec<Hit>, Vec<Hit>);
+
 /// The rankings of a structured search that depend on the question alone (see `Index::scans`).
 struct Scans {
     /// Pages: dense and BM25 ranks, when the mode routes through the wiki.
@@ -306,8 +334,8 @@ struct Scans {
     traj_bm25: Vec<Hit>,
     /// Snapshots: dense and BM25 ranks.
     snapshots: Lists,
-    /// Messages: dense and BM25 ranks, on the direct path.
-    messages: Option<Lists>,
+    /// Messages: dense and BM25 hits (message, score), on the direct path.
+    messages: Option<ScoredLists>,
 }
 
 impl Index {
@@ -407,6 +435,7 @@ impl Index {
             candidate_universe: 0,
             candidates: Candidates::default(),
             timings: BTreeMap::new(),
+            turn_features: Vec::new(),
         };
         // Baselines rank every message, so that a large budget is never starved by the depth.
         let depth = n_msgs;
@@ -734,7 +763,8 @@ impl Index {
         if !direct {
             ranking.candidates.messages = evidence.len();
         }
-        ranking.messages = if let Some((md, msp)) = scans.messages {
+        ranking.messages = if let Some((md_hits, msp_hits)) = scans.messages {
+            let (md, msp) = (ranks(&md_hits), ranks(&msp_hits));
             // The turns next to the best direct hits: an answer often sits beside the turn that
             // matches the question's words (a question and its reply).
             let direct_hits = self.fuse(&[&md, &msp], config.rrf_k, backend)?;
@@ -790,19 +820,81 @@ impl Index {
                 (&msp_own, config.speaker_weight),
                 (&family_route, config.family_weight),
             ];
-            // A length prior on the fused score: short turns ("Thanks!", "Sounds fun!") match a
-            // question's words as easily as informative ones but rarely hold its answer.
-            with_length_prior(
-                weighted_rrf(&lists, config.rrf_k),
-                config.length_prior,
-                |i| self.line(i).1,
-            )
+            if config.turn_model || config.turn_features {
+                let snapshot_rank: FxHashMap<u32, usize> = snap_fused
+                    .iter()
+                    .enumerate()
+                    .map(|(r, h)| (h.0, r))
+                    .collect();
+                let routes = Routes {
+                    dense: &md_hits,
+                    bm25: &msp_hits,
+                    lists: [&evidence, &beside, &md_own, &msp_own, &family_route],
+                    snapshot_rank: &snapshot_rank,
+                    rrf_k: config.rrf_k,
+                };
+                let lookups = Lookups::new(&routes, |m| self.session_of[m]);
+                let some_named = !named.is_empty() && named.len() < self.lexicon.speakers.len();
+                // Each turn's features are its own: computed in parallel, in index order.
+                let features: Vec<(usize, Features)> = lookups
+                    .candidates()
+                    .into_par_iter()
+                    .map(|m| {
+                        let turn = self.turn(m, some_named, &named);
+                        (m, lookups.features(&routes, m, &turn))
+                    })
+                    .collect();
+                let order = if config.turn_model {
+                    by_turn_model(&features)
+                } else {
+                    self.by_fusion(&lists, config)
+                };
+                if config.turn_features {
+                    ranking.turn_features = features;
+                }
+                order
+            } else {
+                self.by_fusion(&lists, config)
+            }
         } else {
             evidence.into_iter().map(|m| m as usize).collect()
         };
         let _ = question;
         timings.insert("messages".into(), ms(t0));
         Ok(())
+    }
+
+    /// Turns by the weighted RRF of the routes' lists times the length prior (the order before
+    /// the turn model): short turns ("Thanks!", "Sounds fun!") match a question's words as
+    /// easily as informative ones but rarely hold its answer.
+    fn by_fusion(&self, lists: &[(&[u32], f32)], config: &RetrievalConfig) -> Vec<usize> {
+        with_length_prior(
+            weighted_rrf(lists, config.rrf_k),
+            config.length_prior,
+            |i| self.line(i).1,
+        )
+    }
+
+    /// Turn `m` as the turn model reads it.
+    fn turn(&self, m: usize, some_named: bool, named: &BTreeSet<&String>) -> Turn<'_> {
+        let msg = &self.records.messages[m];
+        let tokens = self.line(m).1;
+        let beside = |n: usize| {
+            (n < self.session_of.len() && self.session_of[n] == self.session_of[m]).then_some(n)
+        };
+        let own = named.contains(&self.speaker_of[m]);
+        Turn {
+            tokens,
+            question: msg.text.trim_end().ends_with('?'),
+            caption: msg.attachments.iter().any(|a| a.caption.is_some()),
+            claims: self.msg_claims[m].len(),
+            own_speaker: some_named && own,
+            other_speaker: some_named && !own,
+            snapshots: &self.msg_snaps[m],
+            neighbours: [m.checked_sub(1).and_then(beside), beside(m + 1)],
+            second: [m.checked_sub(2).and_then(beside), beside(m + 2)],
+            session: self.session_of[m],
+        }
     }
 
     /// The rankings of a structured search that depend on the question alone, computed at once:
@@ -855,13 +947,16 @@ impl Index {
             let dense = || self.dense(&self.vectors.snapshots, qvec, depth, backend);
             both(&dense, &self.snap_bm25, depth)
         };
-        let messages = || -> Result<Option<Lists>, IndexError> {
+        let messages = || -> Result<Option<ScoredLists>, IndexError> {
             if !direct {
                 return Ok(None);
             }
             let depth = config.direct_depth.min(self.records.messages.len());
-            let dense = || self.vectors.messages.topk(qvec, depth, backend);
-            both(&dense, &self.msg_bm25, depth).map(Some)
+            let (d, s) = rayon::join(
+                || self.vectors.messages.topk(qvec, depth, backend),
+                || self.bm25(&self.msg_bm25, q_terms, depth, backend),
+            );
+            Ok(Some((d?, s?)))
         };
         let ((pages, trajectories), (snapshots, messages)) = rayon::join(
             || rayon::join(pages, trajectories),
