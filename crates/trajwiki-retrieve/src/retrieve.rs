@@ -820,42 +820,29 @@ impl Index {
                 (&msp_own, config.speaker_weight),
                 (&family_route, config.family_weight),
             ];
-            if config.turn_model || config.turn_features {
-                let snapshot_rank: FxHashMap<u32, usize> = snap_fused
-                    .iter()
-                    .enumerate()
-                    .map(|(r, h)| (h.0, r))
-                    .collect();
+            let features = (config.turn_model || config.turn_features).then(|| {
                 let routes = Routes {
                     dense: &md_hits,
                     bm25: &msp_hits,
                     lists: [&evidence, &beside, &md_own, &msp_own, &family_route],
-                    snapshot_rank: &snapshot_rank,
+                    snapshot_rank: &snap_fused
+                        .iter()
+                        .enumerate()
+                        .map(|(r, h)| (h.0, r))
+                        .collect(),
                     rrf_k: config.rrf_k,
                 };
-                let lookups = Lookups::new(&routes, |m| self.session_of[m]);
                 let some_named = !named.is_empty() && named.len() < self.lexicon.speakers.len();
-                // Each turn's features are its own: computed in parallel, in index order.
-                let features: Vec<(usize, Features)> = lookups
-                    .candidates()
-                    .into_par_iter()
-                    .map(|m| {
-                        let turn = self.turn(m, some_named, &named);
-                        (m, lookups.features(&routes, m, &turn))
-                    })
-                    .collect();
-                let order = if config.turn_model {
-                    by_turn_model(&features)
-                } else {
-                    self.by_fusion(&lists, config)
-                };
-                if config.turn_features {
-                    ranking.turn_features = features;
-                }
-                order
-            } else {
-                self.by_fusion(&lists, config)
+                self.turn_features(&routes, some_named, &named)
+            });
+            let order = match &features {
+                Some(features) if config.turn_model => by_turn_model(features),
+                _ => self.by_fusion(&lists, config),
+            };
+            if config.turn_features {
+                ranking.turn_features = features.unwrap_or_default();
             }
+            order
         } else {
             evidence.into_iter().map(|m| m as usize).collect()
         };
@@ -873,6 +860,25 @@ impl Index {
             config.length_prior,
             |i| self.line(i).1,
         )
+    }
+
+    /// Every turn some route found, in index order, with its features.
+    fn turn_features(
+        &self,
+        routes: &Routes<'_>,
+        some_named: bool,
+        named: &BTreeSet<&String>,
+    ) -> Vec<(usize, Features)> {
+        let lookups = Lookups::new(routes, |m| self.session_of[m]);
+        // Each turn's features are its own: computed in parallel.
+        lookups
+            .candidates()
+            .into_par_iter()
+            .map(|m| {
+                let turn = self.turn(m, some_named, named);
+                (m, lookups.features(routes, m, &turn))
+            })
+            .collect()
     }
 
     /// Turn `m` as the turn model reads it.

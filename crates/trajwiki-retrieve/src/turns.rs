@@ -116,18 +116,19 @@ pub(crate) struct Turn<'a> {
     pub session: u32,
 }
 
-/// What the routes said of one turn: its place (from 1; 0 when absent) in each list, its
-/// cosine and BM25 score where those lists hold it.
+/// What the routes said of one turn: its place (from 1; 0 when absent) and score in the dense
+/// and the BM25 hits ([`DENSE`], [`BM25`]), its place in each other list.
 #[derive(Clone, Copy)]
 struct Seen {
-    dense: (u32, f32),
-    bm25: (u32, f32),
+    scored: [(u32, f32); 2],
     lists: [u32; 5],
 }
 
+const DENSE: usize = 0;
+const BM25: usize = 1;
+
 const UNSEEN: Seen = Seen {
-    dense: (0, 0.0),
-    bm25: (0, 0.0),
+    scored: [(0, 0.0); 2],
     lists: [0; 5],
 };
 
@@ -139,7 +140,7 @@ pub(crate) struct Lookups {
     floor_dense: f32,
     best_bm25: f32,
     /// Per session, the best cosine and BM25 score of its turns.
-    sessions: FxHashMap<u32, (f32, f32)>,
+    sessions: FxHashMap<u32, [f32; 2]>,
 }
 
 impl Lookups {
@@ -147,28 +148,21 @@ impl Lookups {
     pub(crate) fn new(routes: &Routes<'_>, session_of: impl Fn(usize) -> u32) -> Self {
         let mut seen: FxHashMap<u32, Seen> = FxHashMap::default();
         seen.reserve(routes.dense.len().max(routes.bm25.len()));
-        let mut sessions: FxHashMap<u32, (f32, f32)> = FxHashMap::default();
+        let mut sessions: FxHashMap<u32, [f32; 2]> = FxHashMap::default();
         // A turn below the dense list's depth is at most as similar as its last hit.
         let floor_dense = routes.dense.last().map_or(0.0, |h| h.1);
-        for (r, &(m, s)) in routes.dense.iter().enumerate() {
-            let e = seen.entry(m).or_insert(UNSEEN);
-            if e.dense.0 == 0 {
-                e.dense = (r as u32 + 1, s);
+        // The dense hits, then the BM25 ones: their places, scores and sessions' best scores.
+        for (kind, hits) in [routes.dense, routes.bm25].into_iter().enumerate() {
+            for (r, &(m, s)) in hits.iter().enumerate() {
+                let e = seen.entry(m).or_insert(UNSEEN);
+                if e.scored[kind].0 == 0 {
+                    e.scored[kind] = (r as u32 + 1, s);
+                }
+                let best = sessions
+                    .entry(session_of(m as usize))
+                    .or_insert([floor_dense, 0.0]);
+                best[kind] = best[kind].max(s);
             }
-            let e = sessions
-                .entry(session_of(m as usize))
-                .or_insert((floor_dense, 0.0));
-            e.0 = e.0.max(s);
-        }
-        for (r, &(m, s)) in routes.bm25.iter().enumerate() {
-            let e = seen.entry(m).or_insert(UNSEEN);
-            if e.bm25.0 == 0 {
-                e.bm25 = (r as u32 + 1, s);
-            }
-            let e = sessions
-                .entry(session_of(m as usize))
-                .or_insert((floor_dense, 0.0));
-            e.1 = e.1.max(s);
         }
         for (l, list) in routes.lists.iter().enumerate() {
             for (r, &m) in list.iter().enumerate() {
@@ -203,15 +197,14 @@ impl Lookups {
     }
 
     fn cosine(&self, seen: Seen) -> f32 {
-        if seen.dense.0 == 0 {
-            self.floor_dense
-        } else {
-            seen.dense.1
+        match seen.scored[DENSE] {
+            (0, _) => self.floor_dense,
+            (_, s) => s,
         }
     }
 
     fn bm25(&self, seen: Seen) -> f32 {
-        seen.bm25.1 / self.best_bm25
+        seen.scored[BM25].1 / self.best_bm25
     }
 
     /// The features of turn `m`.
@@ -243,11 +236,11 @@ impl Lookups {
             .flatten()
             .map(|&n| self.cosine(n))
             .fold(self.floor_dense, f32::max);
-        let (session_dense, session_bm25) = self
+        let [session_dense, session_bm25] = self
             .sessions
             .get(&turn.session)
             .copied()
-            .unwrap_or((self.floor_dense, 0.0));
+            .unwrap_or([self.floor_dense, 0.0]);
         let snapshot = turn
             .snapshots
             .iter()
@@ -259,8 +252,8 @@ impl Lookups {
             dense,
             dense - self.best_dense,
             self.bm25(own),
-            rr(own.dense.0),
-            rr(own.bm25.0),
+            rr(own.scored[DENSE].0),
+            rr(own.scored[BM25].0),
             rr(own.lists[0]),
             rr(own.lists[1]),
             rr(own.lists[2]),
