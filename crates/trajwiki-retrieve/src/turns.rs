@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap;
 use trajwiki_compute::topk::Hit;
 
-/// How many features a turn has.
+/// How many features a turn has (the last, a constant 1, carries the bias).
 pub const FEATURES: usize = 23;
 
 /// The features' names, in order (the fitting script and the dumps use them).
@@ -45,7 +45,8 @@ pub type Features = [f32; FEATURES];
 /// The model's weights, one per feature (the last is the bias): a logistic regression of "this
 /// turn is gold evidence for the question" fitted by `scripts/fit_turns.py` on the LoCoMo
 /// conversations conv-26, conv-30, conv-41 and conv-42 only (MiniLM), so that the others
-/// measure it unseen.
+/// measure it unseen. Another embedding model puts cosines on another scale; the features that
+/// weigh most read them relative to the question's best hit (the gaps), not as they are.
 pub const WEIGHTS: Features = [
     -1.1121,  // dense
     3.1883,   // dense_gap
@@ -84,7 +85,9 @@ pub(crate) struct Routes<'a> {
     pub dense: &'a [Hit],
     /// BM25 hits over raw turns, best first.
     pub bm25: &'a [Hit],
-    /// The other ranked lists, each with its feature slot.
+    /// The other ranked lists, in the order of their features: the structured evidence, the
+    /// turns beside the best direct hits, the named speakers' dense and BM25 turns, the item
+    /// family's turns.
     pub lists: [&'a [u32]; 5],
     /// Per snapshot, its rank in the fused snapshot ranking.
     pub snapshot_rank: &'a FxHashMap<u32, usize>,
