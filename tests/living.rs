@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use chrono::NaiveDate;
 use trajwiki::core::{HashingEmbedder, Namespace, SourceMessage};
 use trajwiki::memory::MemoryConfig;
@@ -100,22 +98,16 @@ fn assert_stream_equals_batch(messages: &[SourceMessage], message_by_message: us
     }
 }
 
-fn message(ns: &Namespace, session: u32, seq: u32, speaker: &str, text: &str) -> SourceMessage {
-    let ts = NaiveDate::from_ymd_opt(2024, 1, 1)
+fn at(session: u32, seq: u32) -> chrono::NaiveDateTime {
+    NaiveDate::from_ymd_opt(2024, 1, 1)
         .unwrap()
         .and_hms_opt(9, 0, seq)
         .unwrap()
-        + chrono::Duration::days(i64::from(session) * 3);
-    SourceMessage::new(
-        ns.clone(),
-        session,
-        seq,
-        speaker.to_string(),
-        text.to_string(),
-        ts,
-        vec![],
-        Some(format!("D{session}:{seq}")),
-    )
+        + chrono::Duration::days(i64::from(session) * 3)
+}
+
+fn message(ns: &Namespace, session: u32, seq: u32, speaker: &str, text: &str) -> SourceMessage {
+    common::turn(ns, session, seq, speaker, text, at(session, seq))
 }
 
 /// A small conversation with entities that recur, a plan carried out, and several sessions.
@@ -159,15 +151,7 @@ fn generated() -> Vec<SourceMessage> {
         ),
         (3, "Maya", "Sure, Harbor Point at ten."),
     ];
-    let mut seq: BTreeMap<u32, u32> = BTreeMap::new();
-    lines
-        .iter()
-        .map(|&(session, speaker, text)| {
-            let s = seq.entry(session).or_default();
-            *s += 1;
-            message(&ns, session, *s, speaker, text)
-        })
-        .collect()
+    common::numbered_turns(&ns, &lines, at)
 }
 
 #[test]

@@ -375,29 +375,13 @@ fn locomo7_builds_with_every_invariant() {
 /// A conversation of `(session, speaker, text)` turns, a week between sessions.
 fn said(turns: &[(u32, &str, &str)]) -> Vec<SourceMessage> {
     let ns = Namespace::new("slots").unwrap();
-    let mut seq = BTreeMap::<u32, u32>::new();
-    turns
-        .iter()
-        .map(|&(session, speaker, text)| {
-            let n = seq.entry(session).or_default();
-            *n += 1;
-            let ts = NaiveDate::from_ymd_opt(2023, 1, 1)
-                .unwrap()
-                .and_hms_opt(10, *n, 0)
-                .unwrap()
-                + chrono::Duration::days(7 * session as i64);
-            SourceMessage::new(
-                ns.clone(),
-                session,
-                *n,
-                speaker.to_string(),
-                text.to_string(),
-                ts,
-                vec![],
-                Some(format!("D{session}:{n}")),
-            )
-        })
-        .collect()
+    common::numbered_turns(&ns, turns, |session, n| {
+        NaiveDate::from_ymd_opt(2023, 1, 1)
+            .unwrap()
+            .and_hms_opt(10, n, 0)
+            .unwrap()
+            + chrono::Duration::days(7 * session as i64)
+    })
 }
 
 #[test]

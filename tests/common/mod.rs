@@ -278,3 +278,42 @@ pub fn write_in_namespace(path: &Path, messages: &[serde_json::Value], ns: &str)
         .collect();
     std::fs::write(path, text).unwrap();
 }
+
+/// A message of a generated conversation: turn `seq` of `session`, its ref "D{session}:{seq}".
+pub fn turn(
+    ns: &trajwiki::core::Namespace,
+    session: u32,
+    seq: u32,
+    speaker: &str,
+    text: &str,
+    at: chrono::NaiveDateTime,
+) -> trajwiki::core::SourceMessage {
+    trajwiki::core::SourceMessage::new(
+        ns.clone(),
+        session,
+        seq,
+        speaker.to_string(),
+        text.to_string(),
+        at,
+        vec![],
+        Some(format!("D{session}:{seq}")),
+    )
+}
+
+/// `(session, speaker, text)` turns as messages, numbered from 1 within their session, each at
+/// the time `at(session, seq)` gives.
+pub fn numbered_turns(
+    ns: &trajwiki::core::Namespace,
+    turns: &[(u32, &str, &str)],
+    at: impl Fn(u32, u32) -> chrono::NaiveDateTime,
+) -> Vec<trajwiki::core::SourceMessage> {
+    let mut seq = std::collections::BTreeMap::<u32, u32>::new();
+    turns
+        .iter()
+        .map(|&(session, speaker, text)| {
+            let n = seq.entry(session).or_default();
+            *n += 1;
+            turn(ns, session, *n, speaker, text, at(session, *n))
+        })
+        .collect()
+}
