@@ -48,7 +48,7 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 # Ray Data for trajwiki.ray's tests on a local cluster (TRAJWIKI_REQUIRE_RAY=1: never skipped).
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest \
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest openapi-spec-validator \
   "ray[data]>=2.40,<3"
 export TRAJWIKI_REQUIRE_RAY=1
 rm -rf target/wheels

@@ -605,32 +605,84 @@ fn openapi_lists_the_routes_it_serves() {
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert!(paths.len() >= 14, "{paths:?}");
-    for (path, methods) in paths {
+    assert_eq!(paths.len(), 18, "{:?}", paths.keys());
+    // (status, error code) of `method` on a documented path.
+    let call = |method: &str, path: &str| -> (u16, Value) {
         let concrete = path
             .replace("{ns}", "nobody")
             .replace("{id}", "trj_0000000000000000");
-        for method in methods.as_object().unwrap().keys() {
-            let url = format!("{}{concrete}", server.url);
-            let req = ureq::request(&method.to_uppercase(), &url).set("Authorization", "Bearer t");
-            let res = if method == "post" {
-                req.set("Content-Type", "application/json")
-                    .send_string("{}")
-            } else {
-                req.call()
-            };
-            let (code, body) = match res {
-                Ok(r) => (r.status(), r.into_string().unwrap()),
-                Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
-                Err(e) => panic!("{method} {url}: {e}"),
-            };
-            let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            assert!(
-                parsed["error"]["code"] != "no_route" && code != 405,
-                "{method} {path}: {code} {body}"
-            );
+        let url = format!("{}{concrete}", server.url);
+        let req = ureq::request(method, &url).set("Authorization", "Bearer t");
+        let res = if method == "GET" {
+            req.call()
+        } else {
+            req.set("Content-Type", "application/json")
+                .send_string("{}")
+        };
+        let (code, body) = match res {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap()),
+            Err(e) => panic!("{method} {url}: {e}"),
+        };
+        (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+    };
+    for (path, item) in paths {
+        let documented = item.as_object().unwrap();
+        for method in ["get", "post", "put", "patch", "delete"] {
+            let (code, body) = call(&method.to_uppercase(), path);
+            match documented.get(method) {
+                // Every documented operation is served, with a summary and the error answer.
+                Some(operation) => {
+                    assert!(
+                        body["error"]["code"] != "no_route" && code != 405,
+                        "{method} {path}: {code} {body}"
+                    );
+                    assert!(
+                        operation["summary"].as_str().is_some_and(|s| !s.is_empty()),
+                        "{method} {path} has no summary"
+                    );
+                    assert_eq!(
+                        operation["responses"]["default"]["$ref"], "#/components/responses/Error",
+                        "{method} {path}"
+                    );
+                }
+                // And no other method is.
+                None => assert_eq!(code, 405, "{method} {path} is served but not documented"),
+            }
         }
     }
+    // The routes outside the document are the viewer's HTML pages, the redirect to it and the
+    // MCP endpoint (its own protocol): every other route is registered with its operation
+    // (utoipa's `routes!`), so the router cannot serve what the document does not list.
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/server/mod.rs"),
+    )
+    .unwrap();
+    let registered = |call: &str| -> Vec<String> {
+        source
+            .match_indices(call)
+            .map(|(at, _)| {
+                let rest = &source[at + call.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+            .collect()
+    };
+    let plain = registered(".route(\"");
+    assert!(!plain.is_empty());
+    for path in &plain {
+        assert!(
+            path == "/" || path.starts_with("/view"),
+            "{path} is routed outside the OpenAPI document"
+        );
+        assert!(!paths.contains_key(path.as_str()));
+    }
+    assert_eq!(registered(".nest_service(\""), ["/mcp"]);
+    assert_eq!(registered(".nest(\""), ["/v1"]);
+    // The request types are in the document: a search's body, with its defaults.
+    let search = &doc["components"]["schemas"]["SearchRequest"];
+    assert_eq!(search["required"], json!(["question"]));
+    assert_eq!(search["properties"]["budget"]["default"], 2700);
+    assert_eq!(search["additionalProperties"], false);
 }
 
 /// (status, content type, body) of a GET.

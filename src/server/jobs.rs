@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -18,7 +17,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use trajwiki_core::Namespace;
 
-use super::{lock, namespace, AppState, Failure, Segments};
+use super::extract::{Body, Id, IdParam, Ns, NsParam};
+use super::{lock, AppState, Failure};
 use crate::api::ApiError;
 use crate::engine::build_config;
 use crate::pipeline::{prefill_messages, BuildOptions};
@@ -97,25 +97,28 @@ impl Job {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BuildRequest {
+    /// Build from the messages, not from the kept state.
     #[serde(default)]
     rebuild: bool,
+    /// Write the index segment through at once.
     #[serde(default)]
     flush: bool,
 }
 
-/// `POST /v1/namespaces/{ns}/build`.
+/// Builds the namespace as a job (202 with its id; 409 while one runs).
+#[utoipa::path(post, path = "/namespaces/{ns}/build", tag = "memory", params(NsParam),
+    request_body = BuildRequest,
+    responses((status = 202, description = "The build's job: `{job, namespace, status}`; 409 while one runs")))]
 pub(super) async fn start_build(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-    body: Result<Json<BuildRequest>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), Failure> {
+    Ns(ns): Ns,
     // A JSON object is required (`{}` for the defaults), as on every route that writes: a
     // page of another site cannot send one without a CORS preflight.
-    let Json(req) = body.map_err(super::rejected)?;
-    let ns = namespace(&ns)?;
+    Body(req): Body<BuildRequest>,
+) -> Result<(StatusCode, Json<Value>), Failure> {
     let job = {
         let mut jobs = lock(&state.jobs);
         if let Some(running) = jobs
@@ -208,10 +211,12 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
         .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))
 }
 
-/// `GET /v1/jobs/{id}`.
+/// A build job: its stage and progress, then its report or error.
+#[utoipa::path(get, path = "/jobs/{id}", tag = "memory", params(IdParam),
+    responses((status = 200, description = "A build job: its stage, texts embedded of those to embed, elapsed time, then its report or error")))]
 pub(super) async fn job(
     State(state): State<Arc<AppState>>,
-    Segments(id): Segments<String>,
+    Id(id): Id,
 ) -> Result<Json<Value>, Failure> {
     let job = lock(&state.jobs).by_id.get(&id).cloned();
     match job {

@@ -15,7 +15,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `GET /health` | `{"status": "ok", "version"}` (no token needed) |
-//! | `GET /openapi.json` | this table as an OpenAPI 3.1 document (no token needed) |
+//! | `GET /openapi.json` | these routes as an OpenAPI 3.1 document, made with the router from the handlers and their request types (utoipa; no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
 //! | `DELETE /v1/namespaces/{ns}` | deletes a namespace for good (as `trajwiki delete`) |
 //! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
@@ -42,19 +42,21 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{Embedder, Namespace};
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -65,10 +67,12 @@ use crate::engine::Model;
 use crate::pipeline::{BuildOptions, PipelineError};
 use crate::trace::TraceError;
 use crate::Engine;
+use extract::{Body, Id, IdParam, Ns, NsParam, Params, Segments};
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
 pub use perimeter::{serve, AllowedHostError, AllowedHosts, Limits};
 
+mod extract;
 mod jobs;
 mod mcp;
 mod perimeter;
@@ -114,6 +118,8 @@ struct AppState {
     /// The store's location as it may appear in an error's text (as given, and absolute),
     /// longest first: taken out of every message a client sees.
     store_names: Vec<String>,
+    /// The OpenAPI document of the routes, made with them.
+    openapi: std::sync::OnceLock<utoipa::openapi::OpenApi>,
 }
 
 impl AppState {
@@ -419,9 +425,33 @@ impl From<TraceError> for Failure {
     }
 }
 
+/// Every failure's body: `{"error": {"code", "message"}}`.
+#[derive(Serialize, ToSchema)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// A failure's stable code and its message.
+#[derive(Serialize, ToSchema)]
+struct ErrorDetail {
+    /// A stable code: bad_request, bad_id, not_found, unknown_namespace, not_built, no_runs,
+    /// not_compiled, model_mismatch, stale, too_large, unauthorized, conflict, read_only,
+    /// no_route, no_history, internal, busy, method_not_allowed, forbidden_host,
+    /// forbidden_origin, timeout, storage_full, …
+    #[schema(value_type = String)]
+    code: &'static str,
+    /// What went wrong, for a person.
+    message: String,
+}
+
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
         (self.status, Json(body)).into_response()
     }
 }
@@ -457,29 +487,39 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .nest_service("/mcp", mcp)
         .route_layer(deadline(limits.request_timeout))
         .route_layer(authorized());
-    let v1 = Router::new()
-        .route("/namespaces", get(namespaces))
-        .route("/namespaces/{ns}", axum::routing::delete(delete_namespace))
-        .route("/embeddings", post(embeddings))
-        .route("/namespaces/{ns}/search", post(search))
-        .route("/namespaces/{ns}/messages", post(append))
-        .route("/namespaces/{ns}/pages", get(pages))
-        .route("/namespaces/{ns}/records/{id}", get(record))
-        .route("/namespaces/{ns}/history/{id}", get(history))
-        .route("/namespaces/{ns}/runs", post(append_runs))
-        .route("/namespaces/{ns}/build", post(jobs::start_build))
-        .route("/jobs/{id}", get(jobs::job))
-        .route("/namespaces/{ns}/runs/context", post(run_context))
-        .route("/namespaces/{ns}/runs/grep", get(run_grep))
-        .route("/namespaces/{ns}/runs/{id}", get(run))
-        .route("/namespaces/{ns}/insights/{id}", get(insight))
+    // The JSON API: each route registered with its OpenAPI operation (utoipa's `routes!` takes
+    // the method and path from the handler's `#[utoipa::path]`), so the document is the router.
+    let (ask_schemas, ask_paths, ask_route) = routes!(ask);
+    let v1 = OpenApiRouter::new()
+        .routes(routes!(namespaces))
+        .routes(routes!(delete_namespace))
+        .routes(routes!(embeddings))
+        .routes(routes!(search))
+        .routes(routes!(append))
+        .routes(routes!(pages))
+        .routes(routes!(record))
+        .routes(routes!(history))
+        .routes(routes!(append_runs))
+        .routes(routes!(jobs::start_build))
+        .routes(routes!(jobs::job))
+        .routes(routes!(run_context))
+        .routes(routes!(run_grep))
+        .routes(routes!(run))
+        .routes(routes!(insight))
         .route_layer(deadline(limits.request_timeout))
         // An answer from a language model may take several of its calls.
-        .route(
-            "/namespaces/{ns}/ask",
-            post(ask).route_layer(deadline(limits.ask_timeout)),
-        )
+        .routes((
+            ask_schemas,
+            ask_paths,
+            ask_route.route_layer(deadline(limits.ask_timeout)),
+        ))
         .route_layer(authorized());
+    let (api, document) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(health))
+        .routes(routes!(openapi))
+        .nest("/v1", v1)
+        .split_for_parts();
+    state.openapi.get_or_init(|| conventions(document));
     let view = Router::new()
         .route("/view", get(view_namespaces))
         .route("/view/{ns}/", get(view_index))
@@ -487,13 +527,10 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .route("/view/{ns}/{*path}", get(view_file))
         .route_layer(deadline(limits.request_timeout))
         .route_layer(authorized());
-    Ok(Router::new()
+    Ok(api
         .route("/", get(to_viewer))
-        .route("/health", get(health))
-        .route("/openapi.json", get(openapi))
         .merge(view)
         .merge(mcp)
-        .nest("/v1", v1)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
@@ -526,6 +563,7 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         jobs: Mutex::new(jobs::Jobs::default()),
         llm: config.llm,
         store_names: store_names(&config.store),
+        openapi: std::sync::OnceLock::new(),
     });
     Ok((state, config.mcp))
 }
@@ -625,6 +663,9 @@ async fn to_viewer() -> axum::response::Redirect {
     axum::response::Redirect::to("/view")
 }
 
+/// Liveness: the server answers.
+#[utoipa::path(get, path = "/health", tag = "server", security(()),
+    responses((status = 200, description = "Alive: `{status, version}`")))]
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
@@ -643,6 +684,9 @@ fn listed(store: &Store) -> Result<Vec<(Namespace, u64, u64)>, Failure> {
     Ok(out)
 }
 
+/// Every namespace with its message and run counts.
+#[utoipa::path(get, path = "/namespaces", tag = "memory",
+    responses((status = 200, description = "Every namespace with its message and run counts: `{namespaces}`")))]
 async fn namespaces(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Failure> {
     state
         .with_store(|_, store| {
@@ -657,13 +701,18 @@ async fn namespaces(State(state): State<Arc<AppState>>) -> Result<Json<Value>, F
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SearchRequest {
+    /// The question.
     question: String,
+    /// The context's size, in whitespace tokens.
     #[serde(default = "default_budget")]
+    #[schema(default = 2700, minimum = 1)]
     budget: usize,
+    /// The retrieval mode (`full` when none).
     #[serde(default)]
+    #[schema(example = "full")]
     mode: Option<String>,
 }
 
@@ -671,13 +720,15 @@ fn default_budget() -> usize {
     2700
 }
 
+/// Evidence for a question: a context under a budget, its sources, the retrieval path.
+#[utoipa::path(post, path = "/namespaces/{ns}/search", tag = "memory", params(NsParam),
+    request_body = SearchRequest,
+    responses((status = 200, description = "Evidence for a question: `{context, evidence, ranking, timings}`")))]
 async fn search(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-    body: Result<Json<SearchRequest>, JsonRejection>,
+    Ns(ns): Ns,
+    Body(req): Body<SearchRequest>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(rejected)?;
-    let ns = namespace(&ns)?;
     let mode = parse_mode(req.mode.as_deref())?;
     if req.budget == 0 {
         return Err(Failure::bad_request("field `budget`: must be at least 1"));
@@ -694,28 +745,37 @@ async fn search(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AskRequest {
+    /// The question.
     question: String,
+    /// The context's size, in whitespace tokens.
     #[serde(default = "default_budget")]
+    #[schema(default = 2700, minimum = 1)]
     budget: usize,
+    /// The retrieval mode (`full` when none).
     #[serde(default)]
+    #[schema(example = "full")]
     mode: Option<String>,
+    /// Have the model reorder the routed pages and the selected trajectories first.
     #[serde(default)]
     rerank: bool,
 }
 
+/// An answer from the server's language model with its cited sources, or an abstention.
+///
 /// A question answered by the server's language model from the namespace's kept index (the
 /// CLI's `ask`: the answer checked against its sources, abstaining when they do not hold it);
 /// without a model, the evidence alone.
+#[utoipa::path(post, path = "/namespaces/{ns}/ask", tag = "memory", params(NsParam),
+    request_body = AskRequest,
+    responses((status = 200, description = "An answer with its cited sources, or an abstention, and the evidence: `{question, status, answer, context, source_refs, evidence, llm}`")))]
 async fn ask(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-    body: Result<Json<AskRequest>, JsonRejection>,
+    Ns(ns): Ns,
+    Body(req): Body<AskRequest>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(rejected)?;
-    let ns = namespace(&ns)?;
     let mode = parse_mode(req.mode.as_deref())?;
     if req.budget == 0 {
         return Err(Failure::bad_request("field `budget`: must be at least 1"));
@@ -757,11 +817,10 @@ fn parse_mode(name: Option<&str>) -> Result<Mode, Failure> {
     }
 }
 
-async fn pages(
-    State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
+/// The namespace's current wiki pages.
+#[utoipa::path(get, path = "/namespaces/{ns}/pages", tag = "memory", params(NsParam),
+    responses((status = 200, description = "The current wiki pages: `{pages}`")))]
+async fn pages(State(state): State<Arc<AppState>>, Ns(ns): Ns) -> Result<Json<Value>, Failure> {
     state
         .with_store(move |_, store| {
             let pages = store.pages(&ns).map_err(Failure::from_store)?;
@@ -789,11 +848,14 @@ async fn pages(
         .await
 }
 
+/// Any record of the namespace by id.
+#[utoipa::path(get, path = "/namespaces/{ns}/records/{id}", tag = "memory", params(NsParam, IdParam),
+    responses((status = 200, description = "Any record by id: `{kind, record}`")))]
 async fn record(
     State(state): State<Arc<AppState>>,
-    Segments((ns, id)): Segments<(String, String)>,
+    Ns(ns): Ns,
+    Id(id): Id,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     state
         .with_store(move |_, store| {
             let found = api::get_in(store, &ns, &id)?;
@@ -804,18 +866,23 @@ async fn record(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct HistoryQuery {
+    /// Only the ops up to this time (`2023-05-08T13:56:00` or a date).
     as_of: Option<String>,
 }
 
+/// A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with its sources.
+#[utoipa::path(get, path = "/namespaces/{ns}/history/{id}", tag = "memory", params(NsParam, IdParam, HistoryQuery),
+    responses((status = 200, description = "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources: `{entries}`")))]
 async fn history(
     State(state): State<Arc<AppState>>,
-    Segments((ns, id)): Segments<(String, String)>,
+    Ns(ns): Ns,
+    Id(id): Id,
     Params(q): Params<HistoryQuery>,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     let as_of = match &q.as_of {
         Some(t) => Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
             Failure::bad_request(format!(
@@ -838,12 +905,17 @@ async fn history(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendRequest {
+    /// The messages, with the ingest fields (`seq` continues the session).
+    #[schema(value_type = Vec<Object>)]
     messages: Value,
+    /// Fold them into the memory now.
     #[serde(default = "yes")]
+    #[schema(default = true)]
     build: bool,
+    /// Write the index segment through at once.
     #[serde(default)]
     flush: bool,
 }
@@ -852,6 +924,8 @@ fn yes() -> bool {
     true
 }
 
+/// Appends messages and folds them into the memory.
+///
 /// Appends messages to a namespace and (unless `build` is false) folds them into its memory:
 /// the work of one message, not of the history, when the namespace's fold is kept from the last
 /// append. Appends to one namespace are serialised; other namespaces and readers go on.
@@ -859,14 +933,16 @@ fn yes() -> bool {
 /// An `Idempotency-Key` header makes a retried request a no-op: each of its messages without
 /// `seq` or `ref` is stored with the ref `KEY#N` (N its place in the list, from 1), by which the
 /// retry finds it (`unchanged`).
+#[utoipa::path(post, path = "/namespaces/{ns}/messages", tag = "memory", params(NsParam,
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried request a no-op")),
+    request_body = AppendRequest,
+    responses((status = 200, description = "Appended and folded into the memory: `{added, unchanged, built}`")))]
 async fn append(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
+    Ns(ns): Ns,
     headers: axum::http::HeaderMap,
-    body: Result<Json<AppendRequest>, JsonRejection>,
+    Body(req): Body<AppendRequest>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(rejected)?;
-    let ns = namespace(&ns)?;
     if !req.messages.is_array() {
         return Err(Failure::bad_request(
             "field `messages`: expected a list of message objects",
@@ -902,24 +978,31 @@ async fn append(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AppendRunsRequest {
+    /// The runs, with the runs JSONL fields.
+    #[schema(value_type = Vec<Object>)]
     runs: Vec<Value>,
+    /// Compile them now (the deterministic compiler).
     #[serde(default = "yes")]
+    #[schema(default = true)]
     compile: bool,
 }
 
+/// Appends agent runs and compiles them.
+///
 /// Appends agent runs to a namespace and (unless `compile` is false) compiles them with the
 /// deterministic compiler: the work of these runs, not of the namespace's others. Serialised
 /// with the namespace's other writes.
+#[utoipa::path(post, path = "/namespaces/{ns}/runs", tag = "runs", params(NsParam),
+    request_body = AppendRunsRequest,
+    responses((status = 200, description = "Appended and compiled: `{added, unchanged, compiled}`")))]
 async fn append_runs(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-    body: Result<Json<AppendRunsRequest>, JsonRejection>,
+    Ns(ns): Ns,
+    Body(req): Body<AppendRunsRequest>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(rejected)?;
-    let ns = namespace(&ns)?;
     let mut text = String::new();
     for (i, run) in req.runs.iter().enumerate() {
         let Some(fields) = run.as_object() else {
@@ -969,77 +1052,28 @@ async fn append_runs(
         .await
 }
 
-/// The route's path parameters, as [`Path`] reads them; one that cannot be read (a segment
-/// that is not UTF-8 once decoded) is a JSON failure like every other.
-pub(super) struct Segments<T>(pub T);
-
-impl<T, S> axum::extract::FromRequestParts<S> for Segments<T>
-where
-    T: serde::de::DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = Failure;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Failure> {
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(value)) => Ok(Segments(value)),
-            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
-        }
-    }
-}
-
-/// The request's query string, as [`Query`] reads it; one that cannot be read (an unknown
-/// parameter, a number that is not one) is a JSON failure like every other.
-struct Params<T>(T);
-
-impl<T, S> axum::extract::FromRequestParts<S> for Params<T>
-where
-    T: serde::de::DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = Failure;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Failure> {
-        match Query::<T>::from_request_parts(parts, state).await {
-            Ok(Query(value)) => Ok(Params(value)),
-            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
-        }
-    }
-}
-
-/// A body that could not be read as the route's JSON.
-fn rejected(e: JsonRejection) -> Failure {
-    let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        "too_large"
-    } else {
-        "bad_request"
-    };
-    Failure::new(e.status(), code, e.body_text())
-}
-
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ContextRequest {
+    /// The new task.
     task: String,
+    /// How many similar runs to draw on.
     #[serde(default)]
     similar: Option<usize>,
+    /// The context's size, in whitespace tokens.
     #[serde(default)]
     budget: Option<usize>,
 }
 
+/// The first context for a new task from the compiled runs.
+#[utoipa::path(post, path = "/namespaces/{ns}/runs/context", tag = "runs", params(NsParam),
+    request_body = ContextRequest,
+    responses((status = 200, description = "The first context for a new task from the compiled runs: `{insights, omitted, similar, text}`")))]
 async fn run_context(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
-    body: Result<Json<ContextRequest>, JsonRejection>,
+    Ns(ns): Ns,
+    Body(req): Body<ContextRequest>,
 ) -> Result<Json<Value>, Failure> {
-    let Json(req) = body.map_err(rejected)?;
-    let ns = namespace(&ns)?;
     trajwiki_core::limits::QUESTION_BYTES
         .check(req.task.len())
         .map_err(|e| Failure::from(ApiError::Limit(e)))?;
@@ -1066,11 +1100,14 @@ async fn run_context(
         .await
 }
 
+/// A run with every step, its compilation and insights.
+#[utoipa::path(get, path = "/namespaces/{ns}/runs/{id}", tag = "runs", params(NsParam, IdParam),
+    responses((status = 200, description = "A run with every step, its compilation and insights")))]
 async fn run(
     State(state): State<Arc<AppState>>,
-    Segments((ns, id)): Segments<(String, String)>,
+    Ns(ns): Ns,
+    Id(id): Id,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     let id = trajwiki_core::RunId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
     state
         .with_store(move |_, store| {
@@ -1084,11 +1121,14 @@ async fn run(
         .await
 }
 
+/// An insight with its compilation, its run and the steps it cites.
+#[utoipa::path(get, path = "/namespaces/{ns}/insights/{id}", tag = "runs", params(NsParam, IdParam),
+    responses((status = 200, description = "An insight, its compilation, its run and the steps it cites")))]
 async fn insight(
     State(state): State<Arc<AppState>>,
-    Segments((ns, id)): Segments<(String, String)>,
+    Ns(ns): Ns,
+    Id(id): Id,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     let id = trajwiki_core::InsightId::parse(&id).map_err(|e| Failure::from(ApiError::Id(e)))?;
     state
         .with_store(move |_, store| {
@@ -1102,11 +1142,15 @@ async fn insight(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct GrepQuery {
+    /// The exact text to find.
     pattern: String,
+    /// At most this many hits (1,000 at most).
     #[serde(default = "default_grep_limit")]
+    #[param(default = 20)]
     limit: usize,
 }
 
@@ -1114,12 +1158,14 @@ fn default_grep_limit() -> usize {
     20
 }
 
+/// Exact search of every run's task, actions and observations.
+#[utoipa::path(get, path = "/namespaces/{ns}/runs/grep", tag = "runs", params(NsParam, GrepQuery),
+    responses((status = 200, description = "Exact matches in every run's task, actions and observations: `{hits}`")))]
 async fn run_grep(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
+    Ns(ns): Ns,
     Params(q): Params<GrepQuery>,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     if q.pattern.is_empty() {
         return Err(Failure::bad_request("`pattern`: must not be empty"));
     }
@@ -1134,11 +1180,13 @@ async fn run_grep(
         .await
 }
 
+/// Deletes a namespace for good (as `trajwiki delete`).
+#[utoipa::path(delete, path = "/namespaces/{ns}", tag = "memory", params(NsParam),
+    responses((status = 200, description = "Deleted for good: `{deleted, messages, runs, scrubbed}`")))]
 async fn delete_namespace(
     State(state): State<Arc<AppState>>,
-    Segments(ns): Segments<String>,
+    Ns(ns): Ns,
 ) -> Result<Json<Value>, Failure> {
-    let ns = namespace(&ns)?;
     state
         .with_store(move |state, store| {
             // Not while the namespace is being appended to; its kept fold goes with it.
@@ -1170,25 +1218,45 @@ async fn delete_namespace(
         .await
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 struct EmbeddingsRequest {
+    /// A text or a list of texts.
+    #[schema(schema_with = one_or_more_texts)]
     input: Value,
+    /// The server's model, when given (another is refused).
     #[serde(default)]
     model: Option<String>,
+    /// `float`, the only one served.
     #[serde(default)]
+    #[schema(example = "float")]
     encoding_format: Option<String>,
+}
+
+/// A text or a list of texts (the embeddings request's `input`).
+fn one_or_more_texts() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let text = || ObjectBuilder::new().schema_type(Type::String);
+    utoipa::openapi::Schema::OneOf(
+        OneOfBuilder::new()
+            .item(text())
+            .item(ArrayBuilder::new().items(text()))
+            .build(),
+    )
 }
 
 /// At most this many texts in one embeddings request.
 const MAX_EMBED_INPUTS: usize = 2048;
 
+/// OpenAI-compatible embeddings with the server's model.
+///
 /// OpenAI's `POST /v1/embeddings`, so that existing embedding clients can use the engine: the
 /// server's model embeds the texts as documents (unit vectors, as float lists).
+#[utoipa::path(post, path = "/embeddings", tag = "embeddings", request_body = EmbeddingsRequest,
+    responses((status = 200, description = "OpenAI-compatible embeddings with the server's model", body = EmbeddingsResponse)))]
 async fn embeddings(
     State(state): State<Arc<AppState>>,
-    body: Result<Json<EmbeddingsRequest>, JsonRejection>,
+    Body(req): Body<EmbeddingsRequest>,
 ) -> Result<Response, Failure> {
-    let Json(req) = body.map_err(rejected)?;
     let embedder = state.embedder()?;
     let served = embedder.model_id().to_string();
     if let Some(m) = req.model.as_deref().filter(|m| *m != served) {
@@ -1269,22 +1337,24 @@ async fn embeddings(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, ToSchema)]
 struct EmbeddingItem {
+    #[schema(value_type = String, example = "embedding")]
     object: &'static str,
     index: usize,
     embedding: Vec<f32>,
 }
 
 /// Token counts are whitespace words (the model's own tokenizer is not consulted).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, ToSchema)]
 struct Usage {
     prompt_tokens: usize,
     total_tokens: usize,
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, ToSchema)]
 struct EmbeddingsResponse {
+    #[schema(value_type = String, example = "list")]
     object: &'static str,
     data: Vec<EmbeddingItem>,
     model: String,
@@ -1292,91 +1362,71 @@ struct EmbeddingsResponse {
 }
 
 /// The routes as an OpenAPI 3.1 document.
-async fn openapi() -> Json<Value> {
-    Json(openapi_document())
+#[utoipa::path(get, path = "/openapi.json", tag = "server", security(()),
+    responses((status = 200, description = "This document (OpenAPI 3.1)")))]
+async fn openapi(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<utoipa::openapi::OpenApi>, Failure> {
+    let document = state.openapi.get().cloned();
+    document
+        .map(Json)
+        .ok_or_else(|| Failure::internal("the OpenAPI document is made with the router"))
 }
 
-/// The OpenAPI document of [`router`]'s routes (a test checks that every path it lists is
-/// served).
-pub fn openapi_document() -> Value {
-    let ns = json!({"name": "ns", "in": "path", "required": true, "schema": {"type": "string"},
-        "description": "The namespace (one user's or agent's memory)."});
-    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"},
-        "description": "A record id: its prefix (pg_, trj_, snp_, clm_, op_, msg_, run_, cmp_, ins_) names its kind."});
-    let body = |props: Value, required: Value| {
-        json!({"required": true, "content": {"application/json": {"schema": {
-            "type": "object", "properties": props, "required": required,
-            "additionalProperties": false}}}})
-    };
-    let ok = |what: &str| json!({"200": {"description": what}, "default": {"$ref": "#/components/responses/Error"}});
-    json!({
-        "openapi": "3.1.0",
-        "info": {"title": "trajwiki", "version": env!("CARGO_PKG_VERSION"),
-            "description": "Long-term memory for LLM agents that never loses the path back to its evidence."},
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "responses": {"Error": {"description": "An error with a stable code", "content": {"application/json": {"schema": {
-                "type": "object", "properties": {"error": {"type": "object", "properties": {
-                    "code": {"type": "string", "enum": ["bad_request", "bad_id", "not_found", "unknown_namespace",
-                        "not_built", "no_runs", "not_compiled", "model_mismatch", "stale", "too_large",
-                        "unauthorized", "conflict", "read_only", "no_route", "no_history", "internal",
-                        "busy", "method_not_allowed", "forbidden_host", "forbidden_origin", "timeout"]},
-                    "message": {"type": "string"}}}}}}}}}
-        },
-        "security": [{"bearer": []}],
-        "paths": {
-            "/health": {"get": {"summary": "Liveness", "security": [], "responses": ok("{status, version}")}},
-            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": ok("OpenAPI 3.1")}},
-            "/v1/namespaces": {"get": {"summary": "Every namespace with its message and run counts", "responses": ok("{namespaces}")}},
-            "/v1/namespaces/{ns}": {"delete": {"summary": "Delete a namespace for good", "parameters": [ns], "responses": ok("{deleted, messages, runs}")}},
-            "/v1/embeddings": {"post": {"summary": "OpenAI-compatible embeddings with the server's model",
-                "requestBody": body(json!({"input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-                    "model": {"type": "string"}, "encoding_format": {"const": "float"}}), json!(["input"])),
-                "responses": ok("{object, data: [{index, embedding}], model, usage}")}},
-            "/v1/namespaces/{ns}/messages": {"post": {"summary": "Append messages and fold them into the memory",
-                "parameters": [ns],
-                "requestBody": body(json!({"messages": {"type": "array", "items": {"type": "object"}},
-                    "build": {"type": "boolean", "default": true}, "flush": {"type": "boolean", "default": false}}), json!(["messages"])),
-                "responses": ok("{added, unchanged, built}")}},
-            "/v1/namespaces/{ns}/search": {"post": {"summary": "Evidence for a question: context under a budget, its sources, the retrieval path",
-                "parameters": [ns],
-                "requestBody": body(json!({"question": {"type": "string"}, "budget": {"type": "integer", "default": 2700, "minimum": 1},
-                    "mode": {"type": "string", "default": "full"}}), json!(["question"])),
-                "responses": ok("{context, evidence, ranking, timings}")}},
-            "/v1/namespaces/{ns}/ask": {"post": {"summary": "An answer from the server's language model with its cited sources, or an abstention; the evidence",
-                "parameters": [ns],
-                "requestBody": body(json!({"question": {"type": "string"}, "budget": {"type": "integer", "default": 2700, "minimum": 1},
-                    "mode": {"type": "string", "default": "full"}, "rerank": {"type": "boolean", "default": false}}), json!(["question"])),
-                "responses": ok("{question, status, answer, context, source_refs, evidence, pages, trajectories, llm}")}},
-            "/v1/namespaces/{ns}/pages": {"get": {"summary": "The current wiki pages", "parameters": [ns], "responses": ok("{pages}")}},
-            "/v1/namespaces/{ns}/records/{id}": {"get": {"summary": "Any record by id", "parameters": [ns, id], "responses": ok("{kind, record}")}},
-            "/v1/namespaces/{ns}/history/{id}": {"get": {"summary": "A trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources",
-                "parameters": [ns, id, {"name": "as_of", "in": "query", "schema": {"type": "string"}, "description": "Only ops up to this time"}],
-                "responses": ok("{entries}")}},
-            "/v1/namespaces/{ns}/build": {"post": {"summary": "Build the namespace as a job; 202 with the job's id, 409 while one runs",
-                "parameters": [ns],
-                "requestBody": body(json!({"rebuild": {"type": "boolean", "default": false}, "flush": {"type": "boolean", "default": false}}), json!([])),
-                "responses": {"202": {"description": "{job, namespace, status}"}}}},
-            "/v1/jobs/{id}": {"get": {"summary": "A build job: stage, progress, then its report or error",
-                "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
-                "responses": ok("{job, namespace, status, stage, embedded, to_embed, elapsed_ms, report?, error?}")}},
-            "/v1/namespaces/{ns}/runs": {"post": {"summary": "Append agent runs and compile them (deterministic compiler)",
-                "parameters": [ns],
-                "requestBody": body(json!({"runs": {"type": "array", "items": {"type": "object"}},
-                    "compile": {"type": "boolean", "default": true}}), json!(["runs"])),
-                "responses": ok("{added, unchanged, compiled}")}},
-            "/v1/namespaces/{ns}/runs/context": {"post": {"summary": "The first context for a new task from the compiled runs",
-                "parameters": [ns],
-                "requestBody": body(json!({"task": {"type": "string"}, "similar": {"type": "integer"}, "budget": {"type": "integer"}}), json!(["task"])),
-                "responses": ok("{insights, omitted, similar, text}")}},
-            "/v1/namespaces/{ns}/runs/grep": {"get": {"summary": "Exact search of every run's task, actions and observations",
-                "parameters": [ns, {"name": "pattern", "in": "query", "required": true, "schema": {"type": "string"}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 20}}],
-                "responses": ok("{hits}")}},
-            "/v1/namespaces/{ns}/runs/{id}": {"get": {"summary": "A run with every step, its compilation and insights", "parameters": [ns, id], "responses": ok("{run, outcome, compilation, insights}")}},
-            "/v1/namespaces/{ns}/insights/{id}": {"get": {"summary": "An insight, its compilation, its run and the steps it cites", "parameters": [ns, id], "responses": ok("{insight, compilation, run, cited_steps}")}}
+/// The document's frame; the routes add their operations (see [`router`]).
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "trajwiki",
+        description = "Long-term memory for LLM agents that never loses the path back to its evidence."
+    ),
+    security(("bearer" = [])),
+    components(schemas(ErrorBody))
+)]
+struct ApiDoc;
+
+/// What every operation shares, added to `document`: the bearer token's scheme, and the error
+/// answer (`{"error": {"code", "message"}}`) as each operation's default response.
+fn conventions(mut document: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let components = document.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+    );
+    components.responses.insert(
+        "Error".into(),
+        ResponseBuilder::new()
+            .description("An error with a stable code")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+            .into(),
+    );
+    for item in document.paths.paths.values_mut() {
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            operation
+                .responses
+                .responses
+                .entry("default".into())
+                .or_insert_with(|| Ref::from_response_name("Error").into());
         }
-    })
+    }
+    document
 }
 
 /// An HTML answer.
