@@ -39,6 +39,7 @@ mod error;
 mod fold;
 mod llm;
 mod memory;
+mod migrate;
 mod pg;
 mod raw;
 mod read;
@@ -71,17 +72,6 @@ use error::SqlContext;
 /// The database file inside a store directory.
 pub const DB_FILE: &str = "trajwiki.db";
 
-/// Schema migrations, in order; the schema version is the number applied.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../migrations/0001_init.sql"),
-    include_str!("../migrations/0002_fold.sql"),
-    include_str!("../migrations/0003_vectors.sql"),
-    include_str!("../migrations/0004_namespace_lists.sql"),
-    include_str!("../migrations/0005_application_id.sql"),
-    include_str!("../migrations/0006_llm_responses.sql"),
-    include_str!("../migrations/0007_changes.sql"),
-];
-
 /// SQLite's application id of a trajwiki database ("TWKI"), set by migration 5.
 const APPLICATION_ID: i64 = 0x5457_4b49;
 
@@ -89,7 +79,7 @@ const APPLICATION_ID: i64 = 0x5457_4b49;
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The newest schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+pub const SCHEMA_VERSION: u32 = migrate::SQLITE.latest();
 
 /// Where a store lives: a directory (SQLite) or a PostgreSQL server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,12 +362,12 @@ impl Store {
             .ctx("enabling memory-mapped reads")?;
         conn.pragma_update(None, "cache_size", -65536)
             .ctx("sizing the page cache")?;
-        let mut conn = conn;
+        let conn = Db::Sqlite(conn);
         if !read_only {
-            migrate(&mut conn, &path)?;
+            migrate::SQLITE.apply(&conn, &path)?;
         }
         Ok(Store {
-            conn: Db::Sqlite(conn),
+            conn,
             files: dir.join(VECTOR_DIR),
             dir,
             read_only,
@@ -695,33 +685,6 @@ fn check_header(path: &Path, len: u64) -> Result<()> {
     Ok(())
 }
 
-/// Applies the pending migrations, each in a transaction that holds the write lock from its
-/// start, so that processes opening the store at once apply each migration once.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
-    loop {
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .ctx("starting a migration")?;
-        let found: u32 = tx
-            .pragma_query_value(None, "user_version", |row| row.get(0))
-            .ctx("reading the schema version")?;
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                path: path.to_path_buf(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        let Some(sql) = MIGRATIONS.get(found as usize) else {
-            return Ok(());
-        };
-        tx.execute_batch(sql).ctx("applying a migration")?;
-        tx.pragma_update(None, "user_version", found + 1)
-            .ctx("recording the schema version")?;
-        tx.commit().ctx("committing a migration")?;
-    }
-}
-
 /// Makes a new store's database in `dir`: written whole under a name of its own, then linked
 /// into place unless another process was first (its database is then the store's).
 fn create(dir: &Path) -> Result<()> {
@@ -735,14 +698,17 @@ fn create(dir: &Path) -> Result<()> {
         source,
     };
     let made = (|| -> Result<()> {
-        let mut conn = Connection::open(&tmp).ctx("creating the database")?;
+        let conn = Connection::open(&tmp).ctx("creating the database")?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .ctx("enabling WAL mode")?;
-        migrate(&mut conn, &path)?;
-        // Closing checkpoints the log into the file and removes it.
-        conn.close()
-            .map_err(|(_, e)| e)
-            .ctx("closing the new database")?;
+        let db = Db::Sqlite(conn);
+        migrate::SQLITE.apply(&db, &path)?;
+        if let Db::Sqlite(conn) = db {
+            // Closing checkpoints the log into the file and removes it.
+            conn.close()
+                .map_err(|(_, e)| e)
+                .ctx("closing the new database")?;
+        }
         match std::fs::hard_link(&tmp, &path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),

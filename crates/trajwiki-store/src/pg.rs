@@ -22,17 +22,8 @@ use crate::db::Db;
 use crate::error::{Result, SqlContext, StoreError};
 use crate::{Access, Store};
 
-/// PostgreSQL schema migrations, in order.
-const MIGRATIONS: &[&str] = &[
-    include_str!("../migrations/postgres/0001_init.sql"),
-    include_str!("../migrations/postgres/0002_changes.sql"),
-];
-
 /// The newest PostgreSQL schema version this build reads and writes.
-pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
-
-/// The advisory lock key migrations hold (writers hold [`crate::db`]'s).
-const MIGRATION_LOCK: i64 = 0x5457_4b4d;
+pub const SCHEMA_VERSION: u32 = crate::migrate::POSTGRES.latest();
 
 /// The URL without its password, for messages.
 pub(crate) fn redact(url: &str) -> String {
@@ -75,7 +66,7 @@ pub(crate) fn open(url: &str, access: Access) -> Result<Store> {
         conn.execute_batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
             .ctx("opening the database read only")?;
     } else {
-        migrate(&conn, &shown)?;
+        crate::migrate::POSTGRES.apply(&conn, &shown)?;
     }
     let files = std::env::temp_dir()
         .join("trajwiki-postgres")
@@ -91,7 +82,7 @@ pub(crate) fn open(url: &str, access: Access) -> Result<Store> {
 /// The schema version of a trajwiki database, 0 for an empty one that `may_create` allows to
 /// become one; [`StoreError::Foreign`] for a database holding anything else, and
 /// [`StoreError::NotAStore`] for an empty one that may not be created.
-fn identify(conn: &Db, shown: &std::path::Path, may_create: bool) -> Result<u32> {
+pub(crate) fn identify(conn: &Db, shown: &std::path::Path, may_create: bool) -> Result<u32> {
     let ours: bool = conn
         .query_row(
             "SELECT to_regclass('trajwiki_schema') IS NOT NULL",
@@ -120,58 +111,6 @@ fn identify(conn: &Db, shown: &std::path::Path, may_create: bool) -> Result<u32>
                 "its schema holds {n} tables of another program (no trajwiki_schema table)"
             ),
         }),
-    }
-}
-
-/// Applies the pending migrations, each in one transaction under an advisory lock, so that
-/// processes opening the store at once apply each migration once.
-fn migrate(conn: &Db, shown: &std::path::Path) -> Result<()> {
-    loop {
-        conn.execute_batch("BEGIN").ctx("starting a migration")?;
-        let step = (|| -> Result<bool> {
-            conn.query_row("SELECT pg_advisory_xact_lock(?1)", [MIGRATION_LOCK], |_| {
-                Ok(())
-            })
-            .ctx("locking the schema")?;
-            let found = identify(conn, shown, true)?;
-            if found > SCHEMA_VERSION {
-                return Err(StoreError::NewerSchema {
-                    path: shown.to_path_buf(),
-                    found,
-                    supported: SCHEMA_VERSION,
-                });
-            }
-            let Some(sql) = MIGRATIONS.get(found as usize) else {
-                return Ok(false);
-            };
-            conn.execute_batch(sql).ctx("applying a migration")?;
-            if found == 0 {
-                conn.execute(
-                    "INSERT INTO trajwiki_schema (id, application, version) VALUES (1, 'trajwiki', 1)",
-                    (),
-                )
-                .ctx("recording the schema version")?;
-            } else {
-                conn.execute(
-                    "UPDATE trajwiki_schema SET version = ?1",
-                    [i64::from(found) + 1],
-                )
-                .ctx("recording the schema version")?;
-            }
-            Ok(true)
-        })();
-        match step {
-            Ok(more) => {
-                conn.execute_batch("COMMIT").ctx("committing a migration")?;
-                if !more {
-                    return Ok(());
-                }
-            }
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e);
-            }
-        }
     }
 }
 

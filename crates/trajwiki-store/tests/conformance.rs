@@ -1598,3 +1598,200 @@ fn changes_since_a_cursor_merge_into_a_full_read(fresh: Fresh) {
     }
     eprintln!("histories: {seen:?}");
 }
+
+/// A migrated database's schema: per table, its columns and its indexes' columns (the indexes of
+/// primary keys and unique constraints included), each sorted, and whether each index is unique.
+type Schema = BTreeMap<String, (Vec<String>, Vec<(Vec<String>, bool)>)>;
+
+/// The rows of a one-column SQLite query.
+fn column(conn: &Connection, sql: &str) -> Vec<String> {
+    conn.prepare(sql)
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// The schema of the SQLite database at `path`.
+fn sqlite_schema(path: &std::path::Path) -> Schema {
+    let conn = Connection::open(path).unwrap();
+    let mut schema = Schema::new();
+    let tables = column(
+        &conn,
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+    );
+    for table in tables {
+        let mut columns = column(
+            &conn,
+            &format!("SELECT name FROM pragma_table_info('{table}')"),
+        );
+        columns.sort();
+        let mut keys: Vec<(Vec<String>, bool)> = conn
+            .prepare(&format!(
+                "SELECT name, \"unique\" FROM pragma_index_list('{table}')"
+            ))
+            .unwrap()
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .map(|(index, unique)| {
+                let sql = format!("SELECT name FROM pragma_index_info('{index}') ORDER BY seqno");
+                (column(&conn, &sql), unique)
+            })
+            .collect();
+        // An INTEGER PRIMARY KEY is the rowid itself: a key without an index.
+        let pk = column(
+            &conn,
+            &format!("SELECT name FROM pragma_table_info('{table}') WHERE pk > 0 ORDER BY pk"),
+        );
+        if !pk.is_empty() && !keys.iter().any(|(k, _)| *k == pk) {
+            keys.push((pk, true));
+        }
+        keys.sort();
+        schema.insert(table, (columns, keys));
+    }
+    schema
+}
+
+/// The schema of a fresh store of `fresh`'s backend, once migrated.
+fn migrated_schema(fresh: &Fresh) -> Schema {
+    drop(fresh.open());
+    let mut schema = Schema::new();
+    match fresh.backend {
+        Backend::Sqlite => schema = sqlite_schema(&fresh.location.join(DB_FILE)),
+        Backend::Postgres => {
+            let url = fresh.location.to_str().unwrap();
+            let mut client = ::postgres::Client::connect(url, ::postgres::NoTls).unwrap();
+            let tables: Vec<String> = client
+                .query(
+                    "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema()",
+                    &[],
+                )
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            for table in tables {
+                let mut columns: Vec<String> = client
+                    .query(
+                        "SELECT column_name::text FROM information_schema.columns \
+                         WHERE table_schema = current_schema() AND table_name = $1",
+                        &[&table],
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                columns.sort();
+                let mut keys: Vec<(Vec<String>, bool)> = client
+                    .query(
+                        "SELECT array_agg(a.attname::text ORDER BY k.n), bool_and(i.indisunique) \
+                         FROM pg_index i \
+                         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) \
+                         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+                         WHERE i.indrelid = $1::text::regclass GROUP BY i.indexrelid",
+                        &[&table],
+                    )
+                    .unwrap()
+                    .iter()
+                    .map(|r| (r.get(0), r.get(1)))
+                    .collect();
+                keys.sort();
+                schema.insert(table, (columns, keys));
+            }
+        }
+    }
+    schema
+}
+
+#[test]
+fn both_backends_migrate_to_the_same_schema() {
+    let Some(postgres) = Fresh::new(Backend::Postgres) else {
+        return;
+    };
+    let mut sqlite = migrated_schema(&Fresh::new(Backend::Sqlite).unwrap());
+    let mut postgres = migrated_schema(&postgres);
+    // What each backend keeps its own way, by design: the schema version (SQLite's
+    // `user_version`, a table on PostgreSQL), the generation clock (a one-row table on SQLite, a
+    // sequence on PostgreSQL) and the vectors (files beside an SQLite database, rows in
+    // PostgreSQL).
+    assert!(sqlite.remove("generation_clock").is_some());
+    assert!(postgres.remove("trajwiki_schema").is_some());
+    assert!(postgres.remove("vector_chunks").is_some());
+    // SQLite's implicit rowid is a column on PostgreSQL where the store reads ingest order by it:
+    // a unique key there, and the last column of each SQLite index that is not unique (as SQLite
+    // stores every index).
+    for (table, (columns, keys)) in sqlite.iter_mut() {
+        if postgres[table].0.iter().any(|c| c == "rowid") {
+            columns.push("rowid".into());
+            columns.sort();
+            for (key, unique) in keys.iter_mut() {
+                if !*unique {
+                    key.push("rowid".into());
+                }
+            }
+            keys.push((vec!["rowid".into()], true));
+            keys.sort();
+        }
+    }
+    assert_eq!(
+        sqlite.keys().collect::<Vec<_>>(),
+        postgres.keys().collect::<Vec<_>>()
+    );
+    for (table, sqlite) in &sqlite {
+        assert_eq!(sqlite.0, postgres[table].0, "{table}: columns");
+        // Uniqueness is compared where it is enforced alike: SQLite's non-unique indexes carry
+        // the rowid, so their columns are a key either way.
+        let keys = |k: &[(Vec<String>, bool)]| k.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&sqlite.1),
+            keys(&postgres[table].1),
+            "{table}: indexes"
+        );
+        assert_eq!(
+            sqlite.1.iter().filter(|(_, u)| *u).count(),
+            postgres[table].1.iter().filter(|(_, u)| *u).count(),
+            "{table}: unique indexes"
+        );
+    }
+}
+
+#[test]
+fn a_database_of_every_earlier_sqlite_version_upgrades_to_the_same_schema() {
+    let fresh = Fresh::new(Backend::Sqlite).unwrap();
+    drop(fresh.open());
+    let newest = sqlite_schema(&fresh.location.join(DB_FILE));
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut steps: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        .collect();
+    steps.sort();
+    assert_eq!(steps.len() as u32, SCHEMA_VERSION);
+    for version in 1..SCHEMA_VERSION {
+        // A database as a build of that version left it: its migrations and its version.
+        let old = tempfile::tempdir().unwrap();
+        let conn = Connection::open(old.path().join(DB_FILE)).unwrap();
+        for step in &steps[..version as usize] {
+            conn.execute_batch(&std::fs::read_to_string(step).unwrap())
+                .unwrap();
+        }
+        conn.pragma_update(None, "user_version", version).unwrap();
+        drop(conn);
+        let store = Store::open(old.path()).unwrap();
+        assert_eq!(
+            store.schema_version().unwrap(),
+            SCHEMA_VERSION,
+            "from {version}"
+        );
+        assert!(store.check().unwrap().ok(), "from {version}");
+        drop(store);
+        assert_eq!(
+            sqlite_schema(&old.path().join(DB_FILE)),
+            newest,
+            "upgraded from version {version}"
+        );
+    }
+}
