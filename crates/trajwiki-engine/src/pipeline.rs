@@ -8,7 +8,7 @@ use trajwiki_memory::{
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig, TrajState, TrajStateV1,
 };
 use trajwiki_store::{
-    FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype,
+    FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype, VectorFileInfo,
 };
 
 /// A failure of [`build_namespace`].
@@ -267,19 +267,30 @@ pub fn sync_vectors(
     embedder: &dyn Embedder,
     dtype: VectorDtype,
 ) -> Result<usize, PipelineError> {
+    synced_vectors(store, ns, embedder, dtype).map(|(appended, _)| appended)
+}
+
+/// [`sync_vectors`], with the vector file's record as it left it (`None` without one).
+fn synced_vectors(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    dtype: VectorDtype,
+) -> Result<(usize, Option<VectorFileInfo>), PipelineError> {
     let model = embedder.model_id().to_string();
-    let after = match store.checked_vector_file(ns, &model) {
-        Ok(info) => info.map_or(0, |i| i.last_rowid),
+    let held = match store.checked_vector_file(ns, &model) {
+        Ok(info) => info,
         // A damaged file (cut short, unreadable) is derived state: written again.
         Err(StoreError::Corrupt { .. } | StoreError::VectorFile { .. }) => {
             store.reset_vectors(ns, &model)?;
-            0
+            None
         }
         Err(e) => return Err(e.into()),
     };
+    let after = held.as_ref().map_or(0, |i| i.last_rowid);
     let arrived = store.messages_after(ns, after)?;
     if arrived.is_empty() {
-        return Ok(0);
+        return Ok((0, held));
     }
     let texts: Vec<String> = arrived.iter().map(|(_, m)| m.embedding_text()).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -290,12 +301,12 @@ pub fn sync_vectors(
         .map(|((rowid, _), v)| (*rowid, v.as_slice()))
         .collect();
     match store.append_vectors(ns, &model, dtype, embedder.dim(), &rows) {
-        Ok(_) => Ok(rows.len()),
+        Ok(info) => Ok((rows.len(), Some(info))),
         // Another process appended the same messages' rows first: the file is current up to
         // them, and what it lacks, if anything, is appended from there.
         Err(StoreError::Conflict {
             kind: "vector row", ..
-        }) => sync_vectors(store, ns, embedder, dtype),
+        }) => synced_vectors(store, ns, embedder, dtype),
         Err(e) => Err(e.into()),
     }
 }
@@ -311,9 +322,21 @@ pub fn sync_ann(
     embedder: &dyn Embedder,
     threshold: usize,
 ) -> Result<usize, PipelineError> {
+    let held = store.vector_file(ns, embedder.model_id())?;
+    ann_from(store, ns, embedder, threshold, held)
+}
+
+/// [`sync_ann`] from the vector file's record `held` (read by the caller).
+fn ann_from(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    threshold: usize,
+    held: Option<VectorFileInfo>,
+) -> Result<usize, PipelineError> {
     let model = embedder.model_id().to_string();
     // Decided on the record alone: an append that needs no new index maps nothing.
-    let Some(info) = store.vector_file(ns, &model)? else {
+    let Some(info) = held else {
         return Ok(0);
     };
     let fresh = info.ann_rows > 0 && info.rows - info.ann_rows <= info.ann_rows / 10;
@@ -596,8 +619,10 @@ fn build_once(
         );
         report.commit_ms = commit(store, ns, &batch)?;
     }
-    report.vectors_appended = sync_vectors(store, ns, embedder, options.vectors)?;
-    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold)?;
+    // The vector file's record as the append left it decides the approximate index.
+    let (appended, held) = synced_vectors(store, ns, embedder, options.vectors)?;
+    report.vectors_appended = appended;
+    report.ann_rows = ann_from(store, ns, embedder, options.ann_threshold, held)?;
     *kept = Some(KeptFold {
         fold,
         model_id,

@@ -316,11 +316,6 @@ impl Db {
             (Db::Sqlite(c), Begin::Write(_)) => c.execute_batch("BEGIN IMMEDIATE")?,
             (Db::Sqlite(c), Begin::Read) => c.execute_batch("BEGIN DEFERRED")?,
             (Db::Postgres(_), Begin::Write(namespaces)) => {
-                self.execute_batch("BEGIN")?;
-                let tx = Tx {
-                    db: self,
-                    open: true,
-                };
                 // One order for every writer: two that lock the same namespaces cannot deadlock.
                 let mut keys: Vec<(i32, i32)> = namespaces
                     .iter()
@@ -328,12 +323,16 @@ impl Db {
                     .collect();
                 keys.sort_unstable();
                 keys.dedup();
+                // The transaction and its locks in one round trip (the keys are integers).
+                let mut sql = String::from("BEGIN;");
                 for (class, key) in keys {
-                    tx.query_row("SELECT pg_advisory_xact_lock(?1, ?2)", [class, key], |_| {
-                        Ok(())
-                    })?;
+                    sql.push_str(&format!(" SELECT pg_advisory_xact_lock({class}, {key});"));
                 }
-                return Ok(tx);
+                if let Err(e) = self.execute_batch(&sql) {
+                    // A lock not taken (a deadlock, a cancel) leaves the transaction open.
+                    let _ = self.execute_batch("ROLLBACK");
+                    return Err(e);
+                }
             }
             (Db::Postgres(_), Begin::Read) => {
                 self.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?

@@ -32,6 +32,9 @@ fn decode(bytes: &[u8], dim: usize, model: &str, hash: &str) -> Result<Vec<f32>>
 impl Store {
     /// The dimension recorded for `model`, if it has any cached vectors.
     pub fn embedding_dim(&self, model: &str) -> Result<Option<usize>> {
+        if let Some(&dim) = self.dims.borrow().get(model) {
+            return Ok(Some(dim));
+        }
         let dim: Option<i64> = self
             .conn
             .query_row(
@@ -41,7 +44,11 @@ impl Store {
             )
             .optional()
             .ctx("reading an embedding model")?;
-        Ok(dim.map(|d| d as usize))
+        let dim = dim.map(|d| d as usize);
+        if let Some(dim) = dim {
+            self.dims.borrow_mut().insert(model.to_string(), dim);
+        }
+        Ok(dim)
     }
 
     fn expect_dim(&self, model: &str, dim: usize) -> Result<()> {
@@ -112,17 +119,27 @@ impl Store {
                 got: v.len(),
             });
         }
+        const INSERT: &str = "INSERT INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
+        let recorded = self.dims.borrow().contains_key(model);
+        // One vector of a recorded model: one statement, atomic alone.
+        if let ([(hash, v)], true) = (items, recorded) {
+            self.writable("starting an embedding write")?;
+            return self
+                .conn
+                .execute(INSERT, params![model, hash, encode(v)])
+                .ctx("writing an embedding");
+        }
         let tx = self.write_tx("starting an embedding write", &[])?;
-        tx.execute(
-            "INSERT INTO embedding_models (model_id, dim) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-            params![model, dim as i64],
-        )
-        .ctx("recording an embedding model")?;
+        if !recorded {
+            tx.execute(
+                "INSERT INTO embedding_models (model_id, dim) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![model, dim as i64],
+            )
+            .ctx("recording an embedding model")?;
+        }
         let mut added = 0;
         {
-            let mut stmt = tx
-                .prepare("INSERT INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
-                .ctx("preparing an embedding write")?;
+            let mut stmt = tx.prepare(INSERT).ctx("preparing an embedding write")?;
             for (hash, v) in items {
                 added += stmt
                     .execute(params![model, hash, encode(v)])
@@ -130,6 +147,7 @@ impl Store {
             }
         }
         tx.commit().ctx("committing embeddings")?;
+        self.dims.borrow_mut().insert(model.to_string(), dim);
         Ok(added)
     }
 }

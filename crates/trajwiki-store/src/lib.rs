@@ -134,6 +134,9 @@ pub struct Store {
     /// rows) a local folder for approximate indexes only.
     files: PathBuf,
     read_only: bool,
+    /// The dimension of each embedding model this connection has seen recorded (a model's row
+    /// is immutable: read once).
+    dims: std::cell::RefCell<std::collections::HashMap<String, usize>>,
 }
 
 /// Counts of every record kind, per store.
@@ -371,6 +374,7 @@ impl Store {
             files: dir.join(VECTOR_DIR),
             dir,
             read_only,
+            dims: Default::default(),
         })
     }
 

@@ -319,12 +319,36 @@ impl Store {
                 report.unchanged += 1;
                 continue;
             }
-            let stored: Option<String> = tx
-                .prepare_cached("SELECT content_hash FROM messages WHERE id = ?1")
-                .ctx("preparing an ingest")?
-                .query_row([msg.id.as_str()], |row| row.get(0))
-                .optional()
-                .ctx("looking up a message")?;
+            // The message by its id and whatever holds its position, in one statement.
+            let mut stored: Option<String> = None;
+            let mut occupant: Option<String> = None;
+            {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT id, content_hash FROM messages
+                         WHERE id = ?1 OR (namespace = ?2 AND session = ?3 AND seq = ?4)",
+                    )
+                    .ctx("preparing an ingest")?;
+                let found = stmt
+                    .query_map(
+                        params![
+                            msg.id.as_str(),
+                            msg.namespace.as_str(),
+                            msg.session,
+                            msg.seq
+                        ],
+                        |row| row.tuple::<(String, String)>(),
+                    )
+                    .ctx("looking up a message")?;
+                for row in found {
+                    let (id, content_hash) = row.ctx("looking up a message")?;
+                    if id == msg.id.as_str() {
+                        stored = Some(content_hash);
+                    } else {
+                        occupant = Some(id);
+                    }
+                }
+            }
             match stored {
                 Some(stored) if stored == hash => report.unchanged += 1,
                 Some(_) => {
@@ -342,17 +366,6 @@ impl Store {
                 }
                 None => {
                     ensure_namespace(&tx, &msg.namespace, &mut report)?;
-                    let occupant: Option<String> = tx
-                        .prepare_cached(
-                            "SELECT id FROM messages WHERE namespace = ?1 AND session = ?2 AND seq = ?3",
-                        )
-                        .ctx("preparing an ingest")?
-                        .query_row(
-                            params![msg.namespace.as_str(), msg.session, msg.seq],
-                            |row| row.get(0),
-                        )
-                        .optional()
-                        .ctx("looking up a message position")?;
                     if let Some(occupant) = occupant {
                         let position =
                             format!("{} session {} #{}", msg.namespace, msg.session, msg.seq);

@@ -195,16 +195,25 @@ fn holds_committed(info: &VectorFileInfo, on_disk: u64) -> Result<()> {
     Ok(())
 }
 
+/// A `vector_files` row: dtype, dim, rows, last_rowid, file, ann_rows.
+type InfoRow = (String, i64, i64, i64, String, i64);
+
 fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<VectorFileInfo>> {
     let row = conn
         .query_row(
             "SELECT dtype, dim, rows, last_rowid, file, ann_rows FROM vector_files WHERE namespace = ?1 AND model_id = ?2",
             [ns, model],
-            |r| r.tuple::<(String, i64, i64, i64, String, i64)>(),
+            |r| r.tuple::<InfoRow>(),
         )
         .optional()
         .ctx("reading a vector file record")?;
-    row.map(|(dtype, dim, rows, last_rowid, file, ann_rows)| {
+    row.map(|row| decode_info(row, dir, ns, model)).transpose()
+}
+
+/// The record of a `vector_files` row.
+fn decode_info(row: InfoRow, dir: &Path, ns: &str, model: &str) -> Result<VectorFileInfo> {
+    let (dtype, dim, rows, last_rowid, file, ann_rows) = row;
+    {
         let corrupt = |column, reason: String| StoreError::Corrupt {
             table: "vector_files",
             column,
@@ -221,8 +230,7 @@ fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<Vect
                 .map_err(|_| corrupt("ann_rows", format!("{ann_rows}")))?,
             path: dir.join(&file),
         })
-    })
-    .transpose()
+    }
 }
 
 /// The file name of (namespace, model)'s vectors: a hash, so that any namespace or model name
@@ -253,23 +261,25 @@ impl Store {
         ns: &Namespace,
         model: &str,
     ) -> Result<Option<VectorFileInfo>> {
-        let Some(info) = self.vector_file(ns, model)? else {
-            return Ok(None);
-        };
-        if info.rows == 0 {
-            return Ok(Some(info));
-        }
         if self.conn.is_postgres() {
-            let end: Option<i64> = self
+            // The record and the end of its last chunk, in one statement.
+            let row = self
                 .conn
                 .query_row(
-                    "SELECT first_row + rows FROM vector_chunks
-                     WHERE namespace = ?1 AND model_id = ?2 ORDER BY first_row DESC LIMIT 1",
+                    "SELECT dtype, dim, rows, last_rowid, file, ann_rows,
+                        (SELECT c.first_row + c.rows FROM vector_chunks c
+                         WHERE c.namespace = f.namespace AND c.model_id = f.model_id
+                         ORDER BY c.first_row DESC LIMIT 1)
+                     FROM vector_files f WHERE namespace = ?1 AND model_id = ?2",
                     params![ns.as_str(), model],
-                    |r| r.get(0),
+                    |r| Ok((r.tuple::<InfoRow>()?, r.get::<Option<i64>>(6)?)),
                 )
                 .optional()
-                .ctx("reading vectors")?;
+                .ctx("reading a vector file record")?;
+            let Some((row, end)) = row else {
+                return Ok(None);
+            };
+            let info = decode_info(row, &self.files, ns.as_str(), model)?;
             let held = usize::try_from(end.unwrap_or(0)).unwrap_or(0);
             if held < info.rows {
                 return Err(StoreError::Corrupt {
@@ -279,7 +289,12 @@ impl Store {
                     reason: format!("the chunks hold {held} rows, {} are committed", info.rows),
                 });
             }
-        } else {
+            return Ok(Some(info));
+        }
+        let Some(info) = self.vector_file(ns, model)? else {
+            return Ok(None);
+        };
+        if info.rows > 0 {
             let on_disk = std::fs::metadata(&info.path).map_err(io_error(&info.path))?;
             holds_committed(&info, on_disk.len())?;
         }
