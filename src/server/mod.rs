@@ -62,7 +62,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::api::{self, ApiError};
-use crate::cache::{current_or_made, AtState, LruCache};
+use crate::cache::{current_or_made, AtState, BoundedCache};
 use crate::engine::Model;
 use crate::pipeline::{BuildOptions, PipelineError};
 use crate::trace::TraceError;
@@ -111,7 +111,7 @@ struct AppState {
     retrieval: RetrievalConfig,
     /// The viewer's pages of each namespace: its markdown export by path, made once per index
     /// state.
-    views: Mutex<LruCache<AtState<HashMap<String, String>>>>,
+    views: Mutex<BoundedCache<AtState<HashMap<String, String>>>>,
     /// Build jobs, by id: the running ones and the last finished ones.
     jobs: Mutex<jobs::Jobs>,
     llm: Option<trajwiki_llm::LlmConfig>,
@@ -559,7 +559,7 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         engine,
         token: config.token,
         retrieval: RetrievalConfig::default(),
-        views: Mutex::new(LruCache::new(config.index_cache_bytes / 4)),
+        views: Mutex::new(BoundedCache::new(config.index_cache_bytes / 4)),
         jobs: Mutex::new(jobs::Jobs::default()),
         llm: config.llm,
         store_names: store_names(&config.store),

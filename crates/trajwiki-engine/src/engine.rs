@@ -35,7 +35,7 @@ use trajwiki_memory::{BuildReport, MemoryConfig};
 use trajwiki_store::{Append, Deleted, IngestReport, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
-use crate::cache::{current_or_updated, AtState, LruCache, Stale};
+use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
 use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
 
 /// At most this many idle store connections are kept.
@@ -68,7 +68,7 @@ pub struct Engine {
     /// A named model once loaded.
     embedder: Mutex<Option<Arc<dyn Embedder>>>,
     scoring: Arc<dyn ScoringBackend>,
-    indexes: Mutex<LruCache<KeptIndex>>,
+    indexes: Mutex<BoundedCache<KeptIndex>>,
     /// One writer per namespace: its lock, holding the construction fold its last build left
     /// (so that the next build folds on from it instead of reading the namespace again).
     writers: Mutex<HashMap<Namespace, Arc<Mutex<Option<KeptFold>>>>>,
@@ -99,7 +99,7 @@ impl Engine {
             model,
             embedder: Mutex::new(None),
             scoring,
-            indexes: Mutex::new(LruCache::new(index_cache_bytes)),
+            indexes: Mutex::new(BoundedCache::new(index_cache_bytes)),
             writers: Mutex::new(HashMap::new()),
             loaders: Mutex::new(HashMap::new()),
             reloads: true,
