@@ -213,24 +213,22 @@ fn read_info(conn: &Db, dir: &Path, ns: &str, model: &str) -> Result<Option<Vect
 /// The record of a `vector_files` row.
 fn decode_info(row: InfoRow, dir: &Path, ns: &str, model: &str) -> Result<VectorFileInfo> {
     let (dtype, dim, rows, last_rowid, file, ann_rows) = row;
-    {
-        let corrupt = |column, reason: String| StoreError::Corrupt {
-            table: "vector_files",
-            column,
-            id: format!("{ns}/{model}"),
-            reason,
-        };
-        Ok(VectorFileInfo {
-            dtype: VectorDtype::parse(&dtype)
-                .ok_or_else(|| corrupt("dtype", format!("unknown element type {dtype}")))?,
-            dim: usize::try_from(dim).map_err(|_| corrupt("dim", format!("{dim}")))?,
-            rows: usize::try_from(rows).map_err(|_| corrupt("rows", format!("{rows}")))?,
-            last_rowid,
-            ann_rows: usize::try_from(ann_rows)
-                .map_err(|_| corrupt("ann_rows", format!("{ann_rows}")))?,
-            path: dir.join(&file),
-        })
-    }
+    let corrupt = |column, reason: String| StoreError::Corrupt {
+        table: "vector_files",
+        column,
+        id: format!("{ns}/{model}"),
+        reason,
+    };
+    Ok(VectorFileInfo {
+        dtype: VectorDtype::parse(&dtype)
+            .ok_or_else(|| corrupt("dtype", format!("unknown element type {dtype}")))?,
+        dim: usize::try_from(dim).map_err(|_| corrupt("dim", format!("{dim}")))?,
+        rows: usize::try_from(rows).map_err(|_| corrupt("rows", format!("{rows}")))?,
+        last_rowid,
+        ann_rows: usize::try_from(ann_rows)
+            .map_err(|_| corrupt("ann_rows", format!("{ann_rows}")))?,
+        path: dir.join(&file),
+    })
 }
 
 /// The file name of (namespace, model)'s vectors: a hash, so that any namespace or model name
