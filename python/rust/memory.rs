@@ -108,8 +108,8 @@ impl Memory {
     /// Opens (or creates) the store at `path`. `model` names the embedding model (a model
     /// folder, a name in the model cache such as `minilm`, or `hashing[-DIM]`); it is loaded when
     /// first needed. `config` is a memory configuration file (TOML). Loaded namespace indexes
-    /// are kept for the next search, `index_cache_bytes` in all (2 GiB by default; least recently
-    /// used first out; 0 keeps none).
+    /// are kept for the next search, `index_cache_bytes` in all (2 GiB by default; one asked for
+    /// once goes before those in steady use; 0 keeps none).
     #[new]
     #[pyo3(signature = (path, model = "minilm", device = "auto", config = None, index_cache_bytes = 2_147_483_648))]
     fn new(

@@ -35,7 +35,7 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     max_body_bytes: usize,
-    /// The bytes of loaded namespace indexes kept between requests (least recently used out).
+    /// The bytes of loaded namespace indexes kept between requests (S3-FIFO eviction: see `trajwiki_engine::cache`).
     #[arg(long, default_value_t = 2 << 30)]
     index_cache_bytes: usize,
     /// Offer the MCP tool `add_messages` at /mcp (the JSON API appends regardless).
@@ -81,7 +81,7 @@ pub(crate) struct McpArgs {
     /// Embedding model (the one the namespaces were built with).
     #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
     model: String,
-    /// The bytes of loaded namespace indexes kept between calls (least recently used out).
+    /// The bytes of loaded namespace indexes kept between calls (S3-FIFO eviction: see `trajwiki_engine::cache`).
     #[arg(long, default_value_t = 2 << 30)]
     index_cache_bytes: usize,
 }
