@@ -260,18 +260,9 @@ pub fn prefill_messages(
 
 /// Appends to the vector file of `ns` (for `embedder`'s model) the vectors of every message
 /// ingested since its last row, taking them from the embedding cache where the fold left them.
-/// Returns how many rows it appended.
+/// Returns how many rows it appended, and the vector file's record as it left it (`None`
+/// without one).
 pub fn sync_vectors(
-    store: &mut Store,
-    ns: &Namespace,
-    embedder: &dyn Embedder,
-    dtype: VectorDtype,
-) -> Result<usize, PipelineError> {
-    synced_vectors(store, ns, embedder, dtype).map(|(appended, _)| appended)
-}
-
-/// [`sync_vectors`], with the vector file's record as it left it (`None` without one).
-fn synced_vectors(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
@@ -306,7 +297,7 @@ fn synced_vectors(
         // them, and what it lacks, if anything, is appended from there.
         Err(StoreError::Conflict {
             kind: "vector row", ..
-        }) => synced_vectors(store, ns, embedder, dtype),
+        }) => sync_vectors(store, ns, embedder, dtype),
         Err(e) => Err(e.into()),
     }
 }
@@ -314,20 +305,10 @@ fn synced_vectors(
 /// Builds the approximate index of `ns`'s vector file when the file holds at least `threshold`
 /// rows and the index is missing or covers less than ten elevenths of them (so that it is
 /// rebuilt after every 10 % of growth: a bounded cost per message on average); the rows past it
-/// are scanned exactly until then. Returns the rows the index covers (0 without one, or in a
-/// build without approximate search).
+/// are scanned exactly until then, decided on the file's record `held` (as [`sync_vectors`]
+/// returns it). Returns the rows the index covers (0 without one, or in a build without
+/// approximate search).
 pub fn sync_ann(
-    store: &mut Store,
-    ns: &Namespace,
-    embedder: &dyn Embedder,
-    threshold: usize,
-) -> Result<usize, PipelineError> {
-    let held = store.vector_file(ns, embedder.model_id())?;
-    ann_from(store, ns, embedder, threshold, held)
-}
-
-/// [`sync_ann`] from the vector file's record `held` (read by the caller).
-fn ann_from(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
@@ -620,9 +601,9 @@ fn build_once(
         report.commit_ms = commit(store, ns, &batch)?;
     }
     // The vector file's record as the append left it decides the approximate index.
-    let (appended, held) = synced_vectors(store, ns, embedder, options.vectors)?;
+    let (appended, held) = sync_vectors(store, ns, embedder, options.vectors)?;
     report.vectors_appended = appended;
-    report.ann_rows = ann_from(store, ns, embedder, options.ann_threshold, held)?;
+    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold, held)?;
     *kept = Some(KeptFold {
         fold,
         model_id,

@@ -918,21 +918,22 @@ impl Index {
         backend: &dyn ScoringBackend,
     ) -> Result<Scans, IndexError> {
         let n_traj = self.records.trajectories.len();
-        // A level's dense and BM25 lists, side by side.
+        // A level's dense and BM25 hits, side by side.
         let both = |dense: &(dyn Fn() -> Result<Vec<Hit>, IndexError> + Sync),
                     sparse: &Bm25Index,
                     depth: usize|
-         -> Result<Lists, IndexError> {
+         -> Result<ScoredLists, IndexError> {
             let (d, s) = rayon::join(dense, || self.bm25(sparse, q_terms, depth, backend));
-            Ok((ranks(&d?), ranks(&s?)))
+            Ok((d?, s?))
         };
+        let ranked = |(d, s): ScoredLists| -> Lists { (ranks(&d), ranks(&s)) };
         let pages = || -> Result<Option<Lists>, IndexError> {
             if !use_wiki || self.pages.is_empty() {
                 return Ok(None);
             }
             let depth = self.pages.len().min(config.depth);
             let dense = || self.dense(&self.vectors.pages, qvec, depth, backend);
-            both(&dense, &self.page_bm25, depth).map(Some)
+            both(&dense, &self.page_bm25, depth).map(|hits| Some(ranked(hits)))
         };
         // Every trajectory is a candidate on the direct path; without it only those the pages
         // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
@@ -951,18 +952,15 @@ impl Index {
         let snapshots = || -> Result<Lists, IndexError> {
             let depth = self.records.snapshots.len().min(config.depth);
             let dense = || self.dense(&self.vectors.snapshots, qvec, depth, backend);
-            both(&dense, &self.snap_bm25, depth)
+            both(&dense, &self.snap_bm25, depth).map(ranked)
         };
         let messages = || -> Result<Option<ScoredLists>, IndexError> {
             if !direct {
                 return Ok(None);
             }
             let depth = config.direct_depth.min(self.records.messages.len());
-            let (d, s) = rayon::join(
-                || self.vectors.messages.topk(qvec, depth, backend),
-                || self.bm25(&self.msg_bm25, q_terms, depth, backend),
-            );
-            Ok(Some((d?, s?)))
+            let dense = || self.vectors.messages.topk(qvec, depth, backend);
+            both(&dense, &self.msg_bm25, depth).map(Some)
         };
         let ((pages, trajectories), (snapshots, messages)) = rayon::join(
             || rayon::join(pages, trajectories),
