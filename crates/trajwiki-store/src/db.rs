@@ -372,7 +372,9 @@ impl Db {
 
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> SqlResult<usize> {
         match self {
-            Db::Sqlite(c) => c.execute(sql, rusqlite::params_from_iter(params.list())),
+            Db::Sqlite(c) => c
+                .prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(params.list())),
             Db::Postgres(pg) => {
                 let stmt = pg.prepare(sql)?;
                 pg.execute_prepared(&stmt, &params.list())
@@ -389,9 +391,11 @@ impl Db {
         #[cfg(test)]
         recorded::note(sql);
         match self {
-            Db::Sqlite(c) => c.query_row(sql, rusqlite::params_from_iter(params.list()), |r| {
-                f(&Row::Sqlite(r))
-            }),
+            Db::Sqlite(c) => c
+                .prepare_cached(sql)?
+                .query_row(rusqlite::params_from_iter(params.list()), |r| {
+                    f(&Row::Sqlite(r))
+                }),
             Db::Postgres(_) => self.prepare_cached(sql)?.query_row(params, f),
         }
     }

@@ -75,6 +75,10 @@ pub const DB_FILE: &str = "trajwiki.db";
 /// SQLite's application id of a trajwiki database ("TWKI"), set by migration 5.
 const APPLICATION_ID: i64 = 0x5457_4b49;
 
+/// Prepared statements a connection keeps: about as many as the texts the store runs, so that
+/// none is parsed twice.
+const STATEMENT_CACHE: usize = 256;
+
 /// How long a writer waits for another one before giving up.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
@@ -335,6 +339,8 @@ impl Store {
         };
         conn.busy_timeout(BUSY_TIMEOUT)
             .ctx("setting the busy timeout")?;
+        // Every statement the store runs is kept prepared (an append runs a few dozen).
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // Whose database is it? Read before anything is changed in it.
         let version = identify(&conn, &path, access == Access::Create)?;
         if version > SCHEMA_VERSION {

@@ -10,7 +10,7 @@
 //! (unless it names an activity), an adverb, a filler or a generic term is no topic, and a
 //! title carries no count.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
 
 use trajwiki_text::lexicon::{
@@ -89,6 +89,26 @@ fn item_word(word: &str) -> bool {
     .contains(word)
 }
 
+/// Whether `word` is one of [`VERBS`].
+fn listed_verb(word: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| VERBS.iter().copied().collect())
+        .contains(word)
+}
+
+/// Whether `word` is a filler, a generic term, a surface stop or one of [`NOT_TOPICS`].
+fn listed_no_topic(word: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| {
+        [FILLER, GENERIC_TERMS, SURFACE_STOPS, NOT_TOPICS]
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect()
+    })
+    .contains(word)
+}
+
 /// Whether `word` has the stem of a verb of [`VERBS`] ("happened", "means").
 fn verb_stem(word: &str) -> bool {
     static SET: OnceLock<HashSet<String>> = OnceLock::new();
@@ -106,16 +126,14 @@ fn verb_stem(word: &str) -> bool {
 /// also an item ("show", "run"), or one with a listed verb's stem ("happened", "means"), or a
 /// past tense or participle ("-ed", "-ing") that is not a noun ("wedding", "camping").
 pub(crate) fn verb_like(word: &str) -> bool {
-    if contains(VERBS, word) {
+    if listed_verb(word) {
         return true;
     }
     if contains(NOUNS_LIKE_VERBS, word) || item_word(word) {
         return false;
     }
     let long = word.chars().count() >= 5;
-    let third_person = word
-        .strip_suffix('s')
-        .is_some_and(|base| contains(VERBS, base));
+    let third_person = word.strip_suffix('s').is_some_and(listed_verb);
     third_person || verb_stem(word) || (long && (word.ends_with("ed") || word.ends_with("ing")))
 }
 
@@ -126,10 +144,7 @@ pub(crate) fn topic_word(word: &str) -> bool {
     word.chars().count() >= 3
         && word.chars().all(|c| c.is_alphabetic() || c == '-')
         && !is_stopword(word)
-        && !contains(FILLER, word)
-        && !contains(GENERIC_TERMS, word)
-        && !contains(SURFACE_STOPS, word)
-        && !contains(NOT_TOPICS, word)
+        && !listed_no_topic(word)
         && !(ADJECTIVE_ENDINGS.iter().any(|e| word.ends_with(e))
             && !contains(NOUNS_LIKE_ADJECTIVES, word)
             && !item_word(word))
@@ -149,12 +164,32 @@ pub(crate) fn topic_phrase(phrase: &str) -> Option<String> {
 /// Whether phrases `a` and `b` share a word, compared by stem, a final "e" aside ("dancing"
 /// and "dance": "danc", "dance").
 fn overlap(a: &str, b: &str) -> bool {
-    let same = |x: &str, w: &str| {
-        let (x, w) = (stem(x), stem(w));
-        x == w || x.strip_suffix('e') == Some(&w) || w.strip_suffix('e') == Some(&x)
-    };
-    a.split(' ')
-        .any(|w| b.split(' ').any(|x| x == w || same(x, w)))
+    Stems::of(a).overlaps(&Stems::of(b))
+}
+
+/// A phrase's words, each with its stem, so that [`overlap`] tests against it stem nothing
+/// again.
+struct Stems(Vec<(String, String)>);
+
+impl Stems {
+    fn of(phrase: &str) -> Stems {
+        Stems(
+            phrase
+                .split(' ')
+                .map(|w| (w.to_string(), stem(w)))
+                .collect(),
+        )
+    }
+
+    /// [`overlap`] of the two phrases.
+    fn overlaps(&self, other: &Stems) -> bool {
+        let same = |x: &str, w: &str| {
+            x == w || x.strip_suffix('e') == Some(w) || w.strip_suffix('e') == Some(x)
+        };
+        self.0
+            .iter()
+            .any(|(w, sw)| other.0.iter().any(|(x, sx)| x == w || same(sx, sw)))
+    }
 }
 
 /// How strongly the page's trajectories point at a topic: a point per trajectory that has it,
@@ -179,20 +214,35 @@ enum Source<'a> {
 
 /// The topics of `members`, best first, each a noun phrase of the conversation, from `source`;
 /// none with a word of `taken` (the subject's words, the entities').
+///
+/// A page's members share most of their phrases, so each phrase is judged once per call, and a
+/// keyword's bonus is a look-up in the words of its trajectory's terms and facet values: the
+/// cost is linear in what the members hold.
 fn topics(
     states: &[TrajState],
     members: &[usize],
     source: Source<'_>,
-    taken: &[String],
+    taken: &[Stems],
 ) -> Vec<String> {
     let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
-    let free = |p: &str| !taken.iter().any(|t| overlap(t, p));
+    let free = |p: &str| {
+        let p = Stems::of(p);
+        !taken.iter().any(|t| t.overlaps(&p))
+    };
+    // Phrase → its topic when it is one and free; keyword surface → whether it is.
+    let mut phrases: HashMap<&str, Option<String>> = HashMap::new();
+    let mut surfaces: HashMap<&str, bool> = HashMap::new();
+    let judge = |p: &str| topic_phrase(p).filter(|p| free(p));
     for (at, &m) in members.iter().enumerate() {
         let t = &states[m];
         let mut mine: BTreeMap<String, usize> = BTreeMap::new();
         if let Source::Facet(tag) = source {
             for f in t.features.facets.iter().filter(|f| f.tag == tag) {
-                if let Some(p) = topic_phrase(&f.value).filter(|p| free(p)) {
+                if let Some(p) = phrases
+                    .entry(&f.value)
+                    .or_insert_with(|| judge(&f.value))
+                    .clone()
+                {
                     *mine.entry(p).or_default() += 1;
                 }
             }
@@ -203,18 +253,34 @@ fn topics(
                 Source::Facet(_) => false,
                 Source::All => true,
             };
-            if let Some(p) = topic_phrase(item).filter(|p| wanted && free(p)) {
+            let p = wanted.then(|| phrases.entry(item).or_insert_with(|| judge(item)).clone());
+            if let Some(p) = p.flatten() {
                 *mine.entry(p).or_default() += 2;
             }
         }
         if matches!(source, Source::All) {
+            // The words of the trajectory's exact terms and of its facet values.
+            let mut said: Option<(HashSet<String>, HashSet<String>)> = None;
             for k in &t.features.keywords {
-                let Some(surface) = t.surfaces.get(k).filter(|s| topic_word(s) && free(s)) else {
+                let Some(surface) = t.surfaces.get(k).filter(|s| {
+                    *surfaces
+                        .entry(s.as_str())
+                        .or_insert_with(|| topic_word(s) && free(s))
+                }) else {
                     continue;
                 };
-                let said = |v: &str| words(v).iter().any(|(_, w)| norm(w) == *surface);
-                let bonus = usize::from(t.features.terms.iter().any(|x| said(x)))
-                    + usize::from(t.features.facets.iter().any(|f| said(&f.value)));
+                let (terms, facets) = said.get_or_insert_with(|| {
+                    let of = |vs: &mut dyn Iterator<Item = &String>| -> HashSet<String> {
+                        vs.flat_map(|v| words(v).into_iter().map(|(_, w)| norm(w)))
+                            .collect()
+                    };
+                    (
+                        of(&mut t.features.terms.iter()),
+                        of(&mut t.features.facets.iter().map(|f| &f.value)),
+                    )
+                });
+                let bonus =
+                    usize::from(terms.contains(surface)) + usize::from(facets.contains(surface));
                 let weight = mine.entry(surface.clone()).or_default();
                 *weight = (*weight).max(1 + bonus);
             }
@@ -331,14 +397,18 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
             .join(" & ")
     };
     // No topic repeats a word of the subject or of an entity.
-    let taken: Vec<String> = words(&subject)
+    let taken: Vec<Stems> = words(&subject)
         .into_iter()
         .map(|(_, w)| norm(w))
         .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string)))
+        .map(|w| Stems::of(&w))
         .collect();
     let mut chosen: Vec<String> = Vec::new();
     if key.starts_with(TOPIC) {
-        chosen.extend(topic_phrase(head).filter(|p| !taken.iter().any(|t| overlap(t, p))));
+        chosen.extend(topic_phrase(head).filter(|p| {
+            let p = Stems::of(p);
+            !taken.iter().any(|t| t.overlaps(&p))
+        }));
     }
     if let Some(family) = key.strip_prefix(INVENTORY) {
         chosen = topics(states, members, Source::Family(family), &taken);
