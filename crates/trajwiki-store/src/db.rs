@@ -721,3 +721,103 @@ mod tests {
         assert_eq!(numeric(&raw).unwrap(), Value::Real(1.5));
     }
 }
+
+/// Rows a multi-row statement writes at most.
+pub(crate) const MAX_ROWS: usize = 256;
+
+/// The rows of each multi-row statement that writes `n` rows: runs of powers of two of at most
+/// [`MAX_ROWS`], largest first (13 rows: 8, 4, 1). `n` rows are a few statements — a round trip
+/// each on PostgreSQL — and the statement texts kept prepared stay few.
+pub(crate) fn row_runs(n: usize) -> Vec<std::ops::Range<usize>> {
+    let mut runs = Vec::new();
+    let mut at = 0;
+    while at < n {
+        let left = (n - at).min(MAX_ROWS);
+        let size = 1 << left.ilog2();
+        runs.push(at..at + size);
+        at += size;
+    }
+    runs
+}
+
+/// `(?first, …), (…)`: `rows` tuples of `width` numbered parameters, from `?first` on.
+pub(crate) fn tuples(first: usize, width: usize, rows: usize) -> String {
+    (0..rows)
+        .map(|r| {
+            let cells: Vec<String> = (0..width)
+                .map(|c| format!("?{}", first + r * width + c))
+                .collect();
+            format!("({})", cells.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `?first, …`: `n` numbered parameters, for `IN (…)`.
+pub(crate) fn numbered(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `ids` in lists for `IN (…)`: runs of at most [`MAX_ROWS`], the last one padded to a power of
+/// two by repeating its last id (which `IN` does not mind), so that the texts stay few.
+pub(crate) fn id_lists<'a>(ids: &[&'a str]) -> Vec<Vec<&'a str>> {
+    ids.chunks(MAX_ROWS)
+        .map(|run| {
+            let mut run = run.to_vec();
+            let last = run[run.len() - 1];
+            run.resize(run.len().next_power_of_two(), last);
+            run
+        })
+        .collect()
+}
+
+/// Writes `rows` of `width` values as `INSERT INTO {into} VALUES (…), (…) {tail}`, in the runs
+/// of [`row_runs`]; `what` names them in an error.
+pub(crate) fn insert_rows(
+    tx: &Db,
+    into: &str,
+    width: usize,
+    tail: &str,
+    rows: &[Vec<&dyn ToSql>],
+    what: &'static str,
+) -> crate::error::Result<()> {
+    use crate::error::SqlContext;
+    for run in row_runs(rows.len()) {
+        let sql = format!(
+            "INSERT INTO {into} VALUES {} {tail}",
+            tuples(1, width, run.len())
+        );
+        let params: Vec<&dyn ToSql> = rows[run].iter().flatten().copied().collect();
+        tx.prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.execute(&params[..]))
+            .ctx(what)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn rows_go_in_power_of_two_runs_and_ids_in_padded_lists() {
+        assert_eq!(row_runs(0), Vec::<std::ops::Range<usize>>::new());
+        assert_eq!(row_runs(13), vec![0..8, 8..12, 12..13]);
+        assert_eq!(
+            row_runs(600),
+            vec![0..256, 256..512, 512..576, 576..592, 592..600]
+        );
+        assert_eq!(tuples(2, 2, 2), "(?2, ?3), (?4, ?5)");
+        assert_eq!(numbered(3, 2), "?3, ?4");
+        assert_eq!(id_lists(&["a", "b", "c"]), vec![vec!["a", "b", "c", "c"]]);
+        let many: Vec<String> = (0..300).map(|i| i.to_string()).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let lists = id_lists(&many);
+        assert_eq!((lists[0].len(), lists[1].len()), (256, 64));
+        assert_eq!(lists[1][43], "299");
+        assert_eq!(lists[1][63], "299");
+    }
+}

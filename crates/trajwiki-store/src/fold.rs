@@ -3,9 +3,11 @@
 //! opaque blobs (a header and one per trajectory). Derived state: replaced by a rebuild, removed
 //! with the namespace's memory.
 
-use rusqlite::{params, OptionalExtension};
+use std::collections::BTreeMap;
 
-use crate::db::Tx;
+use rusqlite::{params, OptionalExtension, ToSql};
+
+use crate::db::{insert_rows, Tx};
 use trajwiki_core::{MessageId, Namespace, SourceMessage};
 
 use crate::error::{Result, SqlContext, StoreError};
@@ -267,25 +269,42 @@ pub(crate) fn write_fold(tx: &Tx<'_>, ns: &Namespace, fold: &FoldWrite) -> Resul
         params![ns.as_str(), r.model_id, r.config, r.cursor, to_json(&pending), r.header],
     )
     .ctx("writing a fold record")?;
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO fold_trajectories (namespace, position, state) VALUES (?1, ?2, ?3)
-             ON CONFLICT (namespace, position) DO UPDATE SET state = excluded.state",
-        )
-        .ctx("writing fold trajectories")?;
-    for (position, state) in &fold.trajectories {
-        stmt.execute(params![ns.as_str(), *position as i64, state])
-            .ctx("writing fold trajectories")?;
-    }
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO fold_groups (namespace, key, state) VALUES (?1, ?2, ?3)
-             ON CONFLICT (namespace, key) DO UPDATE SET state = excluded.state",
-        )
-        .ctx("writing fold groups")?;
-    for (key, state) in &fold.groups {
-        stmt.execute(params![ns.as_str(), key, state])
-            .ctx("writing fold groups")?;
-    }
+    // One row a key (the last state given wins, as when they were written one by one): a
+    // multi-row upsert may not touch a row twice.
+    let ns = ns.as_str();
+    let trajectories: BTreeMap<i64, &Vec<u8>> = fold
+        .trajectories
+        .iter()
+        .map(|(p, state)| (*p as i64, state))
+        .collect();
+    let rows: Vec<Vec<&dyn ToSql>> = trajectories
+        .iter()
+        .map(|(position, state)| vec![&ns as &dyn ToSql, position, *state])
+        .collect();
+    insert_rows(
+        tx,
+        "fold_trajectories (namespace, position, state)",
+        3,
+        "ON CONFLICT (namespace, position) DO UPDATE SET state = excluded.state",
+        &rows,
+        "writing fold trajectories",
+    )?;
+    let groups: BTreeMap<&str, &Vec<u8>> = fold
+        .groups
+        .iter()
+        .map(|(key, state)| (key.as_str(), state))
+        .collect();
+    let rows: Vec<Vec<&dyn ToSql>> = groups
+        .iter()
+        .map(|(key, state)| vec![&ns as &dyn ToSql, key, *state])
+        .collect();
+    insert_rows(
+        tx,
+        "fold_groups (namespace, key, state)",
+        3,
+        "ON CONFLICT (namespace, key) DO UPDATE SET state = excluded.state",
+        &rows,
+        "writing fold groups",
+    )?;
     Ok(())
 }

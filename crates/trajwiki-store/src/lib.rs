@@ -40,6 +40,7 @@ mod fold;
 mod llm;
 mod memory;
 mod migrate;
+mod page_write;
 mod pg;
 mod raw;
 mod read;

@@ -16,6 +16,7 @@ use crate::changes::{advance, cursor_in, Cursor};
 use crate::conflict::{conflict, Differences};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::fold::{check_from, write_fold, Arrived, FoldWrite};
+use crate::page_write::{retire_pages, upsert_pages};
 use crate::read::{self, Pages, Scope};
 use crate::{fmt_ts, parse_stored, to_json, Store};
 
@@ -78,7 +79,7 @@ pub struct PageUpdates {
     pub retired: Vec<PageId>,
 }
 
-fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
+pub(crate) fn check_ns(batch_ns: &Namespace, what: &str, ns: &Namespace) -> Result<()> {
     if batch_ns != ns {
         return Err(StoreError::Dangling {
             what: format!("{what} of namespace {ns} in a batch for {batch_ns}"),
@@ -327,12 +328,9 @@ impl Store {
             write_pages(&tx, ns, pages, generation)?;
         }
         if let Some(updates) = &batch.page_updates {
-            for page in &updates.changed {
-                upsert_page(&tx, ns, page, generation)?;
-            }
-            for id in &updates.retired {
-                retire_page(&tx, id.as_str(), generation)?;
-            }
+            upsert_pages(&tx, ns, &updates.changed, generation)?;
+            let retired: Vec<&str> = updates.retired.iter().map(|id| id.as_str()).collect();
+            retire_pages(&tx, &retired, generation)?;
         }
         if let Some(fold) = &batch.fold {
             write_fold(&tx, ns, fold)?;
@@ -768,138 +766,20 @@ fn read_page_revision(conn: &Db, id: &PageId, revision: u32) -> Result<Option<Wi
     Ok(read::pages(conn, Pages::Revision(id.as_str(), revision))?.pop())
 }
 
-/// Pages compare equal for revisioning when everything but the revision number matches.
-fn same_content(a: &WikiPage, b: &WikiPage) -> bool {
-    WikiPage {
-        revision: 0,
-        ..a.clone()
-    } == WikiPage {
-        revision: 0,
-        ..b.clone()
-    }
-}
-
 fn write_pages(tx: &Tx<'_>, ns: &Namespace, pages: &[WikiPage], generation: i64) -> Result<()> {
-    let mut keep = std::collections::BTreeSet::new();
-    for page in pages {
-        keep.insert(page.id.as_str());
-        upsert_page(tx, ns, page, generation)?;
-    }
+    upsert_pages(tx, ns, pages, generation)?;
+    let keep: std::collections::BTreeSet<&str> = pages.iter().map(|p| p.id.as_str()).collect();
     let current = ids(
         tx,
         "SELECT id FROM pages WHERE namespace = ?1 AND current_revision IS NOT NULL",
         ns.as_str(),
     )?;
-    for id in current.iter().filter(|id| !keep.contains(id.as_str())) {
-        retire_page(tx, id, generation)?;
-    }
-    Ok(())
-}
-
-/// Makes `page` the current revision of its page: a new revision when its content changed,
-/// stamped with `generation`.
-fn upsert_page(tx: &Tx<'_>, ns: &Namespace, page: &WikiPage, generation: i64) -> Result<()> {
-    check_ns(ns, "page", &page.namespace)?;
-    let stored: Option<(String, Option<u32>)> = tx
-        .query_row(
-            "SELECT kind, current_revision FROM pages WHERE id = ?1",
-            [page.id.as_str()],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()
-        .ctx("reading a page")?;
-    let revision = match &stored {
-        None => {
-            tx.execute(
-                "INSERT INTO pages (id, namespace, kind, current_revision, generation)
-                 VALUES (?1, ?2, ?3, NULL, ?4)",
-                params![
-                    page.id.as_str(),
-                    ns.as_str(),
-                    page.kind.as_str(),
-                    generation
-                ],
-            )
-            .ctx("inserting a page")?;
-            1
-        }
-        Some((kind, current)) => {
-            if kind != page.kind.as_str() {
-                return Err(conflict("page kind", page.id.as_str(), &kind, &page.kind));
-            }
-            if let Some(current) = current {
-                let prev = read_page_revision(tx, &page.id, *current)?;
-                if prev.is_some_and(|prev| same_content(&prev, page)) {
-                    return Ok(());
-                }
-            }
-            tx.query_row(
-                "SELECT coalesce(max(revision), 0) + 1 FROM page_revisions WHERE page = ?1",
-                [page.id.as_str()],
-                |row| row.get::<u32>(0),
-            )
-            .ctx("numbering a page revision")?
-        }
-    };
-    tx.execute(
-        "INSERT INTO page_revisions (page, revision, title, body, routing_text, keywords, terms, items)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            page.id.as_str(),
-            revision,
-            page.title,
-            page.body,
-            page.routing_text,
-            to_json(&page.keywords),
-            to_json(&page.terms),
-            to_json(&page.items)
-        ],
-    )
-    .ctx("inserting a page revision")?;
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO page_trajectories (namespace, page, revision, position, trajectory)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .ctx("preparing page links")?;
-    for (i, t) in page.trajectory_ids.iter().enumerate() {
-        stmt.execute(params![
-            ns.as_str(),
-            page.id.as_str(),
-            revision,
-            i as i64,
-            t.as_str()
-        ])
-        .map_err(|source| match source {
-            rusqlite::Error::SqliteFailure(e, _)
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
-                StoreError::Dangling {
-                    what: format!("page {}", page.id),
-                    missing: t.to_string(),
-                }
-            }
-            source => crate::error::sql_error("inserting a page link", source),
-        })?;
-    }
-    tx.execute(
-        "UPDATE pages SET current_revision = ?2, generation = ?3 WHERE id = ?1",
-        params![page.id.as_str(), revision, generation],
-    )
-    .ctx("advancing a page")?;
-    Ok(())
-}
-
-/// Retires a page: it has no current revision; its revisions stay. A page retired already is
-/// left as it is (not stamped again).
-fn retire_page(tx: &Tx<'_>, id: &str, generation: i64) -> Result<()> {
-    tx.execute(
-        "UPDATE pages SET current_revision = NULL, generation = ?2
-         WHERE id = ?1 AND current_revision IS NOT NULL",
-        params![id, generation],
-    )
-    .ctx("retiring a page")
-    .map(|_| ())
+    let retired: Vec<&str> = current
+        .iter()
+        .map(String::as_str)
+        .filter(|id| !keep.contains(id))
+        .collect();
+    retire_pages(tx, &retired, generation)
 }
 
 fn read_compilation(conn: &Db, id: &CompilationId) -> Result<Option<(Compilation, Vec<Insight>)>> {
