@@ -798,6 +798,60 @@ pub(crate) fn insert_rows(
     Ok(())
 }
 
+/// [`insert_rows`] with a `RETURNING` tail: the first column of the rows returned.
+pub(crate) fn insert_rows_returning(
+    tx: &Db,
+    into: &str,
+    width: usize,
+    tail: &str,
+    rows: &[Vec<&dyn ToSql>],
+    what: &'static str,
+) -> crate::error::Result<std::collections::HashSet<String>> {
+    use crate::error::SqlContext;
+    let mut returned = std::collections::HashSet::new();
+    for run in row_runs(rows.len()) {
+        let sql = format!(
+            "INSERT INTO {into} VALUES {} {tail}",
+            tuples(1, width, run.len())
+        );
+        let params: Vec<&dyn ToSql> = rows[run].iter().flatten().copied().collect();
+        let mut stmt = tx.prepare_cached(&sql).ctx(what)?;
+        let found = stmt
+            .query_map(&params[..], |row| row.get::<String>(0))
+            .ctx(what)?
+            .collect::<SqlResult<Vec<_>>>()
+            .ctx(what)?;
+        returned.extend(found);
+    }
+    Ok(returned)
+}
+
+/// Which of `ids` are ids of table `table`.
+pub(crate) fn known_ids(
+    tx: &Db,
+    table: &str,
+    ids: &[&str],
+) -> crate::error::Result<std::collections::HashSet<String>> {
+    use crate::error::SqlContext;
+    let mut known = std::collections::HashSet::new();
+    for list in id_lists(ids) {
+        let params: Vec<&dyn ToSql> = list.iter().map(|id| id as &dyn ToSql).collect();
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM {table} WHERE id IN ({})",
+                numbered(1, list.len())
+            ))
+            .ctx("reading the ids a record refers to")?;
+        let found = stmt
+            .query_map(&params[..], |row| row.get::<String>(0))
+            .ctx("reading the ids a record refers to")?
+            .collect::<SqlResult<Vec<_>>>()
+            .ctx("reading the ids a record refers to")?;
+        known.extend(found);
+    }
+    Ok(known)
+}
+
 #[cfg(test)]
 mod batch_tests {
     use super::*;

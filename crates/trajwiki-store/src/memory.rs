@@ -1,11 +1,11 @@
 //! Derived memory: snapshots, claims, the claim op log, trajectories, wiki pages, and the
 //! WikiTrace compilations and insights.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, ToSql};
 
-use crate::db::{Begin, Db, Tx};
+use crate::db::{insert_rows, insert_rows_returning, known_ids, Begin, Db, Tx};
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, Insight,
     InsightId, Namespace, OpId, PageId, RunId, Snapshot, SnapshotId, Trajectory, TrajectoryId,
@@ -112,23 +112,57 @@ fn same_as_stored<T: PartialEq + serde::Serialize>(
     }
 }
 
-fn insert_list(tx: &Tx<'_>, sql: &str, ns: &Namespace, owner: &str, items: &[&str]) -> Result<()> {
-    let mut stmt = tx.prepare_cached(sql).ctx("preparing a list insert")?;
-    for (i, item) in items.iter().enumerate() {
-        stmt.execute(params![ns.as_str(), owner, i as i64, item])
-            .map_err(|source| match source {
-                rusqlite::Error::SqliteFailure(e, _)
-                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-                {
-                    StoreError::Dangling {
-                        what: owner.to_string(),
-                        missing: item.to_string(),
-                    }
-                }
-                source => crate::error::sql_error("inserting a list", source),
-            })?;
+/// `records` with each id once: a record given again must equal the first (else a conflict).
+fn once_each<'a, T: PartialEq + serde::Serialize>(
+    kind: &'static str,
+    records: &'a [T],
+    id: impl Fn(&T) -> &str,
+) -> Result<Vec<&'a T>> {
+    let mut first: HashMap<&str, &T> = HashMap::new();
+    let mut once = Vec::with_capacity(records.len());
+    for r in records {
+        match first.get(id(r)) {
+            Some(&earlier) if earlier != r => return Err(conflict(kind, id(r), earlier, r)),
+            Some(_) => {}
+            None => {
+                first.insert(id(r), r);
+                once.push(r);
+            }
+        }
     }
-    Ok(())
+    Ok(once)
+}
+
+/// Inserts each owner's list as rows (namespace, owner, position, item) of `into`, in
+/// multi-row statements. Every item must be `known` (stored, or written by this commit), else
+/// the error names the owner and the item missing.
+fn insert_lists(
+    tx: &Tx<'_>,
+    into: &str,
+    ns: &Namespace,
+    lists: &[(&str, Vec<&str>)],
+    known: impl Fn(&str) -> bool,
+) -> Result<()> {
+    for (owner, list) in lists {
+        if let Some(missing) = list.iter().find(|item| !known(item)) {
+            return Err(StoreError::Dangling {
+                what: owner.to_string(),
+                missing: missing.to_string(),
+            });
+        }
+    }
+    let ns = &ns.as_str();
+    let longest = lists.iter().map(|(_, l)| l.len()).max().unwrap_or(0);
+    let positions: Vec<i64> = (0..longest as i64).collect();
+    let rows: Vec<Vec<&dyn ToSql>> = lists
+        .iter()
+        .flat_map(|(owner, list)| {
+            list.iter()
+                .zip(&positions)
+                .map(move |(item, i)| vec![ns as &dyn ToSql, owner, i, item])
+        })
+        .collect();
+    insert_rows(tx, into, 4, "", &rows, "inserting a list")
 }
 
 impl Store {
@@ -189,6 +223,19 @@ impl Store {
                 }
             }
         }
+        // The messages the batch's records cite, read once: each list is checked against them
+        // before it is written, so that an error names the record and the message missing.
+        let cited: Vec<&str> = batch
+            .snapshots
+            .iter()
+            .flat_map(|s| &s.source_message_ids)
+            .chain(batch.claims.iter().flat_map(|c| &c.source_message_ids))
+            .chain(batch.ops.iter().flat_map(|op| &op.source_message_ids))
+            .map(|m| m.as_str())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        let messages = known_ids(&tx, "messages", &cited)?;
         // Snapshots first (claims point at them), then their claim lists once claims exist.
         let mut new_snapshots = Vec::new();
         for s in &batch.snapshots {
@@ -236,91 +283,175 @@ impl Store {
                 }
                 source => crate::error::sql_error("inserting a snapshot", source),
             })?;
-            let sources: Vec<&str> = s.source_message_ids.iter().map(|m| m.as_str()).collect();
-            insert_list(
-                &tx,
-                "INSERT INTO snapshot_messages (namespace, snapshot, position, message) VALUES (?1, ?2, ?3, ?4)",
-                ns,
-                s.id.as_str(),
-                &sources,
-            )?;
             new_snapshots.push(s);
         }
-        // Claims and ops are inserted unless their id is stored, and only then read back to be
-        // compared: one statement for a new record, not a read before every write.
+        let sources: Vec<(&str, Vec<&str>)> = new_snapshots
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.source_message_ids.iter().map(|i| i.as_str()).collect(),
+                )
+            })
+            .collect();
+        insert_lists(
+            &tx,
+            "snapshot_messages (namespace, snapshot, position, message)",
+            ns,
+            &sources,
+            |m| messages.contains(m),
+        )?;
+        // Claims and ops are inserted unless their id is stored, and only those not inserted
+        // are read back to be compared: a few statements for any number of new records.
         for c in &batch.claims {
             check_ns(ns, "claim", &c.namespace)?;
-            let inserted = tx.execute(
-                "INSERT INTO claims (id, namespace, snapshot, text, status, quote, revised_from, generation)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
-                params![
-                    c.id.as_str(),
-                    ns.as_str(),
-                    c.snapshot.as_str(),
-                    c.text,
-                    c.status.as_str(),
-                    c.quote,
+        }
+        let claims = once_each("claim", &batch.claims, |c| c.id.as_str())?;
+        let cells: Vec<[Option<&str>; 4]> = claims
+            .iter()
+            .map(|c| {
+                [
+                    Some(c.id.as_str()),
+                    Some(c.snapshot.as_str()),
+                    Some(c.status.as_str()),
                     c.revised_from.as_ref().map(|r| r.as_str()),
-                    generation
-                ],
-            )
-            .map_err(|source| crate::error::sql_error("inserting a claim", source))?;
-            if inserted == 0 {
-                same_as_stored("claim", c.id.as_str(), read_claim(&tx, &c.id)?, c)?;
-                continue;
+                ]
+            })
+            .collect();
+        let ns_id = ns.as_str();
+        let rows: Vec<Vec<&dyn ToSql>> = claims
+            .iter()
+            .zip(&cells)
+            .map(|(c, [id, snapshot, status, revised_from])| {
+                vec![
+                    id as &dyn ToSql,
+                    &ns_id,
+                    snapshot,
+                    &c.text,
+                    status,
+                    &c.quote,
+                    revised_from,
+                    &generation,
+                ]
+            })
+            .collect();
+        let inserted = insert_rows_returning(
+            &tx,
+            "claims (id, namespace, snapshot, text, status, quote, revised_from, generation)",
+            8,
+            "ON CONFLICT (id) DO NOTHING RETURNING id",
+            &rows,
+            "inserting claims",
+        )?;
+        let mut sources = Vec::new();
+        for c in &claims {
+            if inserted.contains(c.id.as_str()) {
+                sources.push((
+                    c.id.as_str(),
+                    c.source_message_ids.iter().map(|i| i.as_str()).collect(),
+                ));
+            } else {
+                same_as_stored("claim", c.id.as_str(), read_claim(&tx, &c.id)?, *c)?;
             }
-            let sources: Vec<&str> = c.source_message_ids.iter().map(|m| m.as_str()).collect();
-            insert_list(
-                &tx,
-                "INSERT INTO claim_sources (namespace, claim, position, message) VALUES (?1, ?2, ?3, ?4)",
-                ns,
-                c.id.as_str(),
-                &sources,
-            )?;
         }
-        for s in new_snapshots {
-            let claims: Vec<&str> = s.claim_ids.iter().map(|c| c.as_str()).collect();
-            insert_list(
-                &tx,
-                "INSERT INTO snapshot_claims (namespace, snapshot, position, claim) VALUES (?1, ?2, ?3, ?4)",
-                ns,
-                s.id.as_str(),
-                &claims,
-            )?;
-        }
-        let mut new_ops = Vec::new();
+        insert_lists(
+            &tx,
+            "claim_sources (namespace, claim, position, message)",
+            ns,
+            &sources,
+            |m| messages.contains(m),
+        )?;
+        let lists: Vec<(&str, Vec<&str>)> = new_snapshots
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.claim_ids.iter().map(|i| i.as_str()).collect(),
+                )
+            })
+            .collect();
+        // A snapshot's claims are this batch's (just written) or stored ones.
+        let written: HashSet<&str> = claims.iter().map(|c| c.id.as_str()).collect();
+        let others: Vec<&str> = lists
+            .iter()
+            .flat_map(|(_, l)| l.iter().copied())
+            .filter(|c| !written.contains(c))
+            .collect();
+        let stored = known_ids(&tx, "claims", &others)?;
+        insert_lists(
+            &tx,
+            "snapshot_claims (namespace, snapshot, position, claim)",
+            ns,
+            &lists,
+            |c| written.contains(c) || stored.contains(c),
+        )?;
         for op in &batch.ops {
             check_ns(ns, "claim op", &op.namespace)?;
-            let inserted = tx.execute(
-                "INSERT INTO claim_ops (id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING",
-                params![
-                    op.id.as_str(),
-                    ns.as_str(),
-                    op.seq as i64,
-                    op.op.as_str(),
-                    op.target.as_ref().map(|c| c.as_str()),
-                    op.new_claim.as_ref().map(|c| c.as_str()),
-                    op.new_status.map(|s| s.as_str()),
-                    op.rationale,
-                    op.snapshot.as_str()
-                ],
-            )
-            .map_err(|source| crate::error::sql_error("inserting a claim op", source))?;
-            if inserted == 0 {
-                same_as_stored("claim op", op.id.as_str(), read_op(&tx, &op.id)?, op)?;
-                continue;
-            }
-            new_ops.push(op);
-            let sources: Vec<&str> = op.source_message_ids.iter().map(|m| m.as_str()).collect();
-            insert_list(
-                &tx,
-                "INSERT INTO op_sources (namespace, op, position, message) VALUES (?1, ?2, ?3, ?4)",
-                ns,
-                op.id.as_str(),
-                &sources,
-            )?;
         }
+        let ops = once_each("claim op", &batch.ops, |op| op.id.as_str())?;
+        let fields: Vec<(i64, [Option<&str>; 6])> = ops
+            .iter()
+            .map(|op| {
+                (
+                    op.seq as i64,
+                    [
+                        Some(op.id.as_str()),
+                        Some(op.op.as_str()),
+                        op.target.as_ref().map(|c| c.as_str()),
+                        op.new_claim.as_ref().map(|c| c.as_str()),
+                        op.new_status.map(|s| s.as_str()),
+                        Some(op.snapshot.as_str()),
+                    ],
+                )
+            })
+            .collect();
+        let rows: Vec<Vec<&dyn ToSql>> = ops
+            .iter()
+            .zip(&fields)
+            .map(
+                |(op, (seq, [id, kind, target, new_claim, new_status, snapshot]))| {
+                    vec![
+                        id as &dyn ToSql,
+                        &ns_id,
+                        seq,
+                        kind,
+                        target,
+                        new_claim,
+                        new_status,
+                        &op.rationale,
+                        snapshot,
+                    ]
+                },
+            )
+            .collect();
+        let inserted = insert_rows_returning(
+            &tx,
+            "claim_ops (id, namespace, seq, op, target, new_claim, new_status, rationale, snapshot)",
+            9,
+            "ON CONFLICT (id) DO NOTHING RETURNING id",
+            &rows,
+            "inserting claim ops",
+        )?;
+        let mut new_ops = Vec::new();
+        let mut sources = Vec::new();
+        for op in ops {
+            if inserted.contains(op.id.as_str()) {
+                new_ops.push(op);
+                sources.push((
+                    op.id.as_str(),
+                    op.source_message_ids.iter().map(|i| i.as_str()).collect(),
+                ));
+            } else {
+                same_as_stored("claim op", op.id.as_str(), read_op(&tx, &op.id)?, op)?;
+            }
+        }
+        insert_lists(
+            &tx,
+            "op_sources (namespace, op, position, message)",
+            ns,
+            &sources,
+            |m| messages.contains(m),
+        )?;
         // Claim state is derived from the op log: the new ops are applied to it (a replay of
         // the whole log gives the same, as `check` verifies).
         apply_ops(&tx, ns, &new_ops, &batch.claims, generation)?;

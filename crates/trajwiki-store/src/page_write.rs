@@ -11,7 +11,7 @@ use rusqlite::types::ToSql;
 use trajwiki_core::{Namespace, WikiPage};
 
 use crate::conflict::conflict;
-use crate::db::{id_lists, insert_rows, numbered, row_runs, Tx};
+use crate::db::{id_lists, insert_rows, known_ids, numbered, row_runs, Tx};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::to_json;
 
@@ -260,25 +260,7 @@ fn check_links(tx: &Tx<'_>, revisions: &[(&WikiPage, u32)]) -> Result<()> {
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
-    if linked.is_empty() {
-        return Ok(());
-    }
-    let mut known: HashSet<String> = HashSet::new();
-    for list in id_lists(&linked) {
-        let params: Vec<&dyn ToSql> = list.iter().map(|id| id as &dyn ToSql).collect();
-        let mut stmt = tx
-            .prepare_cached(&format!(
-                "SELECT id FROM trajectories WHERE id IN ({})",
-                numbered(1, list.len())
-            ))
-            .ctx("reading linked trajectories")?;
-        let found = stmt
-            .query_map(&params[..], |row| row.get::<String>(0))
-            .ctx("reading linked trajectories")?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .ctx("reading linked trajectories")?;
-        known.extend(found);
-    }
+    let known = known_ids(tx, "trajectories", &linked)?;
     for (page, _) in revisions {
         if let Some(t) = page
             .trajectory_ids
