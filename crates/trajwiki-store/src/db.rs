@@ -785,17 +785,31 @@ pub(crate) fn insert_rows(
     what: &'static str,
 ) -> crate::error::Result<()> {
     use crate::error::SqlContext;
-    for run in row_runs(rows.len()) {
-        let sql = format!(
-            "INSERT INTO {into} VALUES {} {tail}",
-            tuples(1, width, run.len())
-        );
-        let params: Vec<&dyn ToSql> = rows[run].iter().flatten().copied().collect();
+    for (sql, params) in insert_runs(into, width, tail, rows) {
         tx.prepare_cached(&sql)
             .and_then(|mut stmt| stmt.execute(&params[..]))
             .ctx(what)?;
     }
     Ok(())
+}
+
+/// The statements of [`insert_rows`]: a text and its parameters for each run of rows.
+fn insert_runs<'a>(
+    into: &str,
+    width: usize,
+    tail: &str,
+    rows: &[Vec<&'a dyn ToSql>],
+) -> Vec<(String, Vec<&'a dyn ToSql>)> {
+    row_runs(rows.len())
+        .into_iter()
+        .map(|run| {
+            let sql = format!(
+                "INSERT INTO {into} VALUES {} {tail}",
+                tuples(1, width, run.len())
+            );
+            (sql, rows[run].iter().flatten().copied().collect())
+        })
+        .collect()
 }
 
 /// [`insert_rows`] with a `RETURNING` tail: the first column of the rows returned.
@@ -809,12 +823,7 @@ pub(crate) fn insert_rows_returning(
 ) -> crate::error::Result<std::collections::HashSet<String>> {
     use crate::error::SqlContext;
     let mut returned = std::collections::HashSet::new();
-    for run in row_runs(rows.len()) {
-        let sql = format!(
-            "INSERT INTO {into} VALUES {} {tail}",
-            tuples(1, width, run.len())
-        );
-        let params: Vec<&dyn ToSql> = rows[run].iter().flatten().copied().collect();
+    for (sql, params) in insert_runs(into, width, tail, rows) {
         let mut stmt = tx.prepare_cached(&sql).ctx(what)?;
         let found = stmt
             .query_map(&params[..], |row| row.get::<String>(0))
