@@ -173,12 +173,24 @@ struct Stems(Vec<(String, String)>);
 
 impl Stems {
     fn of(phrase: &str) -> Stems {
+        Stems::of_words(phrase.split(' ').map(str::to_string))
+    }
+
+    /// The words given, each with its stem.
+    fn of_words(words: impl Iterator<Item = String>) -> Stems {
         Stems(
-            phrase
-                .split(' ')
-                .map(|w| (w.to_string(), stem(w)))
+            words
+                .map(|w| {
+                    let stem = stem(&w);
+                    (w, stem)
+                })
                 .collect(),
         )
+    }
+
+    /// Whether `phrase` shares no word with these ([`overlap`]).
+    fn free(&self, phrase: &str) -> bool {
+        !self.overlaps(&Stems::of(phrase))
     }
 
     /// [`overlap`] of the two phrases.
@@ -222,17 +234,13 @@ fn topics(
     states: &[TrajState],
     members: &[usize],
     source: Source<'_>,
-    taken: &[Stems],
+    taken: &Stems,
 ) -> Vec<String> {
     let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
-    let free = |p: &str| {
-        let p = Stems::of(p);
-        !taken.iter().any(|t| t.overlaps(&p))
-    };
     // Phrase → its topic when it is one and free; keyword surface → whether it is.
     let mut phrases: HashMap<&str, Option<String>> = HashMap::new();
     let mut surfaces: HashMap<&str, bool> = HashMap::new();
-    let judge = |p: &str| topic_phrase(p).filter(|p| free(p));
+    let judge = |p: &str| topic_phrase(p).filter(|p| taken.free(p));
     for (at, &m) in members.iter().enumerate() {
         let t = &states[m];
         let mut mine: BTreeMap<String, usize> = BTreeMap::new();
@@ -265,18 +273,14 @@ fn topics(
                 let Some(surface) = t.surfaces.get(k).filter(|s| {
                     *surfaces
                         .entry(s.as_str())
-                        .or_insert_with(|| topic_word(s) && free(s))
+                        .or_insert_with(|| topic_word(s) && taken.free(s))
                 }) else {
                     continue;
                 };
                 let (terms, facets) = said.get_or_insert_with(|| {
-                    let of = |vs: &mut dyn Iterator<Item = &String>| -> HashSet<String> {
-                        vs.flat_map(|v| words(v).into_iter().map(|(_, w)| norm(w)))
-                            .collect()
-                    };
                     (
-                        of(&mut t.features.terms.iter()),
-                        of(&mut t.features.facets.iter().map(|f| &f.value)),
+                        words_of(t.features.terms.iter()),
+                        words_of(t.features.facets.iter().map(|f| &f.value)),
                     )
                 });
                 let bonus =
@@ -310,6 +314,13 @@ fn topics(
         }
     }
     chosen
+}
+
+/// The words of `values`, normalised.
+fn words_of<'a>(values: impl Iterator<Item = &'a String>) -> HashSet<String> {
+    values
+        .flat_map(|v| words(v).into_iter().map(|(_, w)| norm(w)))
+        .collect()
 }
 
 /// The entities of `members`, the one they are most about first: by the claims whose subject
@@ -397,18 +408,15 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
             .join(" & ")
     };
     // No topic repeats a word of the subject or of an entity.
-    let taken: Vec<Stems> = words(&subject)
-        .into_iter()
-        .map(|(_, w)| norm(w))
-        .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string)))
-        .map(|w| Stems::of(&w))
-        .collect();
+    let taken = Stems::of_words(
+        words(&subject)
+            .into_iter()
+            .map(|(_, w)| norm(w))
+            .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string))),
+    );
     let mut chosen: Vec<String> = Vec::new();
     if key.starts_with(TOPIC) {
-        chosen.extend(topic_phrase(head).filter(|p| {
-            let p = Stems::of(p);
-            !taken.iter().any(|t| t.overlaps(&p))
-        }));
+        chosen.extend(topic_phrase(head).filter(|p| taken.free(p)));
     }
     if let Some(family) = key.strip_prefix(INVENTORY) {
         chosen = topics(states, members, Source::Family(family), &taken);
