@@ -285,13 +285,18 @@ pub fn sync_vectors(
     }
     let texts: Vec<String> = arrived.iter().map(|(_, m)| m.embedding_text()).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let (vectors, _) = embed_cached(store, embedder, &refs)?;
+    // What the cache lacked is cached in the append's own transaction: one commit for both.
+    let (vectors, computed) = embed_through_cache(store, embedder, &refs)?;
     let rows: Vec<(i64, &[f32])> = arrived
         .iter()
         .zip(&vectors)
         .map(|((rowid, _), v)| (*rowid, v.as_slice()))
         .collect();
-    match store.append_vectors(ns, &model, dtype, embedder.dim(), &rows) {
+    let cache: Vec<(&str, &[f32])> = computed
+        .iter()
+        .map(|(hash, v)| (hash.as_str(), v.as_slice()))
+        .collect();
+    match store.append_vectors_caching(ns, &model, dtype, embedder.dim(), &rows, &cache) {
         Ok(info) => Ok((rows.len(), Some(info))),
         // Another process appended the same messages' rows first: the file is current up to
         // them, and what it lacks, if anything, is appended from there.
@@ -416,7 +421,9 @@ pub struct KeptFold {
     model_id: String,
     config: String,
     cursor: i64,
-    pending: Vec<trajwiki_core::MessageId>,
+    /// The messages of the pending exchange (immutable once stored: an append reads none of
+    /// them back).
+    pending: Vec<SourceMessage>,
 }
 
 impl KeptFold {
@@ -426,7 +433,7 @@ impl KeptFold {
             && self.model_id == r.model_id
             && self.config == r.config
             && self.cursor == r.cursor
-            && self.pending == r.pending
+            && self.pending.iter().map(|m| &m.id).eq(&r.pending)
     }
 }
 
@@ -538,10 +545,12 @@ fn build_once(
         from,
         replaced,
     } = start_fold(store, ns, held, &model_id, &config_json, config, options)?;
+    let waited = pending.ids().count();
     let replace = replaced.is_some();
     let load_ms = started.elapsed().as_millis();
 
-    let (sequence, cursor) = arrived(store, ns, &pending, cursor)?;
+    let start_cursor = cursor;
+    let (sequence, cursor) = arrived(store, ns, pending, cursor)?;
     if sequence.is_empty() && fold.header.messages == 0 {
         return Err(PipelineError::Empty(ns.clone()));
     }
@@ -554,7 +563,11 @@ fn build_once(
     } else {
         groups.pop().unwrap_or_default()
     };
-    let unchanged = groups.is_empty() && tail.len() == pending.len() && !replace;
+    // No exchange closed: the one waiting for its reply only grew (or nothing arrived). The
+    // fold is as stored, and so is its record: the next build reads the waiting messages again
+    // from the record's position, so an append that only waits for its reply commits nothing.
+    // (The first build commits its record whatever it folded: the namespace is built from then.)
+    let waiting = groups.is_empty() && !replace && from.is_some();
 
     let mut report = BuildReport {
         load_ms,
@@ -571,18 +584,23 @@ fn build_once(
     )?;
     let (changed, retired) = pages_of(&mut fold, drivers.pages, &mut report);
     report.count(&fold);
-    let pending: Vec<_> = tail.iter().map(|m| m.id.clone()).collect();
-    report.pending_messages = pending.len();
-    report.messages += pending.len();
+    report.pending_messages = tail.len();
+    report.messages += tail.len();
     report.appended = groups.len();
     report.replaced = replaced;
     report.embedded_texts = computed;
-    if !unchanged {
+    // Where the store's fold record is after this build, and the messages it names pending.
+    let (cursor, pending) = if waiting {
+        (start_cursor, sequence[..waited].to_vec())
+    } else {
+        (cursor, tail.into_iter().cloned().collect::<Vec<_>>())
+    };
+    if !waiting {
         let record = FoldRecord {
             model_id: model_id.clone(),
             config: config_json.clone(),
             cursor,
-            pending: pending.clone(),
+            pending: pending.iter().map(|m| m.id.clone()).collect(),
             header: encode(&fold.header),
         };
         let batch = memory_batch(
@@ -619,9 +637,26 @@ fn build_once(
 struct Start {
     fold: Fold,
     cursor: i64,
-    pending: Vec<trajwiki_core::MessageId>,
+    pending: Pending,
     from: Option<(i64, Vec<trajwiki_core::MessageId>)>,
     replaced: Option<String>,
+}
+
+/// The messages of the exchange a build starts with, still waiting for its reply.
+enum Pending {
+    /// As a kept fold holds them.
+    Held(Vec<SourceMessage>),
+    /// By id, as the fold record names them: read from the store.
+    Stored(Vec<trajwiki_core::MessageId>),
+}
+
+impl Pending {
+    fn ids(&self) -> Box<dyn Iterator<Item = &trajwiki_core::MessageId> + '_> {
+        match self {
+            Pending::Held(messages) => Box::new(messages.iter().map(|m| &m.id)),
+            Pending::Stored(ids) => Box::new(ids.iter()),
+        }
+    }
 }
 
 /// The fold a build of `ns` starts from: `held` when it is the one the store holds, else read
@@ -648,9 +683,10 @@ fn start_fold(
     let (fold, cursor, pending) = match record {
         Some(r) if r.model_id == model_id && same_config(&r.config, config_json) => {
             if let Some(k) = held.filter(|k| k.matches(ns, &r)) {
-                (k.fold, r.cursor, r.pending)
+                (k.fold, r.cursor, Pending::Held(k.pending))
             } else {
-                (read_fold(store, ns, &r, config)?, r.cursor, r.pending)
+                let fold = read_fold(store, ns, &r, config)?;
+                (fold, r.cursor, Pending::Stored(r.pending))
             }
         }
         Some(r) if !options.rebuild => {
@@ -667,13 +703,13 @@ fn start_fold(
         }
         Some(r) => {
             replaced = Some(format!("a memory built with model {}", r.model_id));
-            (Fold::new(ns.clone()), 0, Vec::new())
+            (Fold::new(ns.clone()), 0, Pending::Stored(Vec::new()))
         }
         None if legacy => {
             replaced = Some("a memory built by an earlier version".into());
-            (Fold::new(ns.clone()), 0, Vec::new())
+            (Fold::new(ns.clone()), 0, Pending::Stored(Vec::new()))
         }
-        None => (Fold::new(ns.clone()), 0, Vec::new()),
+        None => (Fold::new(ns.clone()), 0, Pending::Stored(Vec::new())),
     };
     Ok(Start {
         fold,
@@ -750,17 +786,23 @@ fn same_config(stored: &str, config_json: &str) -> bool {
 fn arrived(
     store: &Store,
     ns: &Namespace,
-    pending: &[trajwiki_core::MessageId],
+    pending: Pending,
     cursor: i64,
 ) -> Result<(Vec<SourceMessage>, i64), PipelineError> {
-    let mut sequence = Vec::with_capacity(pending.len());
-    for id in pending {
-        let m = store.message(id)?.ok_or_else(|| StoreError::Dangling {
-            what: format!("pending exchange of namespace {ns}"),
-            missing: id.to_string(),
-        })?;
-        sequence.push(m);
-    }
+    let mut sequence = match pending {
+        Pending::Held(messages) => messages,
+        Pending::Stored(ids) => {
+            let mut sequence = Vec::with_capacity(ids.len());
+            for id in ids {
+                let m = store.message(&id)?.ok_or_else(|| StoreError::Dangling {
+                    what: format!("pending exchange of namespace {ns}"),
+                    missing: id.to_string(),
+                })?;
+                sequence.push(m);
+            }
+            sequence
+        }
+    };
     let arrived = store.messages_after(ns, cursor)?;
     let cursor = arrived.last().map_or(cursor, |(rowid, _)| *rowid);
     sequence.extend(arrived.into_iter().map(|(_, m)| m));

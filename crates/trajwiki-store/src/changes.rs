@@ -180,23 +180,41 @@ pub(crate) fn cursor_in(conn: &Db, ns: &Namespace) -> Result<Cursor> {
 /// (and as its reset when `reset`: the write replaces its memory or creates it) and returns it,
 /// for the write to stamp on the rows it inserts or changes.
 pub(crate) fn advance(tx: &Tx<'_>, ns: &Namespace, reset: bool) -> Result<i64> {
-    let sql = if tx.is_postgres() {
-        "SELECT nextval('generation_clock')"
+    let keep_reset = if reset {
+        ", reset = excluded.reset"
     } else {
-        "UPDATE generation_clock SET generation = generation + 1 WHERE id = 1 RETURNING generation"
+        ""
     };
+    if tx.is_postgres() {
+        // Drawn and recorded in one round trip.
+        return tx
+            .query_row(
+                &format!(
+                    "INSERT INTO namespace_generations (namespace, generation, reset)
+                     SELECT ?1, g, g FROM nextval('generation_clock') AS g
+                     ON CONFLICT (namespace) DO UPDATE SET generation = excluded.generation{keep_reset}
+                     RETURNING generation"
+                ),
+                [ns.as_str()],
+                |r| r.get(0),
+            )
+            .ctx("drawing a generation");
+    }
     let generation: i64 = tx
-        .query_row(sql, (), |r| r.get(0))
+        .query_row(
+            "UPDATE generation_clock SET generation = generation + 1 WHERE id = 1 RETURNING generation",
+            (),
+            |r| r.get(0),
+        )
         .ctx("drawing a generation")?;
-    let sql = if reset {
-        "INSERT INTO namespace_generations (namespace, generation, reset) VALUES (?1, ?2, ?2)
-         ON CONFLICT (namespace) DO UPDATE SET generation = excluded.generation, reset = excluded.reset"
-    } else {
-        "INSERT INTO namespace_generations (namespace, generation, reset) VALUES (?1, ?2, ?2)
-         ON CONFLICT (namespace) DO UPDATE SET generation = excluded.generation"
-    };
-    tx.execute(sql, rusqlite::params![ns.as_str(), generation])
-        .ctx("recording a namespace's generation")?;
+    tx.execute(
+        &format!(
+            "INSERT INTO namespace_generations (namespace, generation, reset) VALUES (?1, ?2, ?2)
+             ON CONFLICT (namespace) DO UPDATE SET generation = excluded.generation{keep_reset}"
+        ),
+        rusqlite::params![ns.as_str(), generation],
+    )
+    .ctx("recording a namespace's generation")?;
     Ok(generation)
 }
 

@@ -3,6 +3,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
+use crate::db::Tx;
 use crate::error::{Result, SqlContext, StoreError};
 use crate::Store;
 
@@ -27,6 +28,37 @@ fn decode(bytes: &[u8], dim: usize, model: &str, hash: &str) -> Result<Vec<f32>>
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect())
+}
+
+const INSERT_EMBEDDING: &str = "INSERT INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
+
+/// Writes `items` (text hash, vector of `model`, checked to be of dimension `dim`) into the
+/// cache inside `tx`, recording the model's dimension first unless it is `recorded`; how many
+/// were new.
+pub(crate) fn write_embeddings(
+    tx: &Tx<'_>,
+    model: &str,
+    dim: usize,
+    recorded: bool,
+    items: &[(&str, &[f32])],
+) -> Result<usize> {
+    if !recorded {
+        tx.execute(
+            "INSERT INTO embedding_models (model_id, dim) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![model, dim as i64],
+        )
+        .ctx("recording an embedding model")?;
+    }
+    let mut stmt = tx
+        .prepare_cached(INSERT_EMBEDDING)
+        .ctx("preparing an embedding write")?;
+    let mut added = 0;
+    for (hash, v) in items {
+        added += stmt
+            .execute(params![model, hash, encode(v)])
+            .ctx("writing an embedding")?;
+    }
+    Ok(added)
 }
 
 impl Store {
@@ -103,14 +135,14 @@ impl Store {
             .collect()
     }
 
-    /// Caches vectors of `model`, in one transaction. Returns how many were new. The first write
-    /// records the model's dimension; vectors of another dimension are refused.
-    pub fn put_embeddings(
-        &mut self,
+    /// [`StoreError::EmbeddingDimension`] unless `items` are vectors of dimension `dim` and that
+    /// is `model`'s (when recorded); whether it is recorded.
+    pub(crate) fn check_embeddings(
+        &self,
         model: &str,
         dim: usize,
         items: &[(&str, &[f32])],
-    ) -> Result<usize> {
+    ) -> Result<bool> {
         self.expect_dim(model, dim)?;
         if let Some((_, v)) = items.iter().find(|(_, v)| v.len() != dim) {
             return Err(StoreError::EmbeddingDimension {
@@ -119,33 +151,28 @@ impl Store {
                 got: v.len(),
             });
         }
-        const INSERT: &str = "INSERT INTO embeddings (model_id, text_hash, vector) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING";
-        let recorded = self.dims.borrow().contains_key(model);
+        Ok(self.dims.borrow().contains_key(model))
+    }
+
+    /// Caches vectors of `model`, in one transaction. Returns how many were new. The first write
+    /// records the model's dimension; vectors of another dimension are refused.
+    pub fn put_embeddings(
+        &mut self,
+        model: &str,
+        dim: usize,
+        items: &[(&str, &[f32])],
+    ) -> Result<usize> {
+        let recorded = self.check_embeddings(model, dim, items)?;
         // One vector of a recorded model: one statement, atomic alone.
         if let ([(hash, v)], true) = (items, recorded) {
             self.writable("starting an embedding write")?;
             return self
                 .conn
-                .execute(INSERT, params![model, hash, encode(v)])
+                .execute(INSERT_EMBEDDING, params![model, hash, encode(v)])
                 .ctx("writing an embedding");
         }
         let tx = self.write_tx("starting an embedding write", &[])?;
-        if !recorded {
-            tx.execute(
-                "INSERT INTO embedding_models (model_id, dim) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                params![model, dim as i64],
-            )
-            .ctx("recording an embedding model")?;
-        }
-        let mut added = 0;
-        {
-            let mut stmt = tx.prepare(INSERT).ctx("preparing an embedding write")?;
-            for (hash, v) in items {
-                added += stmt
-                    .execute(params![model, hash, encode(v)])
-                    .ctx("writing an embedding")?;
-            }
-        }
+        let added = write_embeddings(&tx, model, dim, recorded, items)?;
         tx.commit().ctx("committing embeddings")?;
         self.dims.borrow_mut().insert(model.to_string(), dim);
         Ok(added)

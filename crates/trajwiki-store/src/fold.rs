@@ -234,17 +234,29 @@ impl Store {
     }
 }
 
-/// [`StoreError::Moved`] unless the namespace's fold record is still where `fold` started from;
-/// the first thing a memory commit does.
-pub(crate) fn check_from(tx: &Tx<'_>, ns: &Namespace, fold: &FoldWrite) -> Result<()> {
-    let stored: Option<(i64, String)> = tx
+/// The first thing a memory commit does, in one statement: [`StoreError::Dangling`] unless the
+/// namespace is stored, and [`StoreError::Moved`] unless its fold record is still where `fold`
+/// (when given) started from.
+pub(crate) fn check_from(tx: &Tx<'_>, ns: &Namespace, fold: Option<&FoldWrite>) -> Result<()> {
+    let found: Option<(Option<i64>, Option<String>)> = tx
         .query_row(
-            "SELECT cursor, pending FROM memory_builds WHERE namespace = ?1",
+            "SELECT b.cursor, b.pending FROM namespaces n
+             LEFT JOIN memory_builds b ON b.namespace = n.id WHERE n.id = ?1",
             [ns.as_str()],
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .optional()
         .ctx("reading a fold record")?;
+    let Some((cursor, pending)) = found else {
+        return Err(StoreError::Dangling {
+            what: "memory batch".into(),
+            missing: format!("namespace {ns}"),
+        });
+    };
+    let Some(fold) = fold else {
+        return Ok(());
+    };
+    let stored = cursor.zip(pending);
     let from = fold.from.as_ref().map(|(cursor, pending)| {
         let pending: Vec<&str> = pending.iter().map(|m| m.as_str()).collect();
         (*cursor, to_json(&pending))

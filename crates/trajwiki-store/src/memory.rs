@@ -171,56 +171,79 @@ impl Store {
     pub fn commit_memory(&mut self, batch: &MemoryBatch) -> Result<()> {
         let ns = &batch.namespace;
         let tx = self.write_tx("starting a memory commit", &[ns.as_str()])?;
-        if !exists(&tx, "SELECT 1 FROM namespaces WHERE id = ?1", ns.as_str())? {
-            return Err(StoreError::Dangling {
-                what: "memory batch".into(),
-                missing: format!("namespace {ns}"),
-            });
-        }
-        if let Some(fold) = &batch.fold {
-            check_from(&tx, ns, fold)?;
-        }
+        check_from(&tx, ns, batch.fold.as_ref())?;
         if batch.replace {
             crate::delete_in(&tx, ns, false)?;
         }
         // The generation this commit stamps on every row it inserts or changes.
         let generation = advance(&tx, ns, batch.replace)?;
+        // Trajectories as one multi-row upsert, in the batch's order (a continuation after the
+        // trajectory it continues; an id given again takes the first one's place and the last
+        // one's content): a new one is inserted, a stored one with the same continuation takes
+        // the new summary and signals (stamped only when they change: an unchanged trajectory
+        // is no change). Only the ones neither inserted nor changed are read back, to tell
+        // unchanged from a continuation that differs.
+        let mut trajectories: Vec<(&str, &Trajectory)> = Vec::new();
+        let mut place: HashMap<&str, usize> = HashMap::new();
         for t in &batch.trajectories {
             check_ns(ns, "trajectory", &t.namespace)?;
-            let stored: Option<Option<String>> = tx
+            match place.get(t.id.as_str()) {
+                Some(&i) => trajectories[i].1 = t,
+                None => {
+                    place.insert(t.id.as_str(), trajectories.len());
+                    trajectories.push((t.id.as_str(), t));
+                }
+            }
+        }
+        let cells: Vec<(Option<String>, String)> = trajectories
+            .iter()
+            .map(|(_, t)| {
+                (
+                    t.continues.as_ref().map(|c| c.to_string()),
+                    to_json(&t.signals),
+                )
+            })
+            .collect();
+        let ns_id = ns.as_str();
+        let rows: Vec<Vec<&dyn ToSql>> = trajectories
+            .iter()
+            .zip(&cells)
+            .map(|((id, t), (continues, signals))| {
+                vec![
+                    id as &dyn ToSql,
+                    &ns_id,
+                    continues,
+                    &t.summary,
+                    signals,
+                    &generation,
+                ]
+            })
+            .collect();
+        let written = insert_rows_returning(
+            &tx,
+            "trajectories (id, namespace, continues, summary, signals, generation)",
+            6,
+            "ON CONFLICT (id) DO UPDATE SET summary = excluded.summary,
+               signals = excluded.signals, generation = excluded.generation
+             WHERE coalesce(trajectories.continues, '') = coalesce(excluded.continues, '')
+               AND (trajectories.summary <> excluded.summary OR trajectories.signals <> excluded.signals)
+             RETURNING id",
+            &rows,
+            "writing trajectories",
+        )?;
+        for ((id, _), (continues, _)) in trajectories.iter().zip(&cells) {
+            if written.contains(*id) {
+                continue;
+            }
+            let stored: Option<String> = tx
                 .query_row(
                     "SELECT continues FROM trajectories WHERE id = ?1",
-                    [t.id.as_str()],
+                    [id],
                     |row| row.get(0),
                 )
-                .optional()
                 .ctx("looking up a trajectory")?;
-            let continues = t.continues.as_ref().map(|c| c.to_string());
-            match stored {
-                Some(prev) if prev != continues => {
-                    return Err(conflict(
-                        "trajectory continuation",
-                        t.id.as_str(),
-                        &prev,
-                        &continues,
-                    ))
-                }
-                Some(_) => {
-                    // Stamped only when it changes: an unchanged trajectory is no change.
-                    tx.execute(
-                        "UPDATE trajectories SET summary = ?2, signals = ?3, generation = ?4
-                         WHERE id = ?1 AND (summary <> ?2 OR signals <> ?3)",
-                        params![t.id.as_str(), t.summary, to_json(&t.signals), generation],
-                    )
-                    .ctx("refreshing a trajectory")?;
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO trajectories (id, namespace, continues, summary, signals, generation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        params![t.id.as_str(), ns.as_str(), continues, t.summary, to_json(&t.signals), generation],
-                    )
-                    .ctx("inserting a trajectory")?;
-                }
+            if stored != *continues {
+                return Err(conflict("trajectory continuation", id, &stored, continues));
             }
         }
         // The messages the batch's records cite, read once: each list is checked against them
@@ -240,20 +263,48 @@ impl Store {
         let mut new_snapshots = Vec::new();
         for s in &batch.snapshots {
             check_ns(ns, "snapshot", &s.namespace)?;
-            if let Some(stored) = read_snapshot(&tx, &s.id)? {
-                if &stored != s {
-                    return Err(conflict("snapshot", s.id.as_str(), &stored, s));
-                }
-                continue;
-            }
-            let next: u32 = tx
+            // Inserted when its id is free and it is its trajectory's next version, in one
+            // statement; read back only when it is not.
+            let inserted = tx
                 .query_row(
-                    "SELECT coalesce(max(version), 0) + 1 FROM snapshots WHERE trajectory = ?1",
-                    [s.trajectory.as_str()],
-                    |row| row.get(0),
+                    "INSERT INTO snapshots (id, namespace, trajectory, version, timestamp, summary, context, keywords, generation)
+                     SELECT ?1, ?2, ?3, CAST(?4 AS BIGINT), ?5, ?6, ?7, ?8, CAST(?9 AS BIGINT)
+                     WHERE (SELECT coalesce(max(version), 0) + 1 FROM snapshots WHERE trajectory = ?3) = ?4
+                     ON CONFLICT (id) DO NOTHING RETURNING id",
+                    params![
+                        s.id.as_str(),
+                        ns.as_str(),
+                        s.trajectory.as_str(),
+                        s.version,
+                        fmt_ts(&s.timestamp),
+                        s.summary,
+                        s.context,
+                        to_json(&s.keywords),
+                        generation
+                    ],
+                    |_| Ok(()),
                 )
-                .ctx("reading a trajectory's length")?;
-            if s.version != next {
+                .optional()
+                .map_err(|source| match source {
+                    rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                        StoreError::Dangling { what: format!("snapshot {}", s.id), missing: s.trajectory.to_string() }
+                    }
+                    source => crate::error::sql_error("inserting a snapshot", source),
+                })?;
+            if inserted.is_none() {
+                if let Some(stored) = read_snapshot(&tx, &s.id)? {
+                    if &stored != s {
+                        return Err(conflict("snapshot", s.id.as_str(), &stored, s));
+                    }
+                    continue;
+                }
+                let next: u32 = tx
+                    .query_row(
+                        "SELECT coalesce(max(version), 0) + 1 FROM snapshots WHERE trajectory = ?1",
+                        [s.trajectory.as_str()],
+                        |row| row.get(0),
+                    )
+                    .ctx("reading a trajectory's length")?;
                 return Err(StoreError::Conflict {
                     kind: "snapshot version",
                     id: s.id.to_string(),
@@ -262,27 +313,6 @@ impl Store {
                     incoming: format!("version {}", s.version),
                 });
             }
-            tx.execute(
-                "INSERT INTO snapshots (id, namespace, trajectory, version, timestamp, summary, context, keywords, generation)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    s.id.as_str(),
-                    ns.as_str(),
-                    s.trajectory.as_str(),
-                    s.version,
-                    fmt_ts(&s.timestamp),
-                    s.summary,
-                    s.context,
-                    to_json(&s.keywords),
-                    generation
-                ],
-            )
-            .map_err(|source| match source {
-                rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                    StoreError::Dangling { what: format!("snapshot {}", s.id), missing: s.trajectory.to_string() }
-                }
-                source => crate::error::sql_error("inserting a snapshot", source),
-            })?;
             new_snapshots.push(s);
         }
         let sources: Vec<(&str, Vec<&str>)> = new_snapshots

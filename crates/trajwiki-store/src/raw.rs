@@ -1,7 +1,7 @@
 //! Raw inputs: source messages and agent runs.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::Utc;
 use rusqlite::{params, OptionalExtension};
@@ -70,7 +70,16 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
-fn ensure_namespace(tx: &Tx<'_>, ns: &Namespace, report: &mut IngestReport) -> Result<()> {
+fn ensure_namespace(
+    tx: &Tx<'_>,
+    ns: &Namespace,
+    ensured: &mut HashSet<Namespace>,
+    report: &mut IngestReport,
+) -> Result<()> {
+    // Once a batch: a bulk ingest is one statement a message, not two.
+    if !ensured.insert(ns.clone()) {
+        return Ok(());
+    }
     let inserted = tx
         .execute(
             "INSERT INTO namespaces (id) VALUES (?1) ON CONFLICT DO NOTHING",
@@ -261,6 +270,7 @@ impl Store {
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "messages")?;
+        let mut ensured = HashSet::new();
         // The messages of this batch by id, with their content hashes.
         let mut seen: HashMap<MessageId, (SourceMessage, String)> = HashMap::new();
         for (msg, place) in items {
@@ -365,7 +375,7 @@ impl Store {
                     });
                 }
                 None => {
-                    ensure_namespace(&tx, &msg.namespace, &mut report)?;
+                    ensure_namespace(&tx, &msg.namespace, &mut ensured, &mut report)?;
                     if let Some(occupant) = occupant {
                         let position =
                             format!("{} session {} #{}", msg.namespace, msg.session, msg.seq);
@@ -404,6 +414,7 @@ impl Store {
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let batch = open_batch(&tx, source, "runs")?;
+        let mut ensured = HashSet::new();
         let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();
         for run in runs {
             let hash = run.content_hash();
@@ -438,7 +449,7 @@ impl Store {
                     });
                 }
                 None => {
-                    ensure_namespace(&tx, &run.namespace, &mut report)?;
+                    ensure_namespace(&tx, &run.namespace, &mut ensured, &mut report)?;
                     tx.execute(
                         "INSERT INTO runs (id, namespace, external_ref, task, success, reward, metadata, content_hash, batch)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",

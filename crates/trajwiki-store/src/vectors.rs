@@ -384,7 +384,23 @@ impl Store {
         dim: usize,
         rows: &[(i64, &[f32])],
     ) -> Result<VectorFileInfo> {
+        self.append_vectors_caching(ns, model, dtype, dim, rows, &[])
+    }
+
+    /// [`append_vectors`](Store::append_vectors), and `cache` (text hash, vector: the ones a
+    /// caller embedded for these rows) put into the embedding cache in the same transaction, as
+    /// [`put_embeddings`](Store::put_embeddings) would: one commit for both.
+    pub fn append_vectors_caching(
+        &mut self,
+        ns: &Namespace,
+        model: &str,
+        dtype: VectorDtype,
+        dim: usize,
+        rows: &[(i64, &[f32])],
+        cache: &[(&str, &[f32])],
+    ) -> Result<VectorFileInfo> {
         self.writable("starting a vector append")?;
+        let recorded = self.check_embeddings(model, dim, cache)?;
         let tx = self
             .conn
             .begin(Begin::Write(&[ns.as_str()]))
@@ -430,7 +446,15 @@ impl Store {
             last = rowid;
         }
         if rows.is_empty() {
+            // No rows: no vector file made; the cache on its own.
+            drop(tx);
+            if !cache.is_empty() {
+                self.put_embeddings(model, dim, cache)?;
+            }
             return Ok(info);
+        }
+        if !cache.is_empty() {
+            crate::embeddings::write_embeddings(&tx, model, dim, recorded, cache)?;
         }
         let bytes = encode_rows(info.dtype, rows);
         if tx.is_postgres() {
@@ -460,6 +484,9 @@ impl Store {
         )
         .ctx("committing vector rows")?;
         tx.commit().ctx("committing vector rows")?;
+        if !cache.is_empty() {
+            self.dims.borrow_mut().insert(model.to_string(), dim);
+        }
         Ok(info)
     }
 }

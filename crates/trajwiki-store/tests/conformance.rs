@@ -97,6 +97,7 @@ on_both!(
     every_record_round_trips,
     rebuild_is_idempotent_and_pages_keep_revisions,
     changed_immutable_record_is_a_conflict,
+    snapshots_and_trajectories_keep_their_order_and_continuation,
     sql_refuses_to_change_immutable_records,
     failed_batch_leaves_nothing,
     migrations_and_newer_schema,
@@ -500,6 +501,59 @@ fn changed_immutable_record_is_a_conflict(fresh: Fresh) {
         store.commit_memory(&batch),
         Err(StoreError::Conflict { kind: "claim", .. })
     ));
+}
+
+/// The commit writes a snapshot and a trajectory in one statement each and reads them back only
+/// when that statement wrote nothing: a snapshot stored with other content, a new snapshot that
+/// is not its trajectory's next version and a trajectory continuing another one are conflicts
+/// (and change nothing); the same batch again is no change; a trajectory's new summary is kept.
+fn snapshots_and_trajectories_keep_their_order_and_continuation(fresh: Fresh) {
+    let (_dir, mut store, _msgs, batch) = filled_store(fresh);
+    let before = store.stats().unwrap();
+    store.commit_memory(&batch).unwrap();
+    assert_eq!(store.stats().unwrap(), before);
+
+    let mut changed = batch.clone();
+    changed.snapshots[1].summary = "Ann moved to Tromsø".into();
+    assert!(matches!(
+        store.commit_memory(&changed),
+        Err(StoreError::Conflict {
+            kind: "snapshot",
+            ..
+        })
+    ));
+
+    let mut skipped = batch.clone();
+    skipped.snapshots[1].id = SnapshotId::derive(&ns(), "s4");
+    skipped.snapshots[1].version = 4;
+    match store.commit_memory(&skipped) {
+        Err(StoreError::Conflict {
+            kind: "snapshot version",
+            existing,
+            ..
+        }) => assert!(existing.contains("expects version 3"), "{existing}"),
+        other => panic!("expected a snapshot version conflict, got {other:?}"),
+    }
+
+    let mut continued = batch.clone();
+    continued.trajectories[0].continues = Some(TrajectoryId::derive(&ns(), "t0"));
+    assert!(matches!(
+        store.commit_memory(&continued),
+        Err(StoreError::Conflict {
+            kind: "trajectory continuation",
+            ..
+        })
+    ));
+    assert_eq!(store.stats().unwrap(), before);
+
+    let mut renamed = batch.clone();
+    renamed.trajectories[0].summary = "Ann's homes".into();
+    store.commit_memory(&renamed).unwrap();
+    let stored = store
+        .trajectory(&batch.trajectories[0].id)
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.summary, "Ann's homes");
 }
 
 fn sql_refuses_to_change_immutable_records(fresh: Fresh) {
