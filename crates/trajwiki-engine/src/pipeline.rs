@@ -8,7 +8,8 @@ use trajwiki_memory::{
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig, TrajState, TrajStateV1,
 };
 use trajwiki_store::{
-    FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype, VectorFileInfo,
+    Arrived, FoldRecord, FoldWrite, MemoryBatch, PageUpdates, Store, StoreError, VectorDtype,
+    VectorFileInfo,
 };
 
 /// A failure of [`build_namespace`].
@@ -268,6 +269,19 @@ pub fn sync_vectors(
     embedder: &dyn Embedder,
     dtype: VectorDtype,
 ) -> Result<(usize, Option<VectorFileInfo>), PipelineError> {
+    sync_vectors_from(store, ns, embedder, dtype, None)
+}
+
+/// [`sync_vectors`], with `read`: a position and the messages of `ns` ingested after it, in
+/// arrival order, as a build just read them. When the file's last row is at or past that
+/// position, the messages after the row are taken from `read` instead of read again.
+fn sync_vectors_from(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    dtype: VectorDtype,
+    read: Option<(i64, &[Arrived])>,
+) -> Result<(usize, Option<VectorFileInfo>), PipelineError> {
     let model = embedder.model_id().to_string();
     let held = match store.checked_vector_file(ns, &model) {
         Ok(info) => info,
@@ -279,7 +293,14 @@ pub fn sync_vectors(
         Err(e) => return Err(e.into()),
     };
     let after = held.as_ref().map_or(0, |i| i.last_rowid);
-    let arrived = store.messages_after(ns, after)?;
+    let arrived = match read {
+        Some((from, read)) if after >= from => read
+            .iter()
+            .filter(|(rowid, _)| *rowid > after)
+            .cloned()
+            .collect(),
+        _ => store.messages_after(ns, after)?,
+    };
     if arrived.is_empty() {
         return Ok((0, held));
     }
@@ -302,7 +323,7 @@ pub fn sync_vectors(
         // them, and what it lacks, if anything, is appended from there.
         Err(StoreError::Conflict {
             kind: "vector row", ..
-        }) => sync_vectors(store, ns, embedder, dtype),
+        }) => sync_vectors_from(store, ns, embedder, dtype, None),
         Err(e) => Err(e.into()),
     }
 }
@@ -550,7 +571,9 @@ fn build_once(
     let load_ms = started.elapsed().as_millis();
 
     let start_cursor = cursor;
-    let (sequence, cursor) = arrived(store, ns, pending, cursor)?;
+    let (mut sequence, fresh) = arrived(store, ns, pending, cursor)?;
+    let cursor = fresh.last().map_or(cursor, |(rowid, _)| *rowid);
+    sequence.extend(fresh.iter().map(|(_, m)| m.clone()));
     if sequence.is_empty() && fold.header.messages == 0 {
         return Err(PipelineError::Empty(ns.clone()));
     }
@@ -619,7 +642,13 @@ fn build_once(
         report.commit_ms = commit(store, ns, &batch)?;
     }
     // The vector file's record as the append left it decides the approximate index.
-    let (appended, held) = sync_vectors(store, ns, embedder, options.vectors)?;
+    let (appended, held) = sync_vectors_from(
+        store,
+        ns,
+        embedder,
+        options.vectors,
+        Some((start_cursor, &fresh)),
+    )?;
     report.vectors_appended = appended;
     report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold, held)?;
     *kept = Some(KeptFold {
@@ -781,15 +810,15 @@ fn same_config(stored: &str, config_json: &str) -> bool {
             .is_some_and(|c| c == config_json)
 }
 
-/// The messages a build folds, in arrival order: the pending exchange, then what arrived after
-/// `cursor`; and the ingest position of the last.
+/// The messages a build folds, in arrival order: those of the pending exchange, and what arrived
+/// after `cursor` with their ingest positions.
 fn arrived(
     store: &Store,
     ns: &Namespace,
     pending: Pending,
     cursor: i64,
-) -> Result<(Vec<SourceMessage>, i64), PipelineError> {
-    let mut sequence = match pending {
+) -> Result<(Vec<SourceMessage>, Vec<Arrived>), PipelineError> {
+    let sequence = match pending {
         Pending::Held(messages) => messages,
         Pending::Stored(ids) => {
             let mut sequence = Vec::with_capacity(ids.len());
@@ -803,10 +832,7 @@ fn arrived(
             sequence
         }
     };
-    let arrived = store.messages_after(ns, cursor)?;
-    let cursor = arrived.last().map_or(cursor, |(rowid, _)| *rowid);
-    sequence.extend(arrived.into_iter().map(|(_, m)| m));
-    Ok((sequence, cursor))
+    Ok((sequence, store.messages_after(ns, cursor)?))
 }
 
 /// Folds the exchanges `groups` into `fold` with the deterministic builders or `drivers`,

@@ -103,28 +103,66 @@ fn batch_namespaces<'a>(of: impl Iterator<Item = &'a Namespace>) -> Vec<&'a str>
     out
 }
 
-fn open_batch(tx: &Tx<'_>, source: &str, format: &str) -> Result<i64> {
-    tx.query_row(
-        "INSERT INTO ingest_batches (source, format, added, unchanged, ingested_at) VALUES (?1, ?2, 0, 0, ?3)
-         RETURNING id",
-        params![source, format, Utc::now().to_rfc3339()],
-        |r| r.get(0),
-    )
-    .ctx("recording an ingest batch")
+/// An ingest's batch row: written when its first record is added, with the counts so far, and
+/// brought up to date at the end only when later records changed them, so that a one-message
+/// append writes it in one statement; never written by an ingest that adds nothing.
+struct Batch<'a> {
+    source: &'a str,
+    format: &'static str,
+    /// The row's id and the (added, unchanged) counts it holds.
+    row: Option<(i64, u64, u64)>,
 }
 
-/// Records the batch's counts and commits, or rolls back when the batch added nothing, so that
-/// a re-ingest leaves no trace.
-fn close_batch(tx: Tx<'_>, batch: i64, report: &IngestReport) -> Result<()> {
-    if report.added == 0 && report.new_namespaces.is_empty() {
-        return tx.rollback().ctx("ending an empty ingest");
+impl<'a> Batch<'a> {
+    fn new(source: &'a str, format: &'static str) -> Self {
+        Batch {
+            source,
+            format,
+            row: None,
+        }
     }
-    tx.execute(
-        "UPDATE ingest_batches SET added = ?2, unchanged = ?3 WHERE id = ?1",
-        params![batch, report.added as i64, report.unchanged as i64],
-    )
-    .ctx("recording an ingest batch")?;
-    tx.commit().ctx("committing an ingest")
+
+    /// The row's id for a record about to be added (`report` before it is counted).
+    fn id(&mut self, tx: &Tx<'_>, report: &IngestReport) -> Result<i64> {
+        if let Some((id, ..)) = self.row {
+            return Ok(id);
+        }
+        let (added, unchanged) = (report.added + 1, report.unchanged);
+        let id = tx
+            .query_row(
+                "INSERT INTO ingest_batches (source, format, added, unchanged, ingested_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                params![
+                    self.source,
+                    self.format,
+                    added as i64,
+                    unchanged as i64,
+                    Utc::now().to_rfc3339()
+                ],
+                |r| r.get(0),
+            )
+            .ctx("recording an ingest batch")?;
+        self.row = Some((id, added, unchanged));
+        Ok(id)
+    }
+
+    /// Records the batch's final counts and commits, or rolls back when the batch added nothing,
+    /// so that a re-ingest leaves no trace.
+    fn close(self, tx: Tx<'_>, report: &IngestReport) -> Result<()> {
+        if report.added == 0 && report.new_namespaces.is_empty() {
+            return tx.rollback().ctx("ending an empty ingest");
+        }
+        if let Some((id, added, unchanged)) = self.row {
+            if (added, unchanged) != (report.added, report.unchanged) {
+                tx.execute(
+                    "UPDATE ingest_batches SET added = ?2, unchanged = ?3 WHERE id = ?1",
+                    params![id, report.added as i64, report.unchanged as i64],
+                )
+                .ctx("recording an ingest batch")?;
+            }
+        }
+        tx.commit().ctx("committing an ingest")
+    }
 }
 
 /// Where an appended message goes in its session.
@@ -269,7 +307,7 @@ impl Store {
         let namespaces = batch_namespaces(items.iter().map(|(m, _)| &m.namespace));
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
-        let batch = open_batch(&tx, source, "messages")?;
+        let mut batch = Batch::new(source, "messages");
         let mut ensured = HashSet::new();
         // The messages of this batch by id, with their content hashes.
         let mut seen: HashMap<MessageId, (SourceMessage, String)> = HashMap::new();
@@ -329,14 +367,18 @@ impl Store {
                 report.unchanged += 1;
                 continue;
             }
-            // The message by its id and whatever holds its position, in one statement.
+            // The message by its id, whatever holds its position and whether its namespace is
+            // stored (a row of NULLs when it is not), in one statement.
             let mut stored: Option<String> = None;
             let mut occupant: Option<String> = None;
+            let mut namespace_stored = true;
             {
                 let mut stmt = tx
                     .prepare_cached(
                         "SELECT id, content_hash FROM messages
-                         WHERE id = ?1 OR (namespace = ?2 AND session = ?3 AND seq = ?4)",
+                         WHERE id = ?1 OR (namespace = ?2 AND session = ?3 AND seq = ?4)
+                         UNION ALL
+                         SELECT NULL, NULL WHERE NOT EXISTS (SELECT 1 FROM namespaces WHERE id = ?2)",
                     )
                     .ctx("preparing an ingest")?;
                 let found = stmt
@@ -347,11 +389,14 @@ impl Store {
                             msg.session,
                             msg.seq
                         ],
-                        |row| row.tuple::<(String, String)>(),
+                        |row| row.tuple::<(Option<String>, Option<String>)>(),
                     )
                     .ctx("looking up a message")?;
                 for row in found {
-                    let (id, content_hash) = row.ctx("looking up a message")?;
+                    let (Some(id), Some(content_hash)) = row.ctx("looking up a message")? else {
+                        namespace_stored = false;
+                        continue;
+                    };
                     if id == msg.id.as_str() {
                         stored = Some(content_hash);
                     } else {
@@ -375,6 +420,9 @@ impl Store {
                     });
                 }
                 None => {
+                    if namespace_stored {
+                        ensured.insert(msg.namespace.clone());
+                    }
                     ensure_namespace(&tx, &msg.namespace, &mut ensured, &mut report)?;
                     if let Some(occupant) = occupant {
                         let position =
@@ -397,13 +445,14 @@ impl Store {
                             },
                         });
                     }
+                    let batch = batch.id(&tx, &report)?;
                     insert_message(&tx, &msg, &hash, batch)?;
                     report.added += 1;
                 }
             }
             seen.insert(msg.id.clone(), (msg.into_owned(), hash));
         }
-        close_batch(tx, batch, &report)?;
+        batch.close(tx, &report)?;
         Ok(report)
     }
 
@@ -413,7 +462,7 @@ impl Store {
         let namespaces = batch_namespaces(runs.iter().map(|r| &r.namespace));
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
-        let batch = open_batch(&tx, source, "runs")?;
+        let mut batch = Batch::new(source, "runs");
         let mut ensured = HashSet::new();
         let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();
         for run in runs {
@@ -450,6 +499,7 @@ impl Store {
                 }
                 None => {
                     ensure_namespace(&tx, &run.namespace, &mut ensured, &mut report)?;
+                    let batch = batch.id(&tx, &report)?;
                     tx.execute(
                         "INSERT INTO runs (id, namespace, external_ref, task, success, reward, metadata, content_hash, batch)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -477,7 +527,7 @@ impl Store {
                 }
             }
         }
-        close_batch(tx, batch, &report)?;
+        batch.close(tx, &report)?;
         Ok(report)
     }
 
