@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 LINE = re.compile(
     r"built (?P<msgs>\d+) messages in (?P<build>[\d.]+) s.*?"
     r"with the fold kept, (?P<mean>[\d.]+) ms a message \(mean of \d+; "
-    r"median (?P<median>[\d.]+), p90 (?P<p90>[\d.]+)\)",
+    r"median (?P<median>[\d.]+), p90 (?P<p90>[\d.]+)[;)]",
     re.S,
 )
 
