@@ -1,9 +1,11 @@
 //! The embedding cache: vectors keyed by (model id, text hash), the model's dimension recorded
 //! once and enforced on every read and write.
 
-use rusqlite::{params, OptionalExtension};
+use std::collections::HashMap;
 
-use crate::db::Tx;
+use rusqlite::{params, OptionalExtension, ToSql};
+
+use crate::db::{id_lists, insert_rows_returning, numbered, Tx};
 use crate::error::{Result, SqlContext, StoreError};
 use crate::Store;
 
@@ -49,16 +51,21 @@ pub(crate) fn write_embeddings(
         )
         .ctx("recording an embedding model")?;
     }
-    let mut stmt = tx
-        .prepare_cached(INSERT_EMBEDDING)
-        .ctx("preparing an embedding write")?;
-    let mut added = 0;
-    for (hash, v) in items {
-        added += stmt
-            .execute(params![model, hash, encode(v)])
-            .ctx("writing an embedding")?;
-    }
-    Ok(added)
+    let vectors: Vec<Vec<u8>> = items.iter().map(|(_, v)| encode(v)).collect();
+    let rows: Vec<Vec<&dyn ToSql>> = items
+        .iter()
+        .zip(&vectors)
+        .map(|((hash, _), v)| vec![&model as &dyn ToSql, hash, v])
+        .collect();
+    let added = insert_rows_returning(
+        tx,
+        "embeddings (model_id, text_hash, vector)",
+        3,
+        "ON CONFLICT DO NOTHING RETURNING text_hash",
+        &rows,
+        "writing embeddings",
+    )?;
+    Ok(added.len())
 }
 
 impl Store {
@@ -103,18 +110,15 @@ impl Store {
         hashes: &[&str],
     ) -> Result<Vec<Option<Vec<f32>>>> {
         self.expect_dim(model, dim)?;
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT vector FROM embeddings WHERE model_id = ?1 AND text_hash = ?2")
-            .ctx("preparing an embedding lookup")?;
+        let mut found = self.cached(model, hashes, "text_hash, vector")?;
         hashes
             .iter()
             .map(|hash| {
-                let bytes: Option<Vec<u8>> = stmt
-                    .query_row(params![model, hash], |row| row.get(0))
-                    .optional()
-                    .ctx("reading an embedding")?;
-                bytes.map(|b| decode(&b, dim, model, hash)).transpose()
+                found
+                    .remove(*hash)
+                    .flatten()
+                    .map(|b| decode(&b, dim, model, hash))
+                    .transpose()
             })
             .collect()
     }
@@ -122,17 +126,43 @@ impl Store {
     /// Whether the cache holds a vector of `model` for each text hash (without reading the
     /// vectors).
     pub fn has_embeddings(&self, model: &str, hashes: &[&str]) -> Result<Vec<bool>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT 1 FROM embeddings WHERE model_id = ?1 AND text_hash = ?2")
-            .ctx("preparing an embedding lookup")?;
-        hashes
+        let found = self.cached(model, hashes, "text_hash, NULL")?;
+        Ok(hashes
             .iter()
-            .map(|hash| {
-                stmt.exists(params![model, hash])
-                    .ctx("looking an embedding up")
-            })
-            .collect()
+            .map(|hash| found.contains_key(*hash))
+            .collect())
+    }
+
+    /// The cache's rows of `model` among `hashes`, by hash, with `columns` (the hash and the
+    /// vector or `NULL`): a statement for each run of up to 256 hashes, not one a hash.
+    fn cached(
+        &self,
+        model: &str,
+        hashes: &[&str],
+        columns: &str,
+    ) -> Result<HashMap<String, Option<Vec<u8>>>> {
+        let mut found = HashMap::with_capacity(hashes.len());
+        for list in id_lists(hashes) {
+            let mut params: Vec<&dyn ToSql> = vec![&model];
+            params.extend(list.iter().map(|h| h as &dyn ToSql));
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!(
+                    "SELECT {columns} FROM embeddings WHERE model_id = ?1 AND text_hash IN ({})",
+                    numbered(2, list.len())
+                ))
+                .ctx("preparing an embedding lookup")?;
+            let rows = stmt
+                .query_map(&params[..], |row| {
+                    Ok((row.get::<String>(0)?, row.get::<Option<Vec<u8>>>(1)?))
+                })
+                .ctx("reading embeddings")?;
+            for row in rows {
+                let (hash, vector) = row.ctx("reading embeddings")?;
+                found.insert(hash, vector);
+            }
+        }
+        Ok(found)
     }
 
     /// [`StoreError::EmbeddingDimension`] unless `items` are vectors of dimension `dim` and that

@@ -400,7 +400,7 @@ impl Store {
         cache: &[(&str, &[f32])],
     ) -> Result<VectorFileInfo> {
         self.writable("starting a vector append")?;
-        let recorded = self.check_embeddings(model, dim, cache)?;
+        let recorded = !cache.is_empty() && self.check_embeddings(model, dim, cache)?;
         let tx = self
             .conn
             .begin(Begin::Write(&[ns.as_str()]))
