@@ -110,15 +110,13 @@ impl Store {
         hashes: &[&str],
     ) -> Result<Vec<Option<Vec<f32>>>> {
         self.expect_dim(model, dim)?;
-        let mut found = self.cached(model, hashes, "text_hash, vector")?;
+        let found = self.cached(model, hashes, "text_hash, vector")?;
+        // A hash asked for twice gets its vector twice.
         hashes
             .iter()
-            .map(|hash| {
-                found
-                    .remove(*hash)
-                    .flatten()
-                    .map(|b| decode(&b, dim, model, hash))
-                    .transpose()
+            .map(|hash| match found.get(*hash) {
+                Some(Some(bytes)) => decode(bytes, dim, model, hash).map(Some),
+                _ => Ok(None),
             })
             .collect()
     }

@@ -455,6 +455,25 @@ fn every_record_round_trips(fresh: Fresh) {
         store.cached_embeddings("m", 3, &["h1", "h2"]).unwrap(),
         vec![Some(vec![1.0, 0.0, 0.0]), None]
     );
+    // Several at once (one multi-row statement each way): the new ones counted once, a hash
+    // asked for twice answered twice.
+    let (x, y) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]);
+    assert_eq!(
+        store
+            .put_embeddings("m", 3, &[("h2", &y), ("h1", &x), ("h2", &y)])
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .cached_embeddings("m", 3, &["h1", "h2", "h1", "h3"])
+            .unwrap(),
+        vec![Some(x.to_vec()), Some(y.to_vec()), Some(x.to_vec()), None]
+    );
+    assert_eq!(
+        store.has_embeddings("m", &["h3", "h2", "h2"]).unwrap(),
+        vec![false, true, true]
+    );
     assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
 }
 
