@@ -98,6 +98,7 @@ on_both!(
     rebuild_is_idempotent_and_pages_keep_revisions,
     changed_immutable_record_is_a_conflict,
     snapshots_and_trajectories_keep_their_order_and_continuation,
+    the_embedding_cache_answers_every_hash_asked,
     sql_refuses_to_change_immutable_records,
     failed_batch_leaves_nothing,
     migrations_and_newer_schema,
@@ -455,25 +456,6 @@ fn every_record_round_trips(fresh: Fresh) {
         store.cached_embeddings("m", 3, &["h1", "h2"]).unwrap(),
         vec![Some(vec![1.0, 0.0, 0.0]), None]
     );
-    // Several at once (one multi-row statement each way): the new ones counted once, a hash
-    // asked for twice answered twice.
-    let (x, y) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]);
-    assert_eq!(
-        store
-            .put_embeddings("m", 3, &[("h2", &y), ("h1", &x), ("h2", &y)])
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        store
-            .cached_embeddings("m", 3, &["h1", "h2", "h1", "h3"])
-            .unwrap(),
-        vec![Some(x.to_vec()), Some(y.to_vec()), Some(x.to_vec()), None]
-    );
-    assert_eq!(
-        store.has_embeddings("m", &["h3", "h2", "h2"]).unwrap(),
-        vec![false, true, true]
-    );
     assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
 }
 
@@ -573,6 +555,37 @@ fn snapshots_and_trajectories_keep_their_order_and_continuation(fresh: Fresh) {
         .unwrap()
         .unwrap();
     assert_eq!(stored.summary, "Ann's homes");
+}
+
+/// The embedding cache is read and written in multi-row statements: vectors put at once are
+/// counted once each, and every hash asked for is answered, twice when asked twice.
+fn the_embedding_cache_answers_every_hash_asked(fresh: Fresh) {
+    let mut store = fresh.open();
+    let (x, y) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]);
+    assert_eq!(store.put_embeddings("m", 3, &[("h1", &x)]).unwrap(), 1);
+    assert_eq!(
+        store
+            .put_embeddings("m", 3, &[("h2", &y), ("h1", &x), ("h2", &y)])
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .cached_embeddings("m", 3, &["h1", "h2", "h1", "h3"])
+            .unwrap(),
+        vec![Some(x.to_vec()), Some(y.to_vec()), Some(x.to_vec()), None]
+    );
+    assert_eq!(
+        store.has_embeddings("m", &["h3", "h2", "h2"]).unwrap(),
+        vec![false, true, true]
+    );
+    // More hashes than one statement takes.
+    let hashes: Vec<String> = (0..600).map(|i| format!("k{i}")).collect();
+    let items: Vec<(&str, &[f32])> = hashes.iter().map(|h| (h.as_str(), &x[..])).collect();
+    assert_eq!(store.put_embeddings("m", 3, &items).unwrap(), 600);
+    let asked: Vec<&str> = hashes.iter().map(String::as_str).collect();
+    let found = store.cached_embeddings("m", 3, &asked).unwrap();
+    assert!(found.iter().all(|v| v.as_deref() == Some(&x[..])));
 }
 
 fn sql_refuses_to_change_immutable_records(fresh: Fresh) {
