@@ -285,11 +285,12 @@ impl std::ops::Deref for Tx<'_> {
 impl Tx<'_> {
     pub(crate) fn commit(mut self) -> SqlResult<()> {
         self.open = false;
-        self.db.execute_batch("COMMIT")?;
-        if let Db::Postgres(pg) = self.db {
-            pg.analyse_grown();
+        let committed = self.db.execute_batch("COMMIT");
+        match (self.db, &committed) {
+            (Db::Postgres(pg), Ok(())) => pg.analyse_grown(),
+            _ => self.db.forget_grown(),
         }
-        Ok(())
+        committed
     }
 
     pub(crate) fn rollback(mut self) -> SqlResult<()> {
