@@ -566,7 +566,7 @@ fn build_once(
         from,
         replaced,
     } = start_fold(store, ns, held, &model_id, &config_json, config, options)?;
-    let waited = pending.ids().count();
+    let waited = pending.len();
     let replace = replaced.is_some();
     let load_ms = started.elapsed().as_millis();
 
@@ -680,10 +680,10 @@ enum Pending {
 }
 
 impl Pending {
-    fn ids(&self) -> Box<dyn Iterator<Item = &trajwiki_core::MessageId> + '_> {
+    fn len(&self) -> usize {
         match self {
-            Pending::Held(messages) => Box::new(messages.iter().map(|m| &m.id)),
-            Pending::Stored(ids) => Box::new(ids.iter()),
+            Pending::Held(messages) => messages.len(),
+            Pending::Stored(ids) => ids.len(),
         }
     }
 }

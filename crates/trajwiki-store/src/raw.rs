@@ -420,10 +420,10 @@ impl Store {
                     });
                 }
                 None => {
-                    if namespace_stored {
-                        ensured.insert(msg.namespace.clone());
+                    // The look-up sees this batch's own inserts: a namespace it made is stored.
+                    if !namespace_stored {
+                        ensure_namespace(&tx, &msg.namespace, &mut ensured, &mut report)?;
                     }
-                    ensure_namespace(&tx, &msg.namespace, &mut ensured, &mut report)?;
                     if let Some(occupant) = occupant {
                         let position =
                             format!("{} session {} #{}", msg.namespace, msg.session, msg.seq);
