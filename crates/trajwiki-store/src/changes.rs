@@ -91,7 +91,10 @@ impl NamespaceDelta {
 impl MemoryRecords {
     /// Merges `delta` into records read at `delta.since`: each changed record replaces the one
     /// of its id or is inserted where the namespace read puts it, retired pages are removed, and
-    /// the cursor becomes `delta.cursor`. Linear in the records held and the changes.
+    /// the cursor becomes `delta.cursor`. The held records may be in any order (an index keeps
+    /// them in its own, [`crate::MemoryRecords`] as the store reads them): they are put in the
+    /// store's order first, which costs a pass when they are in it already. Linear in the
+    /// records held and the changes otherwise.
     ///
     /// [`StoreError::Reload`] when the delta says the namespace is to be read again or was not
     /// counted from these records' cursor; the records are then unchanged.
@@ -128,12 +131,15 @@ impl MemoryRecords {
     }
 }
 
-/// Merges `changes` into `held`, both sorted by `order` (a total order on the records' ids):
-/// a change equal to a held record replaces it, the others are inserted in order.
+/// Merges `changes` (sorted by `order`, a total order on the records' ids) into `held` (in
+/// any order; sorted by `order` first): a change equal to a held record replaces it, the others
+/// are inserted in order. Merging into records in another order would keep both the old record
+/// and its change, one id twice.
 fn merge<T: Clone>(held: &mut Vec<T>, changes: &[T], order: impl Fn(&T, &T) -> Ordering) {
     if changes.is_empty() {
         return;
     }
+    held.sort_by(&order);
     let old = std::mem::take(held);
     held.reserve(old.len() + changes.len());
     let mut old = old.into_iter().peekable();
@@ -397,5 +403,16 @@ mod tests {
         let mut empty = Vec::new();
         merge(&mut empty, &[(2, 'c')], order);
         assert_eq!(empty, vec![(2, 'c')]);
+    }
+
+    /// Records held in another order than the store's (an index's: snapshots by their last
+    /// message, trajectories by their first snapshot) take their changes in place of the old
+    /// records, never beside them (issue 49: a trajectory held twice after a backfill).
+    #[test]
+    fn merge_into_records_in_another_order_keeps_each_id_once() {
+        let order = |a: &(u32, char), b: &(u32, char)| a.0.cmp(&b.0);
+        let mut held = vec![(5, 'a'), (1, 'a'), (3, 'a')];
+        merge(&mut held, &[(1, 'b'), (4, 'b'), (5, 'b')], order);
+        assert_eq!(held, vec![(1, 'b'), (3, 'a'), (4, 'b'), (5, 'b')]);
     }
 }
