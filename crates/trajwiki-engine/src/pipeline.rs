@@ -700,6 +700,21 @@ fn start_fold(
     config: &MemoryConfig,
     options: BuildOptions,
 ) -> Result<Start, PipelineError> {
+    // The record and the states it leads to in one read: another process's build committed
+    // between the two would give the record of one build with the groups of the next.
+    store.reading(|store| start_fold_in(store, ns, held, model_id, config_json, config, options))
+}
+
+/// [`start_fold`]'s reads, inside its read transaction.
+fn start_fold_in(
+    store: &Store,
+    ns: &Namespace,
+    held: Option<KeptFold>,
+    model_id: &str,
+    config_json: &str,
+    config: &MemoryConfig,
+    options: BuildOptions,
+) -> Result<Start, PipelineError> {
     let stale = |detail: String| PipelineError::Stale {
         namespace: ns.clone(),
         detail,

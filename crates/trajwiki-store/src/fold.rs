@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use rusqlite::{params, OptionalExtension, ToSql};
 
-use crate::db::{insert_rows, Tx};
+use crate::db::{insert_rows, Begin, Tx};
 use trajwiki_core::{MessageId, Namespace, SourceMessage};
 
 use crate::error::{Result, SqlContext, StoreError};
@@ -84,6 +84,25 @@ impl Store {
                 },
             )
             .ctx("reading a namespace's index state")
+    }
+
+    /// Runs `read` in one read transaction (a REPEATABLE READ snapshot on PostgreSQL): every
+    /// read it makes sees the store as one moment left it. A build reads its fold's record,
+    /// trajectory states and wiki groups this way, so that a build another process commits
+    /// meanwhile is seen whole or not at all, never half (a record of one build with the
+    /// groups of the next). `read` must not write.
+    pub fn reading<T, E: From<StoreError>>(
+        &self,
+        read: impl FnOnce(&Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tx = self
+            .conn
+            .begin(Begin::Read)
+            .ctx("starting a read")
+            .map_err(E::from)?;
+        let value = read(self)?;
+        tx.commit().ctx("ending a read").map_err(E::from)?;
+        Ok(value)
     }
 
     /// The fold record of a namespace, if its memory was built by a fold.

@@ -94,6 +94,7 @@ macro_rules! on_both {
 }
 
 on_both!(
+    a_read_sees_one_moment_of_the_store,
     every_record_round_trips,
     rebuild_is_idempotent_and_pages_keep_revisions,
     changed_immutable_record_is_a_conflict,
@@ -1041,6 +1042,29 @@ fn session5(store: &Store) -> Vec<(u32, String, Option<String>)> {
         .into_iter()
         .map(|m| (m.seq, m.text, m.external_ref))
         .collect()
+}
+
+/// [`Store::reading`] sees the store as one moment left it: a write another connection
+/// commits meanwhile is seen after the read, not inside it (issue 49: a build that read its
+/// fold's record before another process's commit and its groups after it panicked).
+fn a_read_sees_one_moment_of_the_store(fresh: Fresh) {
+    let (mut writer, reader) = (fresh.open(), fresh.open());
+    let ns = Namespace::new("chat").unwrap();
+    writer
+        .append_messages("t", &[Append::next(said("one", None))])
+        .unwrap();
+    let count = |store: &Store| store.messages_after(&ns, 0).map(|m| m.len());
+    let inside = reader
+        .reading(|store| {
+            let before = count(store)?;
+            writer
+                .append_messages("t", &[Append::next(said("two", None))])
+                .unwrap();
+            Ok::<_, StoreError>((before, count(store)?))
+        })
+        .unwrap();
+    assert_eq!(inside, (1, 1), "a read saw another connection's commit");
+    assert_eq!(count(&reader).unwrap(), 2);
 }
 
 fn appends_take_the_next_position_and_refs_recognise_retries(fresh: Fresh) {
