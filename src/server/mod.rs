@@ -76,6 +76,7 @@ mod extract;
 mod jobs;
 mod mcp;
 mod perimeter;
+mod refusals;
 mod stdio;
 
 /// What a server is started with.
@@ -437,7 +438,7 @@ struct ErrorDetail {
     /// A stable code: bad_request, bad_id, not_found, unknown_namespace, not_built, no_runs,
     /// not_compiled, model_mismatch, stale, too_large, unauthorized, conflict, read_only,
     /// no_route, no_history, internal, busy, method_not_allowed, forbidden_host,
-    /// forbidden_origin, timeout, storage_full, …
+    /// forbidden_origin, timeout, storage_full, headers_too_large, uri_too_long, …
     #[schema(value_type = String)]
     code: &'static str,
     /// What went wrong, for a person.

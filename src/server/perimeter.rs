@@ -18,6 +18,11 @@
 //!   the rest (its body and its answer; 503 `timeout` after it), and at most `max_connections`
 //!   are served at once (the others wait in the listen queue), so slow or idle clients cannot
 //!   exhaust the process's descriptors and `/health` answers again once they time out.
+//! - **Requests that cannot be read** ([`serve`], `super::refusals`): hyper refuses a malformed
+//!   request line or header (400), too many headers or head bytes (431) and too long a target
+//!   (414) before any route sees the request, with an answer of its own that has no body. The
+//!   connection's IO replaces that answer with the JSON error every other refusal has
+//!   (`bad_request`, `headers_too_large`, `uri_too_long`); the router's answers pass untouched.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -31,6 +36,7 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 
+use super::refusals::{self, CountedService, JsonRefusals, RouterCalls};
 use super::Failure;
 
 /// How long clients may take and how many are served at once.
@@ -324,7 +330,9 @@ pub fn serve(
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(limits.header_timeout)
+            .max_headers(refusals::MAX_HEADERS)
+            .max_buf_size(refusals::MAX_HEAD_BYTES);
         let stop = tokio::signal::ctrl_c();
         tokio::pin!(stop);
         loop {
@@ -343,8 +351,11 @@ pub fn serve(
                 },
                 _ = &mut stop => break,
             };
-            let service = TowerToHyperService::new(router.clone());
-            let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            // What hyper refuses itself is answered as JSON too (see `refusals`).
+            let calls = RouterCalls::default();
+            let service = CountedService::new(TowerToHyperService::new(router.clone()), calls.clone());
+            let io = JsonRefusals::new(TokioIo::new(stream), calls);
+            let connection = graceful.watch(http.serve_connection(io, service));
             tokio::spawn(async move {
                 // A connection's failure (a client gone, headers too slow) ends that connection.
                 let _ = connection.await;
