@@ -13,7 +13,7 @@ use serde::Deserialize;
 use trajwiki_core::Namespace;
 use utoipa::IntoParams;
 
-use super::Failure;
+use super::{Code, Failure};
 
 /// The route's path parameters, as [`Path`] reads them; one that cannot be read (a segment
 /// that is not UTF-8 once decoded) is a JSON failure like every other.
@@ -29,7 +29,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Failure> {
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(Segments(value)),
-            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
+            Err(e) => Err(Failure::new(e.status(), Code::BadRequest, e.body_text())),
         }
     }
 }
@@ -91,7 +91,7 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Failure> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(value)) => Ok(Params(value)),
-            Err(e) => Err(Failure::new(e.status(), "bad_request", e.body_text())),
+            Err(e) => Err(Failure::new(e.status(), Code::BadRequest, e.body_text())),
         }
     }
 }
@@ -118,9 +118,9 @@ where
 /// A body that could not be read as the route's JSON.
 fn rejected(e: JsonRejection) -> Failure {
     let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        "too_large"
+        Code::TooLarge
     } else {
-        "bad_request"
+        Code::BadRequest
     };
     Failure::new(e.status(), code, e.body_text())
 }

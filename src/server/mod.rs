@@ -67,11 +67,13 @@ use crate::engine::Model;
 use crate::pipeline::{BuildOptions, PipelineError};
 use crate::trace::TraceError;
 use crate::Engine;
+use codes::Code;
 use extract::{Body, Id, IdParam, Ns, NsParam, Params, Segments};
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
 pub use perimeter::{serve, AllowedHostError, AllowedHosts, Limits};
 
+mod codes;
 mod extract;
 mod jobs;
 mod mcp;
@@ -296,12 +298,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct Failure {
     status: StatusCode,
-    code: &'static str,
+    code: Code,
     message: String,
 }
 
 impl Failure {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Failure {
             status,
             code,
@@ -310,11 +312,11 @@ impl Failure {
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
-        Failure::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Failure::new(StatusCode::BAD_REQUEST, Code::BadRequest, message)
     }
 
     fn internal(message: impl Into<String>) -> Self {
-        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, message)
     }
 
     fn from_store(e: StoreError) -> Self {
@@ -325,19 +327,19 @@ impl Failure {
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         let (status, code) =
-            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal));
         Failure::new(status, code, e.to_string())
     }
 }
 
 /// The status and code of a store error that a client or the disk caused, when it is one: a
 /// conflicting write, a read-only store, a full session, a full disk.
-fn store_status(e: &StoreError) -> Option<(StatusCode, &'static str)> {
+fn store_status(e: &StoreError) -> Option<(StatusCode, Code)> {
     Some(match e {
-        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
-        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
-        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, "session_full"),
-        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
+        StoreError::Conflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
+        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, Code::ReadOnly),
+        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, Code::SessionFull),
+        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, Code::StorageFull),
         _ => return None,
     })
 }
@@ -347,7 +349,7 @@ fn store_status(e: &StoreError) -> Option<(StatusCode, &'static str)> {
 fn unknown_namespace(ns: &Namespace) -> Failure {
     Failure::new(
         StatusCode::NOT_FOUND,
-        "unknown_namespace",
+        Code::UnknownNamespace,
         format!("namespace {ns} has no messages"),
     )
 }
@@ -359,23 +361,23 @@ impl From<ApiError> for Failure {
         }
         let message = e.to_string();
         let (status, code) = match &e {
-            ApiError::Id(_) => (StatusCode::BAD_REQUEST, "bad_id"),
-            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, "not_built"),
-            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, "no_history"),
-            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Id(_) => (StatusCode::BAD_REQUEST, Code::BadId),
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, Code::NotFound),
+            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, Code::NotBuilt),
+            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, Code::NoHistory),
+            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, Code::TooLarge),
             ApiError::Pipeline(PipelineError::ModelMismatch { .. }) => {
-                (StatusCode::CONFLICT, "model_mismatch")
+                (StatusCode::CONFLICT, Code::ModelMismatch)
             }
-            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, "stale"),
+            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, Code::Stale),
             // Nothing to build from: the namespace holds no messages (yet).
             ApiError::Pipeline(PipelineError::Empty(_)) => {
-                (StatusCode::NOT_FOUND, "unknown_namespace")
+                (StatusCode::NOT_FOUND, Code::UnknownNamespace)
             }
             ApiError::Store(e) | ApiError::Pipeline(PipelineError::Store(e)) => {
-                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"))
+                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
             }
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             // What failed inside, so that an operator can tell one failure from another.
@@ -404,12 +406,12 @@ impl From<TraceError> for Failure {
     fn from(e: TraceError) -> Self {
         let message = e.to_string();
         match e {
-            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, "no_runs", message),
+            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, Code::NoRuns, message),
             TraceError::NotCompiled(_) => {
-                Failure::new(StatusCode::CONFLICT, "not_compiled", message)
+                Failure::new(StatusCode::CONFLICT, Code::NotCompiled, message)
             }
             TraceError::NotInNamespace { .. } | TraceError::Unknown { .. } => {
-                Failure::new(StatusCode::NOT_FOUND, "not_found", message)
+                Failure::new(StatusCode::NOT_FOUND, Code::NotFound, message)
             }
             TraceError::Pipeline(e) => Failure::from(ApiError::Pipeline(e)),
             // The cause's status (a full disk is 507), with what was committed before it.
@@ -435,12 +437,9 @@ struct ErrorBody {
 /// A failure's stable code and its message.
 #[derive(Serialize, ToSchema)]
 struct ErrorDetail {
-    /// A stable code: bad_request, bad_id, not_found, unknown_namespace, not_built, no_runs,
-    /// not_compiled, model_mismatch, stale, too_large, unauthorized, conflict, read_only,
-    /// no_route, no_history, internal, busy, method_not_allowed, forbidden_host,
-    /// forbidden_origin, timeout, storage_full, headers_too_large, uri_too_long, …
-    #[schema(value_type = String)]
-    code: &'static str,
+    /// A stable code, one of those listed (README says when each is sent).
+    #[schema(schema_with = codes::schema)]
+    code: Code,
     /// What went wrong, for a person.
     message: String,
 }
@@ -602,7 +601,7 @@ async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: N
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
             return Failure::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                Code::Unauthorized,
                 "this server needs `Authorization: Bearer <token>`",
             )
             .into_response();
@@ -627,7 +626,7 @@ async fn refuse_declared_oversize(
     if declared.is_some_and(|n| n > max as u64) {
         let mut response = Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            Code::TooLarge,
             format!("the request body is over the limit of {max} bytes"),
         )
         .into_response();
@@ -647,14 +646,14 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn not_found() -> Failure {
-    Failure::new(StatusCode::NOT_FOUND, "no_route", "no such route")
+    Failure::new(StatusCode::NOT_FOUND, Code::NoRoute, "no such route")
 }
 
 /// A route asked with a method it does not take (405, as JSON).
 async fn method_not_allowed(method: axum::http::Method) -> Failure {
     Failure::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        Code::MethodNotAllowed,
         format!("this route does not take {method}"),
     )
 }
@@ -1203,7 +1202,7 @@ async fn delete_namespace(
                 // The records are gone, their bytes not yet: the client must hear it.
                 return Err(Failure::new(
                     StatusCode::INSUFFICIENT_STORAGE,
-                    "storage_full",
+                    Code::StorageFull,
                     format!(
                         "namespace {ns} is deleted, but the store's files still hold its text: {} (free space, then `trajwiki delete --scrub`)",
                         trajwiki_store::NotScrubbed::StorageFull
@@ -1300,7 +1299,7 @@ async fn embeddings(
             .map_err(|e| {
                 Failure::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
+                    Code::TooLarge,
                     format!("`input[{i}]`: {e}"),
                 )
             })?;
@@ -1524,7 +1523,7 @@ async fn view_file(
             let md = folder.value.get(&path).ok_or_else(|| {
                 Failure::new(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    Code::NotFound,
                     format!("no page {path} in {ns}"),
                 )
             })?;
@@ -1591,7 +1590,7 @@ impl AppState {
         let made = |files: Result<Vec<crate::markdown::MarkdownFile>, _>| {
             let files = files.map_err(|e| match e {
                 crate::markdown::MarkdownError::Empty { .. } => {
-                    Failure::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                    Failure::new(StatusCode::NOT_FOUND, Code::NotFound, e.to_string())
                 }
                 crate::markdown::MarkdownError::Store(e) => Failure::from_store(e),
                 e => Failure::internal(e.to_string()),

@@ -37,7 +37,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 
 use super::refusals::{self, CountedService, JsonRefusals, RouterCalls};
-use super::Failure;
+use super::{Code, Failure};
 
 /// How long clients may take and how many are served at once.
 #[derive(Debug, Clone, Copy)]
@@ -195,7 +195,7 @@ pub(super) async fn check_host(
 /// The Host and Origin rules over a request's headers.
 fn admitted(allowed: &AllowedHosts, headers: &HeaderMap) -> Result<(), Failure> {
     let forbidden_host =
-        |message: String| Failure::new(StatusCode::FORBIDDEN, "forbidden_host", message);
+        |message: String| Failure::new(StatusCode::FORBIDDEN, Code::ForbiddenHost, message);
     let Some(raw) = headers.get(header::HOST) else {
         return Err(forbidden_host(
             "a request needs a Host header naming this server".into(),
@@ -216,7 +216,7 @@ fn admitted(allowed: &AllowedHosts, headers: &HeaderMap) -> Result<(), Failure> 
         return Ok(());
     };
     let forbidden_origin =
-        |message: String| Failure::new(StatusCode::FORBIDDEN, "forbidden_origin", message);
+        |message: String| Failure::new(StatusCode::FORBIDDEN, Code::ForbiddenOrigin, message);
     let origin = origin
         .to_str()
         .ok()
@@ -263,7 +263,7 @@ pub(super) async fn require_json(request: Request, next: Next) -> Response {
     if writes && !is_json(request.headers()) {
         return Failure::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "bad_request",
+            Code::BadRequest,
             "this route takes a JSON body: send `Content-Type: application/json` (and `{}` for no options)",
         )
         .into_response();
@@ -294,7 +294,7 @@ pub(super) async fn deadline(
         Err(_) => {
             let mut response = Failure::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "timeout",
+                Code::Timeout,
                 format!(
                     "the request was not done within {} s (the server's --request-timeout-secs, --ask-timeout-secs for ask)",
                     limit.as_secs_f64()
@@ -380,7 +380,9 @@ mod tests {
     }
 
     fn code(allowed: &AllowedHosts, pairs: &[(&'static str, &str)]) -> Option<&'static str> {
-        admitted(allowed, &headers(pairs)).err().map(|f| f.code)
+        admitted(allowed, &headers(pairs))
+            .err()
+            .map(|f| f.code.name())
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::task::{ready, Context, Poll};
 use axum::http::{Method, Request, StatusCode};
 use hyper::rt::{Read, ReadBufCursor, Write};
 
-use super::{ErrorBody, ErrorDetail};
+use super::{Code, ErrorBody, ErrorDetail};
 
 /// The most headers hyper reads in a request (hyper's default, set here so that a refusal can
 /// say it).
@@ -426,20 +426,20 @@ impl<I: Write + Unpin> Write for JsonRefusals<I> {
 }
 
 /// The stable code and message of hyper's refusal with `status`.
-fn refusal(status: StatusCode) -> (&'static str, String) {
+fn refusal(status: StatusCode) -> (Code, String) {
     match status {
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => (
-            "headers_too_large",
+            Code::HeadersTooLarge,
             format!(
                 "the request's head is over this server's limits: at most {MAX_HEADERS} headers and {MAX_HEAD_BYTES} bytes are read (a Content-Length of 2^64 - 2 or more is refused as too large too)"
             ),
         ),
         StatusCode::URI_TOO_LONG => (
-            "uri_too_long",
+            Code::UriTooLong,
             format!("the request's target (its path and query) is over {MAX_TARGET_BYTES} bytes"),
         ),
         _ => (
-            "bad_request",
+            Code::BadRequest,
             "the request cannot be read as HTTP/1.1: its request line (method, target, HTTP version) or one of its headers is malformed, such as a Content-Length that is not one number below 2^64, or two Content-Lengths that differ".into(),
         ),
     }
