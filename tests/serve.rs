@@ -509,6 +509,64 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     assert_eq!(count(), before);
 }
 
+/// A key given twice in one object is refused wherever it is in a body (at the top, in a message,
+/// in a run, in a run's step), as serde refuses a request's own fields given twice: 422, the key
+/// and the object's place named, nothing stored.
+#[test]
+fn a_key_given_twice_is_refused_wherever_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let count = || ok(&["stats", "--store", s(&store), "--json"]);
+    let before = count();
+    let message =
+        r#"{"speaker": "Ann", "text": "I moved to Oslo.", "timestamp": "2024-03-01T09:00:00"}"#;
+    let twice = r#"{"speaker": "Ann", "text": "I moved to Oslo.", "text": "I moved to Rome.", "timestamp": "2024-03-01T09:00:00"}"#;
+    let run =
+        r#"{"id": "r1", "task": "buy a mug", "steps": [{"action": "go", "observation": "shop"}]}"#;
+    for (path, body, key, place) in [
+        (
+            "/v1/namespaces/twice/messages",
+            format!(r#"{{"messages": [{message}, {twice}]}}"#),
+            "text",
+            "messages[1]",
+        ),
+        (
+            "/v1/namespaces/twice/messages",
+            format!(r#"{{"messages": [{message}], "build": true, "build": false}}"#),
+            "build",
+            "the body",
+        ),
+        (
+            "/v1/namespaces/twice/runs",
+            format!(r#"{{"runs": [{run}, {{"id": "r2", "task": "a", "task": "b"}}]}}"#),
+            "task",
+            "runs[1]",
+        ),
+        (
+            "/v1/namespaces/twice/runs",
+            r#"{"runs": [{"id": "r3", "task": "a", "steps": [{"action": "go", "action": "stay"}]}]}"#
+                .to_string(),
+            "action",
+            "runs[0].steps[0]",
+        ),
+    ] {
+        let (status, err) = call(&format!("{}{path}", server.url), Some(&body), None);
+        failed((status, err.clone()), 422, "bad_request");
+        let said = err["error"]["message"].as_str().unwrap();
+        assert!(said.contains(&format!("\"{key}\"")), "{body}: {said}");
+        assert!(said.contains(place), "{body}: {said}");
+    }
+    assert_eq!(count(), before, "nothing was stored");
+    // The same messages, each key once, are taken.
+    let (status, added) = call(
+        &format!("{}/v1/namespaces/twice/messages", server.url),
+        Some(&format!(r#"{{"messages": [{message}], "build": false}}"#)),
+        None,
+    );
+    assert_eq!((status, added["added"].as_u64()), (200, Some(1)), "{added}");
+}
+
 #[test]
 fn serves_the_run_memory_down_to_cited_steps() {
     let dir = tempfile::tempdir().unwrap();

@@ -273,7 +273,7 @@ pub(super) async fn require_json(request: Request, next: Next) -> Response {
 
 /// Whether the request's `Content-Type` is `application/json` (parameters such as a charset
 /// allowed).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
