@@ -509,6 +509,19 @@ fn tokens_are_strong_off_loopback_and_errors_name_no_path() {
             "whitespace",
         ),
         (vec!["--token", " "], "whitespace"),
+        // Long enough, but trivially guessed: one character, or a few, over and over.
+        (
+            vec!["--host", "0.0.0.0", "--token", "aaaaaaaaaaaaaaaa"],
+            "1 different character",
+        ),
+        (
+            vec!["--host", "0.0.0.0", "--token", "abababababababababab"],
+            "2 different characters",
+        ),
+        (
+            vec!["--host", "0.0.0.0", "--token", "abcdabcdabcdabcd"],
+            "4 different characters",
+        ),
     ] {
         let (code, err) = refused(&store, &args);
         assert_eq!(code, 2, "{args:?}: {err}");
