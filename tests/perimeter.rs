@@ -199,6 +199,7 @@ fn a_rebound_name_is_refused_on_every_route() {
     for (method, path, body) in [
         ("DELETE", "/v1/namespaces/demo", &b""[..]),
         ("GET", "/v1/namespaces", b""),
+        ("GET", "/v1/models", b""),
         ("POST", "/v1/namespaces/demo/search", search),
         ("GET", "/view", b""),
         ("GET", "/view/demo/", b""),

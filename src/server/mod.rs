@@ -18,7 +18,9 @@
 //! | `GET /openapi.json` | these routes as an OpenAPI 3.1 document, made with the router from the handlers and their request types (utoipa; no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
 //! | `DELETE /v1/namespaces/{ns}` | deletes a namespace for good (as `trajwiki delete`) |
-//! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
+//! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?, "encoding_format"?: "float" or "base64", "dimensions"?}` → `{"data": [{"embedding"}]}` |
+//! | `GET /v1/models` | OpenAI-compatible: `{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}`, the one model embeddings take (its `id` is their `model`) |
+//! | `GET /v1/models/{id}` | that model, when `id` names it (404 otherwise) |
 //! | `POST /v1/namespaces/{ns}/messages` | `{"messages": [...], "build"?: true, "flush"?: false}`: append (the ingest fields; `seq` continues the session), then build incrementally |
 //! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
 //! | `POST /v1/namespaces/{ns}/ask` | `{"question", "budget"?, "mode"?, "rerank"?}` → the answer (or abstention) with its cited sources, checked, and the evidence (as `trajwiki ask --json`) |
@@ -123,6 +125,9 @@ struct AppState {
     store_names: Vec<String>,
     /// The OpenAPI document of the routes, made with them.
     openapi: std::sync::OnceLock<utoipa::openapi::OpenApi>,
+    /// When the server started, in seconds since the Unix epoch (the `created` of its model in
+    /// `GET /v1/models`).
+    started: u64,
 }
 
 impl AppState {
@@ -494,6 +499,8 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .routes(routes!(namespaces))
         .routes(routes!(delete_namespace))
         .routes(routes!(embeddings))
+        .routes(routes!(models))
+        .routes(routes!(model))
         .routes(routes!(search))
         .routes(routes!(append))
         .routes(routes!(pages))
@@ -564,6 +571,9 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         llm: config.llm,
         store_names: store_names(&config.store),
         openapi: std::sync::OnceLock::new(),
+        started: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     });
     Ok((state, config.mcp))
 }
@@ -1226,10 +1236,18 @@ struct EmbeddingsRequest {
     /// The server's model, when given (another is refused).
     #[serde(default)]
     model: Option<String>,
-    /// `float`, the only one served.
+    /// `float` (the default): each vector a list of numbers; `base64`: each vector its
+    /// little-endian 32-bit floats in base64 (what OpenAI's Python client asks for).
     #[serde(default)]
     #[schema(example = "float")]
     encoding_format: Option<String>,
+    /// The model's dimension, when given (the vectors are not shortened: another is refused).
+    #[serde(default)]
+    dimensions: Option<usize>,
+    /// OpenAI's end-user id: taken and not used.
+    #[serde(default)]
+    #[allow(dead_code)]
+    user: Option<String>,
 }
 
 /// A text or a list of texts (the embeddings request's `input`).
@@ -1261,12 +1279,22 @@ async fn embeddings(
     let served = embedder.model_id().to_string();
     if let Some(m) = req.model.as_deref().filter(|m| *m != served) {
         return Err(Failure::bad_request(format!(
-            "field `model`: this server embeds with {served:?}, not {m:?}"
+            "field `model`: this server embeds with {served:?}, not {m:?} (`GET /v1/models` lists it)"
         )));
     }
-    if let Some(f) = req.encoding_format.as_deref().filter(|f| *f != "float") {
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(f) => {
+            return Err(Failure::bad_request(format!(
+                "field `encoding_format`: \"float\" or \"base64\", not {f:?}"
+            )))
+        }
+    };
+    if let Some(d) = req.dimensions.filter(|d| *d != embedder.dim()) {
         return Err(Failure::bad_request(format!(
-            "field `encoding_format`: only \"float\" is served, not {f:?}"
+            "field `dimensions`: {served:?} gives vectors of {} dimensions, not {d}",
+            embedder.dim()
         )));
     }
     let texts: Vec<String> = match req.input {
@@ -1320,7 +1348,11 @@ async fn embeddings(
         .map(|(index, row)| EmbeddingItem {
             object: "embedding",
             index,
-            embedding: row.to_vec(),
+            embedding: if base64 {
+                Vector::Base64(base64_floats(row))
+            } else {
+                Vector::Float(row.to_vec())
+            },
         })
         .collect();
     // Serialized from f32, so each value is written as the shortest text of its f32.
@@ -1342,7 +1374,25 @@ struct EmbeddingItem {
     #[schema(value_type = String, example = "embedding")]
     object: &'static str,
     index: usize,
-    embedding: Vec<f32>,
+    embedding: Vector,
+}
+
+/// One embedding, in the request's `encoding_format`.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(untagged)]
+enum Vector {
+    /// `float`: the values.
+    Float(Vec<f32>),
+    /// `base64`: the values as little-endian 32-bit floats, in standard base64.
+    Base64(String),
+}
+
+/// `row` as little-endian 32-bit floats in standard base64 (OpenAI's `encoding_format:
+/// "base64"`).
+fn base64_floats(row: &[f32]) -> String {
+    use base64::Engine as _;
+    let bytes: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Token counts are whitespace words (the model's own tokenizer is not consulted).
@@ -1359,6 +1409,77 @@ struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
     model: String,
     usage: Usage,
+}
+
+/// A model as OpenAI's `GET /v1/models` lists it.
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+struct ModelCard {
+    /// The name `POST /v1/embeddings` takes in `model`.
+    id: String,
+    #[schema(value_type = String, example = "model")]
+    object: &'static str,
+    /// When the server started with the model loaded, in seconds since the Unix epoch.
+    created: u64,
+    #[schema(value_type = String, example = "trajwiki")]
+    owned_by: &'static str,
+}
+
+#[derive(serde::Serialize, ToSchema)]
+struct ModelList {
+    #[schema(value_type = String, example = "list")]
+    object: &'static str,
+    data: Vec<ModelCard>,
+}
+
+impl AppState {
+    /// The model `POST /v1/embeddings` embeds with, as OpenAI's model list shows it.
+    fn model_card(&self) -> Result<ModelCard, Failure> {
+        Ok(ModelCard {
+            id: self.embedder()?.model_id().to_string(),
+            object: "model",
+            created: self.started,
+            owned_by: "trajwiki",
+        })
+    }
+}
+
+/// The embedding model, as OpenAI's model list.
+///
+/// OpenAI's `GET /v1/models`: the one model this server embeds with, by the name
+/// `POST /v1/embeddings` takes in `model`, so that a client can find it.
+#[utoipa::path(get, path = "/models", tag = "embeddings",
+    responses((status = 200, description = "The server's embedding model, in OpenAI's list shape", body = ModelList)))]
+async fn models(State(state): State<Arc<AppState>>) -> Result<Json<ModelList>, Failure> {
+    Ok(Json(ModelList {
+        object: "list",
+        data: vec![state.model_card()?],
+    }))
+}
+
+/// The embedding model by its id.
+///
+/// OpenAI's `GET /v1/models/{id}`: the server's embedding model when `id` is its name; 404
+/// `not_found` naming the model served otherwise.
+#[utoipa::path(get, path = "/models/{id}", tag = "embeddings",
+    params(("id" = String, Path, description = "A model's name, as `GET /v1/models` lists it")),
+    responses((status = 200, description = "The server's embedding model", body = ModelCard)))]
+async fn model(
+    State(state): State<Arc<AppState>>,
+    Segments(id): Segments<String>,
+) -> Result<Json<ModelCard>, Failure> {
+    let card = state.model_card()?;
+    if id != card.id {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!(
+                "no model {:?}: this server embeds with {:?} alone",
+                id.chars().take(200).collect::<String>(),
+                card.id
+            ),
+        ));
+    }
+    Ok(Json(card))
 }
 
 /// The routes as an OpenAPI 3.1 document.
