@@ -48,8 +48,10 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 # Ray Data for trajwiki.ray's tests on a local cluster (TRAJWIKI_REQUIRE_RAY=1: never skipped).
+# The official `openai` package drives the server's OpenAI-compatible routes
+# (python/tests/test_openai_client.py).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" numpy pytest openapi-spec-validator \
-  "ray[data]>=2.40,<3"
+  "ray[data]>=2.40,<3" "openai>=1.40,<4"
 export TRAJWIKI_REQUIRE_RAY=1
 rm -rf target/wheels
 started=$SECONDS

@@ -81,6 +81,59 @@ fn raw(server: &Served, method: &str, path: &str, headers: &[(&str, &str)], body
     }
 }
 
+/// Sends `bytes` as they are over one connection and reads what comes back until the server
+/// closes it.
+fn wire(server: &Served, bytes: &[u8]) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr(server)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    stream.read_to_end(&mut out).unwrap();
+    out
+}
+
+/// The answers in `bytes`, one after the other, each body as long as its `Content-Length`
+/// says; `bodiless[i]` marks an answer to `HEAD`, which has none. Bytes after the last whole
+/// answer are an answer of their own (with what there is of a body).
+fn answers(mut bytes: &[u8], bodiless: &[bool]) -> Vec<Answer> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+            panic!(
+                "an answer without the end of its head: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        };
+        let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {head:?}"));
+        let length = head
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+            .map_or(0, |(_, value)| value.trim().parse::<usize>().unwrap());
+        let length = if bodiless.get(out.len()) == Some(&true) {
+            0
+        } else {
+            length
+        };
+        let rest = &bytes[end + 4..];
+        let body = &rest[..length.min(rest.len())];
+        out.push(Answer {
+            status,
+            head,
+            body: String::from_utf8_lossy(body).into_owned(),
+        });
+        bytes = &rest[body.len()..];
+    }
+    out
+}
+
 fn serve(store: &Path, extra: &[&str]) -> Served {
     common::serve_hashing(s(store), extra)
 }
@@ -146,6 +199,7 @@ fn a_rebound_name_is_refused_on_every_route() {
     for (method, path, body) in [
         ("DELETE", "/v1/namespaces/demo", &b""[..]),
         ("GET", "/v1/namespaces", b""),
+        ("GET", "/v1/models", b""),
         ("POST", "/v1/namespaces/demo/search", search),
         ("GET", "/view", b""),
         ("GET", "/view/demo/", b""),
@@ -456,6 +510,19 @@ fn tokens_are_strong_off_loopback_and_errors_name_no_path() {
             "whitespace",
         ),
         (vec!["--token", " "], "whitespace"),
+        // Long enough, but trivially guessed: one character, or a few, over and over.
+        (
+            vec!["--host", "0.0.0.0", "--token", "aaaaaaaaaaaaaaaa"],
+            "1 different character",
+        ),
+        (
+            vec!["--host", "0.0.0.0", "--token", "abababababababababab"],
+            "2 different characters",
+        ),
+        (
+            vec!["--host", "0.0.0.0", "--token", "abcdabcdabcdabcd"],
+            "4 different characters",
+        ),
     ] {
         let (code, err) = refused(&store, &args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -667,6 +734,114 @@ fn every_refusal_is_json() {
             "{method} {path}: {answer:?}"
         );
     }
+}
+
+/// Requests that hyper refuses while it reads them, before any route sees them: each answered
+/// with the JSON error every other refusal has, and the connection closed.
+#[test]
+fn requests_hyper_cannot_read_are_refused_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let here = addr(&server);
+    let get = |headers: &str| format!("GET /health HTTP/1.1\r\nHost: {here}\r\n{headers}\r\n");
+    let many_headers: String = (0..1000)
+        .map(|i| format!("X-Header-{i}: {i}\r\n"))
+        .collect();
+    let long_path = format!(
+        "GET /{} HTTP/1.1\r\nHost: {here}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    for (what, request, status, code) in [
+        (
+            "a Content-Length of 2^64",
+            get("Content-Length: 18446744073709551616\r\n"),
+            400,
+            "bad_request",
+        ),
+        (
+            "a negative Content-Length",
+            get("Content-Length: -1\r\n"),
+            400,
+            "bad_request",
+        ),
+        (
+            "two different Content-Lengths",
+            get("Content-Length: 0\r\nContent-Length: 1\r\n"),
+            400,
+            "bad_request",
+        ),
+        (
+            "an HTTP/0.9 request line",
+            "GET /health\r\n\r\n".to_string(),
+            400,
+            "bad_request",
+        ),
+        (
+            "1,000 headers",
+            get(&many_headers),
+            431,
+            "headers_too_large",
+        ),
+        ("a 64 KiB path", long_path, 414, "uri_too_long"),
+    ] {
+        let got = answers(&wire(&server, request.as_bytes()), &[]);
+        assert_eq!(got.len(), 1, "{what}: {got:?}");
+        got[0].failed(status, code);
+        let head = got[0].head.to_ascii_lowercase();
+        assert!(
+            head.contains("content-type: application/json"),
+            "{what}: {got:?}"
+        );
+        assert!(head.contains("connection: close"), "{what}: {got:?}");
+    }
+    // The same Content-Length given twice is one length (RFC 9112 allows taking it, as hyper
+    // does): the request is served, its body read once.
+    let body = r#"{"question": "Which class did Maya sign up for?"}"#;
+    let request = format!(
+        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: {here}\r\nContent-Type: application/json\r\nContent-Length: {n}\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n{body}",
+        n = body.len()
+    );
+    let got = answers(&wire(&server, request.as_bytes()), &[]);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].status, 200, "{got:?}");
+    assert_eq!(got[0].json()["namespace"], "demo", "{got:?}");
+}
+
+/// A refusal of hyper's own comes after the answers to the requests sent before it on the same
+/// connection (pipelined, a `HEAD` and a chunked body among them), and those are answered whole.
+#[test]
+fn a_refusal_follows_the_answers_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let here = addr(&server);
+    let question = r#"{"question": "Which class did Maya sign up for?"}"#;
+    let mut requests = format!("GET /health HTTP/1.1\r\nHost: {here}\r\n\r\n");
+    requests.push_str(&format!("HEAD /health HTTP/1.1\r\nHost: {here}\r\n\r\n"));
+    requests.push_str(&format!(
+        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: {here}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{question}",
+        question.len()
+    ));
+    requests.push_str(&format!(
+        "POST /v1/namespaces/demo/search HTTP/1.1\r\nHost: {here}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{question}\r\n0\r\n\r\n",
+        question.len()
+    ));
+    requests.push_str(&format!(
+        "GET /health HTTP/1.1\r\nHost: {here}\r\nContent-Length: -1\r\n\r\n"
+    ));
+    // Never read: the connection ends with the refusal.
+    requests.push_str(&format!("GET /health HTTP/1.1\r\nHost: {here}\r\n\r\n"));
+    let got = answers(&wire(&server, requests.as_bytes()), &[false, true]);
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got[0].json()["status"], "ok", "{got:?}");
+    assert_eq!(got[1].status, 200, "{got:?}");
+    assert!(got[1].body.is_empty(), "{got:?}");
+    for search in &got[2..4] {
+        assert_eq!(search.status, 200, "{search:?}");
+        assert_eq!(search.json()["namespace"], "demo", "{search:?}");
+    }
+    got[4].failed(400, "bad_request");
 }
 
 #[test]

@@ -509,6 +509,133 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     assert_eq!(count(), before);
 }
 
+/// `GET /v1/models` in OpenAI's shape lists the model `/v1/embeddings` embeds with, by the name
+/// its `model` field takes; `GET /v1/models/{id}` gives it alone. Both are behind the token.
+#[test]
+fn the_models_route_names_the_model_embeddings_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &["--token", "s3cret"]);
+    let at = |path: &str| format!("{}{path}", server.url);
+    failed(call(&at("/v1/models"), None, None), 401, "unauthorized");
+    let (status, list) = call(&at("/v1/models"), None, Some("s3cret"));
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["object"], "list", "{list}");
+    let data = list["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{list}");
+    let model = &data[0];
+    assert_eq!(model["object"], "model");
+    assert_eq!(model["owned_by"], "trajwiki");
+    assert!(
+        model["created"].as_u64().is_some_and(|t| t > 1_600_000_000),
+        "{model}"
+    );
+    let id = model["id"].as_str().unwrap();
+    assert_eq!(id, "hashing-384");
+    // The name listed is the name embeddings take.
+    let req = ureq::post(&at("/v1/embeddings"))
+        .set("Authorization", "Bearer s3cret")
+        .set("Content-Type", "application/json")
+        .send_string(&json!({"input": ["a", "b"], "model": id}).to_string())
+        .unwrap();
+    let emb: Value = serde_json::from_str(&req.into_string().unwrap()).unwrap();
+    assert_eq!(emb["model"], id);
+    assert_eq!(emb["data"].as_array().unwrap().len(), 2);
+    // As OpenAI's Python client asks by default: the same floats, as little-endian bytes in
+    // base64.
+    let req = ureq::post(&at("/v1/embeddings"))
+        .set("Authorization", "Bearer s3cret")
+        .set("Content-Type", "application/json")
+        .send_string(
+            &json!({"input": ["a", "b"], "model": id, "encoding_format": "base64"}).to_string(),
+        )
+        .unwrap();
+    let packed: Value = serde_json::from_str(&req.into_string().unwrap()).unwrap();
+    for i in 0..2 {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(packed["data"][i]["embedding"].as_str().unwrap())
+            .unwrap();
+        let floats: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<f32> = serde_json::from_value(emb["data"][i]["embedding"].clone()).unwrap();
+        assert_eq!(floats, want, "text {i}");
+    }
+    // One model by its id, and an id this server does not serve.
+    let (status, one) = call(&at(&format!("/v1/models/{id}")), None, Some("s3cret"));
+    assert_eq!((status, &one), (200, model), "{one}");
+    let (status, other) = call(
+        &at("/v1/models/text-embedding-3-small"),
+        None,
+        Some("s3cret"),
+    );
+    failed((status, other.clone()), 404, "not_found");
+    assert!(
+        other["error"]["message"].as_str().unwrap().contains(id),
+        "{other}"
+    );
+}
+
+/// A key given twice in one object is refused wherever it is in a body (at the top, in a message,
+/// in a run, in a run's step), as serde refuses a request's own fields given twice: 422, the key
+/// and the object's place named, nothing stored.
+#[test]
+fn a_key_given_twice_is_refused_wherever_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = serve(&store, &[]);
+    let count = || ok(&["stats", "--store", s(&store), "--json"]);
+    let before = count();
+    let message =
+        r#"{"speaker": "Ann", "text": "I moved to Oslo.", "timestamp": "2024-03-01T09:00:00"}"#;
+    let twice = r#"{"speaker": "Ann", "text": "I moved to Oslo.", "text": "I moved to Rome.", "timestamp": "2024-03-01T09:00:00"}"#;
+    let run =
+        r#"{"id": "r1", "task": "buy a mug", "steps": [{"action": "go", "observation": "shop"}]}"#;
+    for (path, body, key, place) in [
+        (
+            "/v1/namespaces/twice/messages",
+            format!(r#"{{"messages": [{message}, {twice}]}}"#),
+            "text",
+            "messages[1]",
+        ),
+        (
+            "/v1/namespaces/twice/messages",
+            format!(r#"{{"messages": [{message}], "build": true, "build": false}}"#),
+            "build",
+            "the body",
+        ),
+        (
+            "/v1/namespaces/twice/runs",
+            format!(r#"{{"runs": [{run}, {{"id": "r2", "task": "a", "task": "b"}}]}}"#),
+            "task",
+            "runs[1]",
+        ),
+        (
+            "/v1/namespaces/twice/runs",
+            r#"{"runs": [{"id": "r3", "task": "a", "steps": [{"action": "go", "action": "stay"}]}]}"#
+                .to_string(),
+            "action",
+            "runs[0].steps[0]",
+        ),
+    ] {
+        let (status, err) = call(&format!("{}{path}", server.url), Some(&body), None);
+        failed((status, err.clone()), 422, "bad_request");
+        let said = err["error"]["message"].as_str().unwrap();
+        assert!(said.contains(&format!("\"{key}\"")), "{body}: {said}");
+        assert!(said.contains(place), "{body}: {said}");
+    }
+    assert_eq!(count(), before, "nothing was stored");
+    // The same messages, each key once, are taken.
+    let (status, added) = call(
+        &format!("{}/v1/namespaces/twice/messages", server.url),
+        Some(&format!(r#"{{"messages": [{message}], "build": false}}"#)),
+        None,
+    );
+    assert_eq!((status, added["added"].as_u64()), (200, Some(1)), "{added}");
+}
+
 #[test]
 fn serves_the_run_memory_down_to_cited_steps() {
     let dir = tempfile::tempdir().unwrap();
@@ -605,7 +732,7 @@ fn openapi_lists_the_routes_it_serves() {
     assert_eq!(status, 200);
     assert_eq!(doc["openapi"], "3.1.0");
     let paths = doc["paths"].as_object().unwrap();
-    assert_eq!(paths.len(), 18, "{:?}", paths.keys());
+    assert_eq!(paths.len(), 20, "{:?}", paths.keys());
     // (status, error code) of `method` on a documented path.
     let call = |method: &str, path: &str| -> (u16, Value) {
         let concrete = path

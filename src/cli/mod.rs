@@ -224,11 +224,18 @@ impl Global {
 #[error("{0}")]
 pub(crate) struct UsageError(pub String);
 
-/// Prints an error and its causes on standard error, escaped like everything else printed.
+/// Prints an error and its causes on standard error, escaped like everything else printed. A
+/// cause whose text ends the line before it (an error that tells its operating system's reason,
+/// `…: Permission denied (os error 13)`) is not printed again.
 pub fn report(err: &anyhow::Error) {
-    eprintln!("error: {}", safe::block(&err.to_string()));
+    let mut told = err.to_string();
+    eprintln!("error: {}", safe::block(&told));
     for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {}", safe::block(&cause.to_string()));
+        let text = cause.to_string();
+        if !told.ends_with(&text) {
+            eprintln!("  caused by: {}", safe::block(&text));
+        }
+        told = text;
     }
 }
 

@@ -196,9 +196,17 @@ pub(crate) fn run(args: &ServeArgs, global: Global) -> anyhow::Result<()> {
 /// The shortest token a server reachable from other machines takes.
 const MIN_REMOTE_TOKEN: usize = 16;
 
+/// The fewest different characters a token of a server reachable from other machines holds.
+/// It refuses what is guessed at once (one character, or a few, over and over) and almost
+/// never a random token: 16 random hex digits hold fewer than 5 different ones once in about
+/// 2.5 million draws (fewer than 8 once in 90, which is why the bar is not 8), 32 (`openssl
+/// rand -hex 16`) once in 10^16.
+const MIN_REMOTE_DISTINCT: usize = 5;
+
 /// `token` when it can guard a server bound to `ip`: not empty, no whitespace (a header's
 /// surrounding spaces are not kept, so such a token could never match), and on an address
-/// other machines reach at least [`MIN_REMOTE_TOKEN`] characters.
+/// other machines reach at least [`MIN_REMOTE_TOKEN`] characters, of which at least
+/// [`MIN_REMOTE_DISTINCT`] differ.
 fn checked_token(token: &str, ip: IpAddr) -> Result<String, UsageError> {
     if token.is_empty() {
         return Err(UsageError("--token: the token is empty".into()));
@@ -213,6 +221,20 @@ fn checked_token(token: &str, ip: IpAddr) -> Result<String, UsageError> {
     if !ip.is_loopback() && length < MIN_REMOTE_TOKEN {
         return Err(UsageError(format!(
             "--token: {length} characters is too short for --host {ip}, which other machines reach; give at least {MIN_REMOTE_TOKEN} (such as `openssl rand -hex 16`)"
+        )));
+    }
+    let distinct = token
+        .chars()
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    if !ip.is_loopback() && distinct < MIN_REMOTE_DISTINCT {
+        let characters = if distinct == 1 {
+            "character"
+        } else {
+            "characters"
+        };
+        return Err(UsageError(format!(
+            "--token: the token holds only {distinct} different {characters}, over and over, which is guessed at once, and --host {ip} is reached by other machines; give one of at least {MIN_REMOTE_DISTINCT} different characters, random ones (such as `openssl rand -hex 16`)"
         )));
     }
     Ok(token.to_string())

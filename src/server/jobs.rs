@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use trajwiki_core::Namespace;
 
 use super::extract::{Body, Id, IdParam, Ns, NsParam};
-use super::{lock, AppState, Failure};
+use super::{lock, AppState, Code, Failure};
 use crate::api::ApiError;
 use crate::engine::build_config;
 use crate::pipeline::{prefill_messages, BuildOptions};
@@ -128,7 +128,7 @@ pub(super) async fn start_build(
         {
             return Err(Failure::new(
                 StatusCode::CONFLICT,
-                "busy",
+                Code::Busy,
                 format!("a build of {ns} is running: job {}", running.id),
             ));
         }
@@ -223,7 +223,7 @@ pub(super) async fn job(
         Some(job) => Ok(Json(job.json())),
         None => Err(Failure::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            Code::NotFound,
             format!("no job {id:?} (finished jobs are kept, the last {KEPT_JOBS})"),
         )),
     }

@@ -22,7 +22,7 @@ use trajwiki_core::{IdKind, Namespace};
 use trajwiki_retrieve::Mode;
 use trajwiki_store::Store;
 
-use super::{AppState, Failure};
+use super::{AppState, Code, Failure};
 use crate::api::{self, ApiError, Record};
 use crate::render::{self, first_line};
 use crate::trace::TraceError;
@@ -353,7 +353,7 @@ impl MemoryTools {
                         .ok_or_else(|| {
                             Failure::new(
                                 axum::http::StatusCode::NOT_FOUND,
-                                "not_found",
+                                Code::NotFound,
                                 format!("no message with id or ref {id:?} in namespace {ns}"),
                             )
                         })?,

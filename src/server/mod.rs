@@ -18,7 +18,9 @@
 //! | `GET /openapi.json` | these routes as an OpenAPI 3.1 document, made with the router from the handlers and their request types (utoipa; no token needed) |
 //! | `GET /v1/namespaces` | every namespace with its message and run counts |
 //! | `DELETE /v1/namespaces/{ns}` | deletes a namespace for good (as `trajwiki delete`) |
-//! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?}` → `{"data": [{"embedding"}]}` |
+//! | `POST /v1/embeddings` | OpenAI-compatible: `{"input": text or [texts], "model"?, "encoding_format"?: "float" or "base64", "dimensions"?}` → `{"data": [{"embedding"}]}` |
+//! | `GET /v1/models` | OpenAI-compatible: `{"object": "list", "data": [{"id", "object": "model", "created", "owned_by"}]}`, the one model embeddings take (its `id` is their `model`) |
+//! | `GET /v1/models/{id}` | that model, when `id` names it (404 otherwise) |
 //! | `POST /v1/namespaces/{ns}/messages` | `{"messages": [...], "build"?: true, "flush"?: false}`: append (the ingest fields; `seq` continues the session), then build incrementally |
 //! | `POST /v1/namespaces/{ns}/search` | `{"question", "budget"?, "mode"?}` → context, evidence, retrieval path |
 //! | `POST /v1/namespaces/{ns}/ask` | `{"question", "budget"?, "mode"?, "rerank"?}` → the answer (or abstention) with its cited sources, checked, and the evidence (as `trajwiki ask --json`) |
@@ -67,15 +69,18 @@ use crate::engine::Model;
 use crate::pipeline::{BuildOptions, PipelineError};
 use crate::trace::TraceError;
 use crate::Engine;
+use codes::Code;
 use extract::{Body, Id, IdParam, Ns, NsParam, Params, Segments};
 pub use mcp::McpOptions;
 use mcp::MemoryTools;
 pub use perimeter::{serve, AllowedHostError, AllowedHosts, Limits};
 
+mod codes;
 mod extract;
 mod jobs;
 mod mcp;
 mod perimeter;
+mod refusals;
 mod stdio;
 
 /// What a server is started with.
@@ -120,6 +125,9 @@ struct AppState {
     store_names: Vec<String>,
     /// The OpenAPI document of the routes, made with them.
     openapi: std::sync::OnceLock<utoipa::openapi::OpenApi>,
+    /// When the server started, in seconds since the Unix epoch (the `created` of its model in
+    /// `GET /v1/models`).
+    started: u64,
 }
 
 impl AppState {
@@ -295,12 +303,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct Failure {
     status: StatusCode,
-    code: &'static str,
+    code: Code,
     message: String,
 }
 
 impl Failure {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Failure {
             status,
             code,
@@ -309,11 +317,11 @@ impl Failure {
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
-        Failure::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Failure::new(StatusCode::BAD_REQUEST, Code::BadRequest, message)
     }
 
     fn internal(message: impl Into<String>) -> Self {
-        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, Code::Internal, message)
     }
 
     fn from_store(e: StoreError) -> Self {
@@ -324,19 +332,19 @@ impl Failure {
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
         let (status, code) =
-            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal));
         Failure::new(status, code, e.to_string())
     }
 }
 
 /// The status and code of a store error that a client or the disk caused, when it is one: a
 /// conflicting write, a read-only store, a full session, a full disk.
-fn store_status(e: &StoreError) -> Option<(StatusCode, &'static str)> {
+fn store_status(e: &StoreError) -> Option<(StatusCode, Code)> {
     Some(match e {
-        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
-        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
-        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, "session_full"),
-        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
+        StoreError::Conflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
+        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, Code::ReadOnly),
+        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, Code::SessionFull),
+        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, Code::StorageFull),
         _ => return None,
     })
 }
@@ -346,7 +354,7 @@ fn store_status(e: &StoreError) -> Option<(StatusCode, &'static str)> {
 fn unknown_namespace(ns: &Namespace) -> Failure {
     Failure::new(
         StatusCode::NOT_FOUND,
-        "unknown_namespace",
+        Code::UnknownNamespace,
         format!("namespace {ns} has no messages"),
     )
 }
@@ -358,23 +366,23 @@ impl From<ApiError> for Failure {
         }
         let message = e.to_string();
         let (status, code) = match &e {
-            ApiError::Id(_) => (StatusCode::BAD_REQUEST, "bad_id"),
-            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, "not_built"),
-            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, "no_history"),
-            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            ApiError::Id(_) => (StatusCode::BAD_REQUEST, Code::BadId),
+            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, Code::NotFound),
+            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, Code::NotBuilt),
+            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, Code::NoHistory),
+            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, Code::TooLarge),
             ApiError::Pipeline(PipelineError::ModelMismatch { .. }) => {
-                (StatusCode::CONFLICT, "model_mismatch")
+                (StatusCode::CONFLICT, Code::ModelMismatch)
             }
-            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, "stale"),
+            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, Code::Stale),
             // Nothing to build from: the namespace holds no messages (yet).
             ApiError::Pipeline(PipelineError::Empty(_)) => {
-                (StatusCode::NOT_FOUND, "unknown_namespace")
+                (StatusCode::NOT_FOUND, Code::UnknownNamespace)
             }
             ApiError::Store(e) | ApiError::Pipeline(PipelineError::Store(e)) => {
-                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, "internal"))
+                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
             }
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             // What failed inside, so that an operator can tell one failure from another.
@@ -403,12 +411,12 @@ impl From<TraceError> for Failure {
     fn from(e: TraceError) -> Self {
         let message = e.to_string();
         match e {
-            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, "no_runs", message),
+            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, Code::NoRuns, message),
             TraceError::NotCompiled(_) => {
-                Failure::new(StatusCode::CONFLICT, "not_compiled", message)
+                Failure::new(StatusCode::CONFLICT, Code::NotCompiled, message)
             }
             TraceError::NotInNamespace { .. } | TraceError::Unknown { .. } => {
-                Failure::new(StatusCode::NOT_FOUND, "not_found", message)
+                Failure::new(StatusCode::NOT_FOUND, Code::NotFound, message)
             }
             TraceError::Pipeline(e) => Failure::from(ApiError::Pipeline(e)),
             // The cause's status (a full disk is 507), with what was committed before it.
@@ -434,12 +442,9 @@ struct ErrorBody {
 /// A failure's stable code and its message.
 #[derive(Serialize, ToSchema)]
 struct ErrorDetail {
-    /// A stable code: bad_request, bad_id, not_found, unknown_namespace, not_built, no_runs,
-    /// not_compiled, model_mismatch, stale, too_large, unauthorized, conflict, read_only,
-    /// no_route, no_history, internal, busy, method_not_allowed, forbidden_host,
-    /// forbidden_origin, timeout, storage_full, …
-    #[schema(value_type = String)]
-    code: &'static str,
+    /// A stable code, one of those listed (README says when each is sent).
+    #[schema(schema_with = codes::schema)]
+    code: Code,
     /// What went wrong, for a person.
     message: String,
 }
@@ -494,6 +499,8 @@ pub fn router(config: ServerConfig) -> Result<Router, StoreError> {
         .routes(routes!(namespaces))
         .routes(routes!(delete_namespace))
         .routes(routes!(embeddings))
+        .routes(routes!(models))
+        .routes(routes!(model))
         .routes(routes!(search))
         .routes(routes!(append))
         .routes(routes!(pages))
@@ -564,6 +571,9 @@ fn app_state(config: ServerConfig) -> Result<(Arc<AppState>, McpOptions), StoreE
         llm: config.llm,
         store_names: store_names(&config.store),
         openapi: std::sync::OnceLock::new(),
+        started: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
     });
     Ok((state, config.mcp))
 }
@@ -601,7 +611,7 @@ async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: N
         if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
             return Failure::new(
                 StatusCode::UNAUTHORIZED,
-                "unauthorized",
+                Code::Unauthorized,
                 "this server needs `Authorization: Bearer <token>`",
             )
             .into_response();
@@ -626,7 +636,7 @@ async fn refuse_declared_oversize(
     if declared.is_some_and(|n| n > max as u64) {
         let mut response = Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            Code::TooLarge,
             format!("the request body is over the limit of {max} bytes"),
         )
         .into_response();
@@ -646,14 +656,14 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn not_found() -> Failure {
-    Failure::new(StatusCode::NOT_FOUND, "no_route", "no such route")
+    Failure::new(StatusCode::NOT_FOUND, Code::NoRoute, "no such route")
 }
 
 /// A route asked with a method it does not take (405, as JSON).
 async fn method_not_allowed(method: axum::http::Method) -> Failure {
     Failure::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        Code::MethodNotAllowed,
         format!("this route does not take {method}"),
     )
 }
@@ -1202,7 +1212,7 @@ async fn delete_namespace(
                 // The records are gone, their bytes not yet: the client must hear it.
                 return Err(Failure::new(
                     StatusCode::INSUFFICIENT_STORAGE,
-                    "storage_full",
+                    Code::StorageFull,
                     format!(
                         "namespace {ns} is deleted, but the store's files still hold its text: {} (free space, then `trajwiki delete --scrub`)",
                         trajwiki_store::NotScrubbed::StorageFull
@@ -1226,10 +1236,18 @@ struct EmbeddingsRequest {
     /// The server's model, when given (another is refused).
     #[serde(default)]
     model: Option<String>,
-    /// `float`, the only one served.
+    /// `float` (the default): each vector a list of numbers; `base64`: each vector its
+    /// little-endian 32-bit floats in base64 (what OpenAI's Python client asks for).
     #[serde(default)]
     #[schema(example = "float")]
     encoding_format: Option<String>,
+    /// The model's dimension, when given (the vectors are not shortened: another is refused).
+    #[serde(default)]
+    dimensions: Option<usize>,
+    /// OpenAI's end-user id: taken and not used.
+    #[serde(default)]
+    #[allow(dead_code)]
+    user: Option<String>,
 }
 
 /// A text or a list of texts (the embeddings request's `input`).
@@ -1261,12 +1279,22 @@ async fn embeddings(
     let served = embedder.model_id().to_string();
     if let Some(m) = req.model.as_deref().filter(|m| *m != served) {
         return Err(Failure::bad_request(format!(
-            "field `model`: this server embeds with {served:?}, not {m:?}"
+            "field `model`: this server embeds with {served:?}, not {m:?} (`GET /v1/models` lists it)"
         )));
     }
-    if let Some(f) = req.encoding_format.as_deref().filter(|f| *f != "float") {
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(f) => {
+            return Err(Failure::bad_request(format!(
+                "field `encoding_format`: \"float\" or \"base64\", not {f:?}"
+            )))
+        }
+    };
+    if let Some(d) = req.dimensions.filter(|d| *d != embedder.dim()) {
         return Err(Failure::bad_request(format!(
-            "field `encoding_format`: only \"float\" is served, not {f:?}"
+            "field `dimensions`: {served:?} gives vectors of {} dimensions, not {d}",
+            embedder.dim()
         )));
     }
     let texts: Vec<String> = match req.input {
@@ -1299,7 +1327,7 @@ async fn embeddings(
             .map_err(|e| {
                 Failure::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
+                    Code::TooLarge,
                     format!("`input[{i}]`: {e}"),
                 )
             })?;
@@ -1320,7 +1348,11 @@ async fn embeddings(
         .map(|(index, row)| EmbeddingItem {
             object: "embedding",
             index,
-            embedding: row.to_vec(),
+            embedding: if base64 {
+                Vector::Base64(base64_floats(row))
+            } else {
+                Vector::Float(row.to_vec())
+            },
         })
         .collect();
     // Serialized from f32, so each value is written as the shortest text of its f32.
@@ -1342,7 +1374,25 @@ struct EmbeddingItem {
     #[schema(value_type = String, example = "embedding")]
     object: &'static str,
     index: usize,
-    embedding: Vec<f32>,
+    embedding: Vector,
+}
+
+/// One embedding, in the request's `encoding_format`.
+#[derive(serde::Serialize, ToSchema)]
+#[serde(untagged)]
+enum Vector {
+    /// `float`: the values.
+    Float(Vec<f32>),
+    /// `base64`: the values as little-endian 32-bit floats, in standard base64.
+    Base64(String),
+}
+
+/// `row` as little-endian 32-bit floats in standard base64 (OpenAI's `encoding_format:
+/// "base64"`).
+fn base64_floats(row: &[f32]) -> String {
+    use base64::Engine as _;
+    let bytes: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Token counts are whitespace words (the model's own tokenizer is not consulted).
@@ -1359,6 +1409,77 @@ struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
     model: String,
     usage: Usage,
+}
+
+/// A model as OpenAI's `GET /v1/models` lists it.
+#[derive(Debug, Clone, serde::Serialize, ToSchema)]
+struct ModelCard {
+    /// The name `POST /v1/embeddings` takes in `model`.
+    id: String,
+    #[schema(value_type = String, example = "model")]
+    object: &'static str,
+    /// When the server started with the model loaded, in seconds since the Unix epoch.
+    created: u64,
+    #[schema(value_type = String, example = "trajwiki")]
+    owned_by: &'static str,
+}
+
+#[derive(serde::Serialize, ToSchema)]
+struct ModelList {
+    #[schema(value_type = String, example = "list")]
+    object: &'static str,
+    data: Vec<ModelCard>,
+}
+
+impl AppState {
+    /// The model `POST /v1/embeddings` embeds with, as OpenAI's model list shows it.
+    fn model_card(&self) -> Result<ModelCard, Failure> {
+        Ok(ModelCard {
+            id: self.embedder()?.model_id().to_string(),
+            object: "model",
+            created: self.started,
+            owned_by: "trajwiki",
+        })
+    }
+}
+
+/// The embedding model, as OpenAI's model list.
+///
+/// OpenAI's `GET /v1/models`: the one model this server embeds with, by the name
+/// `POST /v1/embeddings` takes in `model`, so that a client can find it.
+#[utoipa::path(get, path = "/models", tag = "embeddings",
+    responses((status = 200, description = "The server's embedding model, in OpenAI's list shape", body = ModelList)))]
+async fn models(State(state): State<Arc<AppState>>) -> Result<Json<ModelList>, Failure> {
+    Ok(Json(ModelList {
+        object: "list",
+        data: vec![state.model_card()?],
+    }))
+}
+
+/// The embedding model by its id.
+///
+/// OpenAI's `GET /v1/models/{id}`: the server's embedding model when `id` is its name; 404
+/// `not_found` naming the model served otherwise.
+#[utoipa::path(get, path = "/models/{id}", tag = "embeddings",
+    params(("id" = String, Path, description = "A model's name, as `GET /v1/models` lists it")),
+    responses((status = 200, description = "The server's embedding model", body = ModelCard)))]
+async fn model(
+    State(state): State<Arc<AppState>>,
+    Segments(id): Segments<String>,
+) -> Result<Json<ModelCard>, Failure> {
+    let card = state.model_card()?;
+    if id != card.id {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            Code::NotFound,
+            format!(
+                "no model {:?}: this server embeds with {:?} alone",
+                id.chars().take(200).collect::<String>(),
+                card.id
+            ),
+        ));
+    }
+    Ok(Json(card))
 }
 
 /// The routes as an OpenAPI 3.1 document.
@@ -1523,7 +1644,7 @@ async fn view_file(
             let md = folder.value.get(&path).ok_or_else(|| {
                 Failure::new(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    Code::NotFound,
                     format!("no page {path} in {ns}"),
                 )
             })?;
@@ -1590,7 +1711,7 @@ impl AppState {
         let made = |files: Result<Vec<crate::markdown::MarkdownFile>, _>| {
             let files = files.map_err(|e| match e {
                 crate::markdown::MarkdownError::Empty { .. } => {
-                    Failure::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
+                    Failure::new(StatusCode::NOT_FOUND, Code::NotFound, e.to_string())
                 }
                 crate::markdown::MarkdownError::Store(e) => Failure::from_store(e),
                 e => Failure::internal(e.to_string()),

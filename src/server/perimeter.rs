@@ -18,6 +18,11 @@
 //!   the rest (its body and its answer; 503 `timeout` after it), and at most `max_connections`
 //!   are served at once (the others wait in the listen queue), so slow or idle clients cannot
 //!   exhaust the process's descriptors and `/health` answers again once they time out.
+//! - **Requests that cannot be read** ([`serve`], `super::refusals`): hyper refuses a malformed
+//!   request line or header (400), too many headers or head bytes (431) and too long a target
+//!   (414) before any route sees the request, with an answer of its own that has no body. The
+//!   connection's IO replaces that answer with the JSON error every other refusal has
+//!   (`bad_request`, `headers_too_large`, `uri_too_long`); the router's answers pass untouched.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -31,7 +36,8 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 
-use super::Failure;
+use super::refusals::{self, CountedService, JsonRefusals, RouterCalls};
+use super::{Code, Failure};
 
 /// How long clients may take and how many are served at once.
 #[derive(Debug, Clone, Copy)]
@@ -189,7 +195,7 @@ pub(super) async fn check_host(
 /// The Host and Origin rules over a request's headers.
 fn admitted(allowed: &AllowedHosts, headers: &HeaderMap) -> Result<(), Failure> {
     let forbidden_host =
-        |message: String| Failure::new(StatusCode::FORBIDDEN, "forbidden_host", message);
+        |message: String| Failure::new(StatusCode::FORBIDDEN, Code::ForbiddenHost, message);
     let Some(raw) = headers.get(header::HOST) else {
         return Err(forbidden_host(
             "a request needs a Host header naming this server".into(),
@@ -210,7 +216,7 @@ fn admitted(allowed: &AllowedHosts, headers: &HeaderMap) -> Result<(), Failure> 
         return Ok(());
     };
     let forbidden_origin =
-        |message: String| Failure::new(StatusCode::FORBIDDEN, "forbidden_origin", message);
+        |message: String| Failure::new(StatusCode::FORBIDDEN, Code::ForbiddenOrigin, message);
     let origin = origin
         .to_str()
         .ok()
@@ -257,7 +263,7 @@ pub(super) async fn require_json(request: Request, next: Next) -> Response {
     if writes && !is_json(request.headers()) {
         return Failure::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "bad_request",
+            Code::BadRequest,
             "this route takes a JSON body: send `Content-Type: application/json` (and `{}` for no options)",
         )
         .into_response();
@@ -267,7 +273,7 @@ pub(super) async fn require_json(request: Request, next: Next) -> Response {
 
 /// Whether the request's `Content-Type` is `application/json` (parameters such as a charset
 /// allowed).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(super) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -288,7 +294,7 @@ pub(super) async fn deadline(
         Err(_) => {
             let mut response = Failure::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "timeout",
+                Code::Timeout,
                 format!(
                     "the request was not done within {} s (the server's --request-timeout-secs, --ask-timeout-secs for ask)",
                     limit.as_secs_f64()
@@ -324,7 +330,9 @@ pub fn serve(
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
+            .header_read_timeout(limits.header_timeout)
+            .max_headers(refusals::MAX_HEADERS)
+            .max_buf_size(refusals::MAX_HEAD_BYTES);
         let stop = tokio::signal::ctrl_c();
         tokio::pin!(stop);
         loop {
@@ -343,8 +351,11 @@ pub fn serve(
                 },
                 _ = &mut stop => break,
             };
-            let service = TowerToHyperService::new(router.clone());
-            let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            // What hyper refuses itself is answered as JSON too (see `refusals`).
+            let calls = RouterCalls::default();
+            let service = CountedService::new(TowerToHyperService::new(router.clone()), calls.clone());
+            let io = JsonRefusals::new(TokioIo::new(stream), calls);
+            let connection = graceful.watch(http.serve_connection(io, service));
             tokio::spawn(async move {
                 // A connection's failure (a client gone, headers too slow) ends that connection.
                 let _ = connection.await;
@@ -369,7 +380,9 @@ mod tests {
     }
 
     fn code(allowed: &AllowedHosts, pairs: &[(&'static str, &str)]) -> Option<&'static str> {
-        admitted(allowed, &headers(pairs)).err().map(|f| f.code)
+        admitted(allowed, &headers(pairs))
+            .err()
+            .map(|f| f.code.name())
     }
 
     #[test]

@@ -24,8 +24,10 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The store directory could not be created or read.
-    #[error("cannot use store directory {path}")]
+    /// The store directory could not be created or read. The message ends with the operating
+    /// system's reason (as the source's own text), so that it tells why wherever it is shown
+    /// alone.
+    #[error("cannot use store directory {path}: {source}")]
     Io {
         /// The directory.
         path: PathBuf,
@@ -33,8 +35,10 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A vector file could not be read or written.
-    #[error("cannot use vector file {path}")]
+    /// A vector file (or an index segment) could not be read or written. The message ends with
+    /// the operating system's reason (`Permission denied (os error 13)`), as for
+    /// [`StoreError::Io`].
+    #[error("cannot use vector file {path}: {source}")]
     VectorFile {
         /// The file.
         path: PathBuf,

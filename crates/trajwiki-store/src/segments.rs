@@ -124,6 +124,21 @@ fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {
     }
 }
 
+/// A read that ended early is a damaged file (`reason`); any other failure is the operating
+/// system's (a directory in the file's place, a disk error), told with its reason.
+fn short_or_io<'a>(
+    path: &'a Path,
+    reason: &'a str,
+) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            damaged(path, reason)
+        } else {
+            io_error(path)(e)
+        }
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::VectorFile {
         path: path.to_path_buf(),
@@ -201,7 +216,7 @@ fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Payload)
     };
     let mut fixed = [0u8; 16];
     file.read_exact(&mut fixed)
-        .map_err(|_| damaged(path, "shorter than a segment's header"))?;
+        .map_err(short_or_io(path, "shorter than a segment's header"))?;
     if &fixed[..8] != MAGIC {
         return Err(damaged(path, "not an index segment (wrong magic bytes)"));
     }
@@ -221,7 +236,7 @@ fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Payload)
     }
     let mut header = vec![0u8; header_len + 12];
     file.read_exact(&mut header)
-        .map_err(|_| damaged(path, "the header is cut short"))?;
+        .map_err(short_or_io(path, "the header is cut short"))?;
     let payload_len = u64::from_le_bytes(header[header_len..header_len + 8].try_into().expect("8"));
     let crc = u32::from_le_bytes(header[header_len + 8..].try_into().expect("4 bytes"));
     header.truncate(header_len);
@@ -512,5 +527,35 @@ mod tests {
         assert!(!path.with_extension("seg.tmp99").exists());
         assert_eq!(store.remove_segments(&ns).unwrap(), 1);
         assert!(store.read_segment(&ns, "hashing-64").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_segment_the_system_refuses_is_told_with_its_reason() {
+        let refused = StoreError::VectorFile {
+            path: "st/vectors/a.seg".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "cannot use vector file st/vectors/a.seg: permission denied"
+        );
+
+        // A directory in the segment's place, and a link that leads to itself: each problem
+        // `check` reports, and each load's error, says what the system answered.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ns = Namespace::new("alice").unwrap();
+        let path = store.segment_path(&ns, "hashing-64").unwrap();
+        std::fs::create_dir_all(&path).unwrap();
+        let err = store.read_segment(&ns, "hashing-64").unwrap_err();
+        assert!(matches!(err, StoreError::VectorFile { .. }), "{err:?}");
+        assert!(err.to_string().ends_with("(os error 21)"), "{err}");
+        std::fs::remove_dir(&path).unwrap();
+        std::os::unix::fs::symlink(&path, &path).unwrap();
+        let mut report = CheckReport::default();
+        store.check_segments(&mut report).unwrap();
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        let detail = &report.problems[0].detail;
+        assert!(detail.contains("(os error 40)"), "{detail}");
     }
 }
