@@ -822,6 +822,106 @@ fn an_append_on_a_full_disk_is_507_storage_full() {
     assert_eq!(stats(&store)["messages"].as_u64(), Some(24));
 }
 
+/// An append with a build over HTTP, on a disk filling up at every point of the write: the
+/// reply says what was stored. An error stored nothing; 200 stored and built; 202 stored, and
+/// `not_done` names the step that did not follow (the build, the vector file) with its code.
+/// Issue 49 saw 8 of 30 appends answered `507 storage_full … try again` stored.
+#[test]
+fn an_append_on_a_filling_disk_says_what_it_stored() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let pristine = common::demo_store(scratch.path());
+    let held = stats(&pristine)["messages"].as_u64().unwrap();
+    let store = disk.path().join("store");
+    // A question and its reply: the exchange closes, so the build commits and writes vectors.
+    let body = serde_json::json!({"messages": [
+        {"speaker": "Ann", "text": format!("Where did you hang the painting? {}", "word ".repeat(400)), "timestamp": "2024-05-01T10:00:00"},
+        {"speaker": "Ben", "text": format!("In the hallway, beside the mirror. {}", "word ".repeat(400)), "timestamp": "2024-05-01T10:01:00"},
+    ], "build": true});
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for keep_kb in (0..=400).step_by(8) {
+        copy_store(&pristine, &store);
+        let server = common::serve_hashing(s(&store), &[]);
+        disk.fill_leaving(keep_kb * 1024);
+        let (status, reply) = common::http(
+            &format!("{}/v1/namespaces/demo/messages", server.url),
+            Some(&body.to_string()),
+            None,
+        );
+        disk.unfill();
+        drop(server);
+        let now = stats(&store)["messages"].as_u64().unwrap();
+        let kind = match status {
+            200 => {
+                assert!(reply.get("not_done").is_none(), "{keep_kb} KB: {reply}");
+                assert!(reply["built"].is_object(), "{keep_kb} KB: {reply}");
+                "200".to_string()
+            }
+            202 => {
+                let code = reply["not_done"]["code"].as_str().unwrap_or_default();
+                assert!(!code.is_empty(), "{keep_kb} KB: {reply}");
+                format!("202 {} {code}", reply["not_done"]["step"])
+            }
+            _ => {
+                assert_eq!(
+                    now, held,
+                    "{keep_kb} KB free: answered {status} but stored: {reply}"
+                );
+                format!("{status} {}", reply["error"]["code"])
+            }
+        };
+        if status == 200 || status == 202 {
+            assert_eq!(reply["added"], 2, "{keep_kb} KB: {reply}");
+            assert_eq!(now, held + 2, "{keep_kb} KB: answered {status}: {reply}");
+        }
+        *seen.entry(kind).or_default() += 1;
+        ok(&["check", "--store", s(&store)]);
+    }
+    eprintln!("replies by free space: {seen:?}");
+    assert!(seen.contains_key("200"), "{seen:?}");
+    assert!(seen.keys().any(|k| !k.starts_with("200")), "{seen:?}");
+}
+
+/// An append that asks for a build the server cannot make (its model is not the namespace's)
+/// is refused before anything is stored: a retry stores nothing more.
+#[test]
+fn an_append_whose_build_cannot_run_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let held = stats(&store)["messages"].as_u64().unwrap();
+    // Another model than the namespace's (hashing is hashing-384).
+    let mut child = common::bin()
+        .args([
+            "serve",
+            "--store",
+            s(&store),
+            "--port",
+            "0",
+            "--model",
+            "hashing-256",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = common::listening_url(&mut child);
+    let server = common::Served { child, url };
+    let body = serde_json::json!({"messages": [{"speaker": "Ann", "text": "I moved to Porto.", "timestamp": "2024-05-01T10:00:00"}]});
+    for _ in 0..3 {
+        let (status, reply) = common::http(
+            &format!("{}/v1/namespaces/demo/messages", server.url),
+            Some(&body.to_string()),
+            None,
+        );
+        assert_eq!(status, 409, "{reply}");
+        assert_eq!(reply["error"]["code"], "stale", "{reply}");
+    }
+    drop(server);
+    assert_eq!(stats(&store)["messages"].as_u64(), Some(held));
+}
+
 /// `trace compile` on a disk that fills part way says how many compilations it committed;
 /// compiling again does the rest.
 #[test]

@@ -165,6 +165,8 @@ impl Classify for PipelineError {
             PipelineError::Build(_) | PipelineError::Index(_) => Kind::Other,
             PipelineError::Empty(_) => Kind::NotFound,
             PipelineError::Stale { .. } | PipelineError::ModelMismatch { .. } => Kind::Input,
+            // The memory is committed; what failed after it decides the kind.
+            PipelineError::Unfinished { source, .. } => source.kind(),
         }
     }
 }

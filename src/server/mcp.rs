@@ -526,6 +526,15 @@ impl MemoryTools {
                 if let Some(built) = value.get("built") {
                     put!(out, "build: {built}");
                 }
+                if let Some(not_done) = value.get("not_done") {
+                    put!(
+                        out,
+                        "stored, but the {} did not follow ({}): {}",
+                        not_done["step"].as_str().unwrap_or("build"),
+                        not_done["code"].as_str().unwrap_or("internal"),
+                        not_done["message"].as_str().unwrap_or_default()
+                    );
+                }
                 Ok(out)
             }),
         )

@@ -54,6 +54,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{Embedder, Namespace};
+use trajwiki_memory::BuildReport;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::{Store, StoreError};
 use utoipa::{IntoParams, OpenApi, ToSchema};
@@ -216,16 +217,38 @@ impl AppState {
             flush,
             ..BuildOptions::default()
         });
-        let (report, built) = self
+        let appended = self
             .engine
             .namespace(ns)
             .append(store, via, &parsed, options)?;
         let mut value = json!({
-            "namespace": ns, "added": report.added, "unchanged": report.unchanged,
+            "namespace": ns, "added": appended.ingest.added, "unchanged": appended.ingest.unchanged,
         });
-        if let Some(built) = built {
-            value["built"] = serde_json::to_value(&built)
-                .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))?;
+        let report = |built: &BuildReport| {
+            serde_json::to_value(built)
+                .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))
+        };
+        match appended.build {
+            None => {}
+            Some(Ok(built)) => value["built"] = report(&built)?,
+            // Stored, and what followed did not: the reply says which step and why.
+            Some(Err(e)) => {
+                let step = match &e {
+                    ApiError::Pipeline(PipelineError::Unfinished {
+                        step,
+                        report: built,
+                        ..
+                    }) => {
+                        value["built"] = report(built)?;
+                        *step
+                    }
+                    _ => "build",
+                };
+                let failed = Failure::from(e);
+                value["not_done"] = json!({
+                    "step": step, "code": failed.code, "message": failed.message,
+                });
+            }
         }
         Ok(value)
     }
@@ -371,15 +394,17 @@ impl From<ApiError> for Failure {
             ApiError::NotBuilt(_) => (StatusCode::CONFLICT, Code::NotBuilt),
             ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, Code::NoHistory),
             ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, Code::TooLarge),
-            ApiError::Pipeline(PipelineError::ModelMismatch { .. }) => {
-                (StatusCode::CONFLICT, Code::ModelMismatch)
-            }
-            ApiError::Pipeline(PipelineError::Stale { .. }) => (StatusCode::CONFLICT, Code::Stale),
-            // Nothing to build from: the namespace holds no messages (yet).
-            ApiError::Pipeline(PipelineError::Empty(_)) => {
-                (StatusCode::NOT_FOUND, Code::UnknownNamespace)
-            }
-            ApiError::Store(e) | ApiError::Pipeline(PipelineError::Store(e)) => {
+            ApiError::Pipeline(p) => match p.cause() {
+                PipelineError::ModelMismatch { .. } => (StatusCode::CONFLICT, Code::ModelMismatch),
+                PipelineError::Stale { .. } => (StatusCode::CONFLICT, Code::Stale),
+                // Nothing to build from: the namespace holds no messages (yet).
+                PipelineError::Empty(_) => (StatusCode::NOT_FOUND, Code::UnknownNamespace),
+                PipelineError::Store(e) => {
+                    store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
+                }
+                _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
+            },
+            ApiError::Store(e) => {
                 store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
             }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
@@ -946,13 +971,14 @@ fn yes() -> bool {
 #[utoipa::path(post, path = "/namespaces/{ns}/messages", tag = "memory", params(NsParam,
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried request a no-op")),
     request_body = AppendRequest,
-    responses((status = 200, description = "Appended and folded into the memory: `{added, unchanged, built}`")))]
+    responses((status = 200, description = "Appended and folded into the memory: `{added, unchanged, built}`"),
+        (status = 202, description = "Appended, and what was to follow did not: `{added, unchanged, built?, not_done: {step, code, message}}` (`step` is `build`, `vector file` or `approximate index`; `built` is there when the memory was committed)")))]
 async fn append(
     State(state): State<Arc<AppState>>,
     Ns(ns): Ns,
     headers: axum::http::HeaderMap,
     Body(req): Body<AppendRequest>,
-) -> Result<Json<Value>, Failure> {
+) -> Result<(StatusCode, Json<Value>), Failure> {
     if !req.messages.is_array() {
         return Err(Failure::bad_request(
             "field `messages`: expected a list of message objects",
@@ -983,7 +1009,15 @@ async fn append(
                     req.build,
                     req.flush,
                 )
-                .map(Json)
+                .map(|value| {
+                    // Stored, and not all that was asked followed: not a plain success.
+                    let status = if value.get("not_done").is_some() {
+                        StatusCode::ACCEPTED
+                    } else {
+                        StatusCode::OK
+                    };
+                    (status, Json(value))
+                })
         })
         .await
 }

@@ -348,23 +348,47 @@ impl<'e> NamespaceHandle<'e> {
     /// Appends `messages` (all of this namespace) under the writer lock and, with `build`,
     /// folds them into the memory from the kept fold, with the namespace's own build settings
     /// ([`build_config`]).
+    ///
+    /// An error means nothing was stored. What could keep the build from running — its model
+    /// not loading, another model's or configuration's memory in the namespace, settings that
+    /// do not parse — is found before the messages are stored, so such an append stores
+    /// nothing; a build that fails once they are stored (a full disk, another writer's change
+    /// in between) is in [`Appended::build`], beside the messages it did not fold in.
     pub fn append(
         &self,
         store: &mut Store,
         via: &str,
         messages: &[Append],
         build: Option<BuildOptions>,
-    ) -> Result<(IngestReport, Option<BuildReport>), ApiError> {
+    ) -> Result<Appended, ApiError> {
         let mut writer = self.writer();
-        let report = store.append_messages(via, messages)?;
-        let built = match build {
-            Some(options) => {
-                let config = build_config(store, &self.ns)?;
-                Some(writer.build(store, &config, options)?)
-            }
+        let ready = match build {
+            Some(options) => Some((self.build_ready(store, options)?, options)),
             None => None,
         };
-        Ok((report, built))
+        let ingest = store.append_messages(via, messages)?;
+        let build = ready.map(|(config, options)| writer.build(store, &config, options));
+        Ok(Appended { ingest, build })
+    }
+
+    /// The settings a build of the namespace runs with, once it is known to be able to run:
+    /// the model loads, and the memory, if any, was built with it and these settings (or
+    /// `options` replace it).
+    fn build_ready(&self, store: &Store, options: BuildOptions) -> Result<MemoryConfig, ApiError> {
+        let embedder = self.engine.embedder()?;
+        let config = build_config(store, &self.ns)?;
+        if let (Some((built, _)), false) = (store.built_with(&self.ns)?, options.rebuild) {
+            if built != embedder.model_id() {
+                return Err(ApiError::Pipeline(crate::pipeline::PipelineError::Stale {
+                    namespace: self.ns.clone(),
+                    detail: format!(
+                        "built with model {built}, asked for {}",
+                        embedder.model_id()
+                    ),
+                }));
+            }
+        }
+        Ok(config)
     }
 
     /// Builds what arrived since the last build, from the kept fold (under the writer lock).
@@ -392,6 +416,18 @@ impl<'e> NamespaceHandle<'e> {
     ) -> Result<usize, crate::export::ExportError> {
         crate::export::write_memory(store, &self.ns, out)
     }
+}
+
+/// What [`NamespaceHandle::append`] did: the messages are stored; the build, when one was
+/// asked, has its report or the reason it did not run or finish.
+#[derive(Debug)]
+pub struct Appended {
+    /// The messages stored and those found stored already.
+    pub ingest: IngestReport,
+    /// The build that followed: its report, or why it failed once the messages were stored
+    /// (a [`crate::pipeline::PipelineError::Unfinished`] when the memory was committed and a
+    /// derived file after it was not).
+    pub build: Option<Result<BuildReport, ApiError>>,
 }
 
 /// A namespace's writer lock, held: what is done through it is serialised with the namespace's

@@ -29,4 +29,4 @@ pub mod retrieval;
 pub mod segment;
 pub mod trace;
 
-pub use engine::{build_config, Engine, KeptIndex, Model, NamespaceHandle, Writer};
+pub use engine::{build_config, Appended, Engine, KeptIndex, Model, NamespaceHandle, Writer};

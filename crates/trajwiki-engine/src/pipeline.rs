@@ -45,6 +45,31 @@ pub enum PipelineError {
         /// The conflict found.
         detail: String,
     },
+    /// The build committed its memory (searchable from then on), and bringing a derived file up
+    /// to date after the commit failed; the next build does it.
+    #[error("the memory of namespace {namespace} is built and committed, but updating its {step} failed (the next build brings it up to date)")]
+    Unfinished {
+        /// The namespace.
+        namespace: Namespace,
+        /// What failed after the commit: `vector file` or `approximate index`.
+        step: &'static str,
+        /// The committed build's report.
+        report: Box<BuildReport>,
+        /// Why it failed.
+        #[source]
+        source: Box<PipelineError>,
+    },
+}
+
+impl PipelineError {
+    /// The error a build's failure comes down to: for [`PipelineError::Unfinished`], the
+    /// failure after the commit; for any other, itself.
+    pub fn cause(&self) -> &PipelineError {
+        match self {
+            PipelineError::Unfinished { source, .. } => source.cause(),
+            other => other,
+        }
+    }
 }
 
 /// Embeds texts as documents through the store's cache: cached vectors are reused, the rest is
@@ -641,6 +666,13 @@ fn build_once(
         );
         report.commit_ms = commit(store, ns, &batch)?;
     }
+    // From here on the memory is committed: a failure says so ([`PipelineError::Unfinished`]).
+    let unfinished = |step, report: &BuildReport, source| PipelineError::Unfinished {
+        namespace: ns.clone(),
+        step,
+        report: Box::new(report.clone()),
+        source: Box::new(source),
+    };
     // The vector file's record as the append left it decides the approximate index.
     let (appended, held) = sync_vectors_from(
         store,
@@ -648,9 +680,11 @@ fn build_once(
         embedder,
         options.vectors,
         Some((start_cursor, &fresh)),
-    )?;
+    )
+    .map_err(|e| unfinished("vector file", &report, e))?;
     report.vectors_appended = appended;
-    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold, held)?;
+    report.ann_rows = sync_ann(store, ns, embedder, options.ann_threshold, held)
+        .map_err(|e| unfinished("approximate index", &report, e))?;
     *kept = Some(KeptFold {
         fold,
         model_id,

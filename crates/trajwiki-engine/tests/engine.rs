@@ -9,9 +9,10 @@ use trajwiki_core::Namespace;
 use trajwiki_engine::api::{load_embedder, ApiError, Query};
 use trajwiki_engine::messages::parse_messages;
 use trajwiki_engine::pipeline::BuildOptions;
-use trajwiki_engine::{Engine, Model};
+use trajwiki_engine::{Appended, Engine, Model};
+use trajwiki_memory::BuildReport;
 use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::{Append, Store};
+use trajwiki_store::{Append, IngestReport, Store};
 
 fn engine(dir: &std::path::Path) -> Engine {
     let store = Store::open(dir).unwrap();
@@ -22,6 +23,14 @@ fn engine(dir: &std::path::Path) -> Engine {
         Arc::new(trajwiki_compute::CpuScoring),
         64 << 20,
     )
+}
+
+/// An append's ingest report and build report, its build (when asked) done.
+fn done(appended: Appended) -> (IngestReport, Option<BuildReport>) {
+    let built = appended
+        .build
+        .map(|b| b.expect("the build follows the append"));
+    (appended.ingest, built)
 }
 
 fn messages(ns: &Namespace, texts: &[(&str, &str)]) -> Vec<Append> {
@@ -76,6 +85,7 @@ fn an_index_is_kept_until_its_namespace_is_written() {
                 .namespace(&ns)
                 .append(store, "test", &messages(&ns, &TALK[..2]), build)
         })
+        .map(done)
         .unwrap();
     assert_eq!(added.added, 2);
     assert!(built.is_some(), "append with build options builds");
@@ -94,6 +104,7 @@ fn an_index_is_kept_until_its_namespace_is_written() {
                 .namespace(&ns)
                 .append(store, "test", &messages(&ns, &TALK[2..]), build)
         })
+        .map(done)
         .unwrap();
     let (loaded, refs) = search(&engine, &ns, "Which breed is Biscuit, a beagle?");
     assert!(loaded, "a write moved the namespace's index state");
@@ -119,6 +130,7 @@ fn a_deleted_namespace_is_unknown_and_can_be_written_again() {
     let handle = engine.namespace(&ns);
     engine
         .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK), build))
+        .map(done)
         .unwrap();
     search(&engine, &ns, "Biscuit");
     let deleted = engine.with_store(|store| handle.delete(store)).unwrap();
@@ -138,6 +150,7 @@ fn a_deleted_namespace_is_unknown_and_can_be_written_again() {
     // The kept fold went with it: building again starts from nothing, not from the old fold.
     let (_, built) = engine
         .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[..2]), build))
+        .map(done)
         .unwrap();
     let built = serde_json::to_value(built.unwrap()).unwrap();
     assert_eq!(built["messages"], json!(2), "{built}");
@@ -161,6 +174,7 @@ fn appends_to_one_namespace_from_many_threads_all_land() {
                     });
                     engine
                         .with_store(|store| engine.namespace(ns).append(store, "t", &one, build))
+                        .map(done)
                         .unwrap();
                 }
             });
@@ -192,6 +206,7 @@ fn an_index_is_kept_when_it_fits_only_without_its_derivations() {
                 .namespace(&ns)
                 .append(store, "test", &messages(&ns, &TALK), build)
         })
+        .map(done)
         .unwrap();
     let (index_bytes, with_derived) = roomy
         .with_store(|store| {

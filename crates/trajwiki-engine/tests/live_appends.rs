@@ -168,7 +168,10 @@ fn appends_answer_as_a_cold_load(seed: u64, steps: usize) {
         let writer = &engines[by];
         writer
             .with_store(|store| writer.namespace(&ns).append(store, "test", &parsed, build))
-            .unwrap_or_else(|e| panic!("seed {seed}, step {k}: append: {e}"));
+            .unwrap_or_else(|e| panic!("seed {seed}, step {k}: append: {e}"))
+            .build
+            .transpose()
+            .unwrap_or_else(|e| panic!("seed {seed}, step {k}: build: {e}"));
         let question = QUESTIONS[numbers.below(QUESTIONS.len())];
         let cold = searched(&engine(dir.path()), &ns, question);
         for (which, e) in engines.iter().enumerate() {
