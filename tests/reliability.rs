@@ -475,6 +475,67 @@ fn two_processes_appending_and_building_one_namespace_all_succeed() {
     );
 }
 
+/// A vector file cut to half its length by another process under a live server: the next
+/// search of its namespace answers as a server started now would (the index is loaded again and
+/// the short file left aside), the other namespace answers as before, and the process lives
+/// (before issue 49 it died of SIGBUS, every namespace with it). `check` reports the file; a
+/// build writes it again.
+#[test]
+fn a_vector_file_cut_under_a_live_server_is_read_around() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    ok(&[
+        "ingest",
+        "--store",
+        s(&store),
+        s(&demo_as(dir.path(), "other", "pottery")),
+    ]);
+    build(&store, "other");
+    let search = |url: &str, ns: &str| {
+        let (status, mut answer) = common::http(
+            &format!("{url}/v1/namespaces/{ns}/search"),
+            Some(r#"{"question": "Where is the pottery workshop?", "budget": 300}"#),
+            None,
+        );
+        assert_eq!(status, 200, "{ns}: {answer}");
+        answer.as_object_mut().unwrap().remove("timings");
+        answer["ranking"].as_object_mut().unwrap().remove("timings");
+        answer.as_object_mut().unwrap().remove("embedded_on_load");
+        answer
+    };
+    let server = common::serve_hashing(s(&store), &[]);
+    let other_before = search(&server.url, "other");
+    search(&server.url, "demo");
+    // The demo namespace's vector file, as the store records it.
+    let ns = trajwiki::core::Namespace::new("demo").unwrap();
+    let file = trajwiki::store::Store::open(&store)
+        .unwrap()
+        .vector_file(&ns, "hashing-384")
+        .unwrap()
+        .expect("the build wrote a vector file")
+        .path;
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        len > 8192,
+        "{len} bytes: more than two pages, so that half loses one"
+    );
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let after = search(&server.url, "demo");
+    assert_eq!(search(&server.url, "other"), other_before);
+    let cold = common::serve_hashing(s(&store), &[]);
+    assert_eq!(after, search(&cold.url, "demo"));
+    drop((server, cold));
+    let (code, out, _) = trajwiki(&["check", "--store", s(&store)]);
+    assert_ne!(code, 0, "check passes a cut vector file: {out}");
+    build(&store, "demo");
+    ok(&["check", "--store", s(&store)]);
+}
+
 /// `trajwiki` run as the unprivileged user 65534 (root ignores file modes, so only another
 /// user sees a store it may not write); `None`, with a SKIP message, where this process cannot
 /// change users or that user cannot run the binary.

@@ -284,15 +284,50 @@ impl<'e> NamespaceHandle<'e> {
     pub fn search(&self, store: &Store, query: &Query<'_>) -> Result<Search, ApiError> {
         // Checked before an index is loaded for it (the search checks it again).
         trajwiki_core::limits::QUESTION_BYTES.check(query.question.len())?;
-        let (kept, loaded_now) = self.index(store)?;
         let embedder = self.engine.embedder()?;
-        api::search_index(
-            &kept.value,
-            loaded_now,
-            embedder.as_ref(),
-            query,
-            self.engine.scoring.as_ref(),
-        )
+        self.with_whole_index(store, |kept, loaded_now| {
+            api::search_index(
+                &kept.value,
+                loaded_now,
+                embedder.as_ref(),
+                query,
+                self.engine.scoring.as_ref(),
+            )
+        })
+    }
+
+    /// Runs `work` on the kept index. When another process cut the index's mapped vector file
+    /// meanwhile, what `work` read of it was zeros (see `trajwiki_store`'s guard of mapped
+    /// files): its answer is thrown away, the index forgotten, and `work` runs once more on the
+    /// namespace loaded again, a load which finds the file short and leaves it aside (`check`
+    /// reports it, the next build writes it again). Other namespaces are not touched.
+    fn with_whole_index<T>(
+        &self,
+        store: &Store,
+        mut work: impl FnMut(&KeptIndex, bool) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        for _ in 0..2 {
+            let (kept, loaded_now) = self.index(store)?;
+            let answer = work(&kept, loaded_now);
+            if kept.value.index.intact() {
+                return answer;
+            }
+            let mut indexes = lock(&self.engine.indexes);
+            if let Some((held, bytes)) = indexes.take(&self.ns) {
+                if !Arc::ptr_eq(&held, &kept) {
+                    // Another caller replaced it already: that one stays.
+                    indexes.insert(self.ns.clone(), held, bytes);
+                }
+            }
+        }
+        Err(ApiError::Store(StoreError::Corrupt {
+            table: "vector_files",
+            column: "rows",
+            id: self.ns.to_string(),
+            reason: "the vector file was cut short while it was read, twice; `trajwiki check` \
+                     reports it and a build writes it again"
+                .into(),
+        }))
     }
 
     /// Answers a question from the kept index with the model `llm` names, checked (see
@@ -306,18 +341,19 @@ impl<'e> NamespaceHandle<'e> {
         rerank: bool,
     ) -> Result<(Asked, Option<trajwiki_llm::Client>), ApiError> {
         trajwiki_core::limits::QUESTION_BYTES.check(query.question.len())?;
-        let (kept, loaded_now) = self.index(store)?;
         let client = llm.map(|c| self.llm_client(store, c)).transpose()?;
         let embedder = self.engine.embedder()?;
-        let asked = api::ask_index(
-            &kept.value,
-            loaded_now,
-            embedder.as_ref(),
-            query,
-            self.engine.scoring.as_ref(),
-            client.as_ref(),
-            rerank,
-        )?;
+        let asked = self.with_whole_index(store, |kept, loaded_now| {
+            api::ask_index(
+                &kept.value,
+                loaded_now,
+                embedder.as_ref(),
+                query,
+                self.engine.scoring.as_ref(),
+                client.as_ref(),
+                rerank,
+            )
+        })?;
         Ok((asked, client))
     }
 

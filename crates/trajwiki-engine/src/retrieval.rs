@@ -78,6 +78,10 @@ impl SharedRows for MappedRows {
     fn view(&self) -> MatrixView<'_> {
         Self::view_of(&self.0, self.1).expect("checked when the rows were wrapped")
     }
+
+    fn intact(&self) -> bool {
+        self.0.intact()
+    }
 }
 
 /// A namespace's index as [`load_index`] built it.

@@ -121,6 +121,9 @@ pub fn load_segment(
             &"bytes past the stored index, or another dimension",
         ));
     }
+    if !segment.payload.intact() {
+        return Err(damaged(&"the file was cut short while it was read"));
+    }
     if stored.messages().len() != header.messages || rows.rowids.len() != header.messages {
         return Err(damaged(&"its message counts disagree"));
     }

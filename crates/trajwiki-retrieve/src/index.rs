@@ -882,6 +882,13 @@ pub(crate) fn page_trajectories(p: &WikiPage, ids: &Ids) -> Vec<usize> {
 }
 
 impl Index {
+    /// Whether the message vectors the index shares (a mapped vector file) were whole at every
+    /// read so far: false once another process cut the file under it, and the answers computed
+    /// since are to be thrown away with the index (see [`crate::vectors::SharedRows::intact`]).
+    pub fn intact(&self) -> bool {
+        self.vectors.messages.intact()
+    }
+
     /// The routing texts of the non-index pages of `records` ([`LevelTexts::pages`]), which
     /// BM25 scores (their rows are derived from their trajectories', not embedded).
     pub fn page_texts(records: &NamespaceRecords) -> Vec<String> {

@@ -19,6 +19,13 @@ use crate::kept::KeptRows;
 pub trait SharedRows: Send + Sync {
     /// The rows.
     fn view(&self) -> MatrixView<'_>;
+
+    /// Whether every row read so far was what the rows held when they were shared: false
+    /// once their file was cut under them by another process (a mapped file's lost pages read
+    /// as zeros), and what was computed from them since is wrong.
+    fn intact(&self) -> bool {
+        true
+    }
 }
 
 /// The message vectors of one namespace.
@@ -174,6 +181,11 @@ impl MessageVectors {
     /// Messages.
     pub fn len(&self) -> usize {
         self.row_of.len()
+    }
+
+    /// Whether the shared rows read so far were theirs (see [`SharedRows::intact`]).
+    pub fn intact(&self) -> bool {
+        self.shared.as_ref().is_none_or(|s| s.intact())
     }
 
     /// Whether there are none.

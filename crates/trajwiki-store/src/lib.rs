@@ -38,6 +38,7 @@ mod embeddings;
 mod error;
 mod fold;
 mod llm;
+mod mapped;
 mod memory;
 mod migrate;
 mod page_write;

@@ -26,7 +26,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 
-use memmap2::Mmap;
 use std::path::{Path, PathBuf};
 
 use trajwiki_core::Namespace;
@@ -34,6 +33,7 @@ use trajwiki_core::Namespace;
 use crate::changes::Cursor;
 use crate::check::{CheckReport, Problem};
 use crate::error::{Result, StoreError};
+use crate::mapped::Mapped;
 use crate::vectors::{file_stem, remove_files};
 use crate::Store;
 
@@ -84,8 +84,17 @@ pub struct Segment {
 
 /// A segment's payload, memory-mapped.
 pub struct Payload {
-    map: Option<Mmap>,
+    map: Option<Mapped>,
     at: usize,
+}
+
+impl Payload {
+    /// Whether every byte read so far was the file's (see [`crate::mapped`]): false when
+    /// another process cut the file while it was read, and what was decoded is to be thrown
+    /// away.
+    pub fn intact(&self) -> bool {
+        self.map.as_ref().is_none_or(Mapped::intact)
+    }
 }
 
 impl std::ops::Deref for Payload {
@@ -101,18 +110,16 @@ impl std::fmt::Debug for Payload {
     }
 }
 
-/// Maps `file` (of `len` bytes), read only.
-#[allow(unsafe_code)]
-fn map(file: &File, len: u64) -> std::io::Result<Option<Mmap>> {
+/// Maps `file` (of `len` bytes), read only: trajwiki never writes inside a segment file once
+/// it is named (a segment is written whole under a temporary name and renamed over the old one,
+/// which leaves the old file's pages alive for a mapping of it); a process outside trajwiki that
+/// cuts the file is caught by the guard ([`Payload::intact`]), one that writes into it by the
+/// checksum, verified over the mapped bytes before they are decoded.
+fn map(file: &File, len: u64) -> std::io::Result<Option<Mapped>> {
     if len == 0 {
         return Ok(None);
     }
-    // SAFETY: the mapping is read-only, and trajwiki never writes inside a segment file once
-    // it is named: a segment is written whole under a temporary name and renamed over the old
-    // one, which leaves the old file's pages alive for a mapping of it. A process outside
-    // trajwiki that writes into the file breaks this, as for any memory-mapped store; the
-    // checksum is verified over the mapped bytes before they are decoded.
-    unsafe { memmap2::MmapOptions::new().len(len as usize).map(file) }.map(Some)
+    Mapped::map(file, len as usize).map(Some)
 }
 
 fn damaged(path: &Path, reason: impl Into<String>) -> StoreError {

@@ -8,6 +8,8 @@
 //! crash left between the file write and the commit), writes and syncs the new rows, and only
 //! then commits their count. A reader maps the committed rows and never looks past them, and a
 //! file is never cut below what was committed, so a mapping stays valid while others append.
+//! A file cut by another process reads as zeros past the cut, which the mapping says
+//! ([`MappedVectors::intact`], see [`crate::mapped`]) instead of ending the process.
 //!
 //! On PostgreSQL the rows of a "file" are rows of `vector_chunks`, one per append, written in
 //! the transaction that commits their count, and read into memory when the namespace is loaded.
@@ -21,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
-use memmap2::Mmap;
 use rusqlite::{params, OptionalExtension};
 
 use crate::db::{Begin, Db};
+use crate::mapped::Mapped;
 use trajwiki_core::Namespace;
 
 use crate::error::{Result, SqlContext, StoreError};
@@ -109,7 +111,8 @@ pub struct MappedVectors {
 /// Where the bytes of [`MappedVectors`] are.
 enum Rows {
     Empty,
-    Mapped(Mmap),
+    /// Mapped, guarded against the file shrinking (see [`crate::mapped`]).
+    Mapped(Mapped),
     /// Read into memory; `u32` words, so that the bytes are aligned for f16 and f32.
     Read(Vec<u32>),
 }
@@ -138,6 +141,17 @@ impl MappedVectors {
         }
     }
 
+    /// Whether every row read so far was the file's: false once a read found the file cut
+    /// below its committed rows by another process (the rows read as zeros; see
+    /// [`crate::mapped`]). What was computed from the rows is then to be thrown away and the
+    /// file mapped again, which finds it short.
+    pub fn intact(&self) -> bool {
+        match &self.rows {
+            Rows::Mapped(m) => m.intact(),
+            Rows::Empty | Rows::Read(_) => true,
+        }
+    }
+
     /// The rows when the file holds f16.
     pub fn f16(&self) -> Option<&[f16]> {
         (self.info.dtype == VectorDtype::F16).then(|| bytemuck::cast_slice(self.bytes()))
@@ -160,18 +174,6 @@ impl MappedVectors {
     pub fn f32(&self) -> Option<&[f32]> {
         (self.info.dtype == VectorDtype::F32).then(|| bytemuck::cast_slice(self.bytes()))
     }
-}
-
-/// Maps the first `len` bytes of `file`.
-#[allow(unsafe_code)]
-fn map(file: &File, len: usize) -> std::io::Result<Mmap> {
-    // SAFETY: the mapping is read-only and covers committed rows only. trajwiki never writes
-    // inside the committed extent of a vector file and never cuts a file below it (an append
-    // rewrites only what lies past it; a deleted namespace's file is unlinked, which leaves the
-    // mapped pages alive), so the bytes under the mapping do not change while it lives. A
-    // process outside trajwiki that truncates the file breaks this, as it would for any
-    // memory-mapped store.
-    unsafe { memmap2::MmapOptions::new().len(len).map(file) }
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -317,7 +319,7 @@ impl Store {
         }
         let file = File::open(&info.path).map_err(io_error(&info.path))?;
         holds_committed(&info, file.metadata().map_err(io_error(&info.path))?.len())?;
-        let map = map(&file, len).map_err(io_error(&info.path))?;
+        let map = Mapped::map(&file, len).map_err(io_error(&info.path))?;
         Ok(Some(MappedVectors {
             info,
             rows: Rows::Mapped(map),
