@@ -52,6 +52,32 @@ const EXTENSION: &str = "seg";
 /// The most bytes a header may claim (a namespace, a model id and a few numbers).
 const MAX_HEADER: usize = 64 * 1024;
 
+/// How long a segment's temporary file goes unwritten before a later write takes it for one a
+/// crash left, and removes it (a write takes milliseconds to seconds).
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether the temporary segment file `path` (`<segment>.tmp<pid>-<n>`) is one a crash left:
+/// the process that wrote it is gone (where `/proc` tells), or it has not been written for
+/// [`ABANDONED_AFTER`].
+fn abandoned(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let pid = name
+        .rsplit_once(".tmp")
+        .and_then(|(_, rest)| rest.split('-').next())
+        .and_then(|pid| pid.parse::<u32>().ok());
+    let proc = Path::new("/proc");
+    if let (Some(pid), true) = (pid, proc.join("self").exists()) {
+        if !proc.join(pid.to_string()).exists() {
+            return true;
+        }
+    }
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|at| at.elapsed().ok())
+        .is_some_and(|age| age > ABANDONED_AFTER)
+}
+
 /// Test hook: milliseconds a segment write sleeps between writing its temporary file and
 /// renaming it, so that a test can kill the writer there.
 pub const PAUSE_ENV: &str = "TRAJWIKI_SEGMENT_PAUSE_MS";
@@ -358,10 +384,15 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        // Temporary files a crash left of this segment: never read, removed now.
+        // Temporary files a crash left of this segment: never read, removed now — not those
+        // another writer (a process, or an engine of this one) is writing now.
         let stale = self.segment_files(|file| file.starts_with(&format!("{name}.tmp")))?;
-        remove_files(&stale)?;
-        let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
+        let abandoned: Vec<PathBuf> = stale.into_iter().filter(|f| abandoned(f)).collect();
+        remove_files(&abandoned)?;
+        // A name of this write's own: two writers of one segment never write into one file.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!("{name}.tmp{}-{write}", std::process::id()));
         let head = encode_header(header);
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(&head);
@@ -528,10 +559,20 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         store.check_segments(&mut report).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
+        // A write removes temporary files left long ago, not one another writer is writing.
+        std::fs::File::options()
+            .write(true)
+            .open(path.with_extension("seg.tmp99"))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - 2 * super::ABANDONED_AFTER)
+            .unwrap();
+        let live = path.with_extension(format!("seg.tmp{}-99", std::process::id()));
+        std::fs::write(&live, b"TWSEG").unwrap();
         store
             .write_segment(&ns, &header("alice"), b"again")
             .unwrap();
         assert!(!path.with_extension("seg.tmp99").exists());
+        assert!(live.exists());
         assert_eq!(store.remove_segments(&ns).unwrap(), 1);
         assert!(store.read_segment(&ns, "hashing-64").unwrap().is_none());
     }
