@@ -6,13 +6,20 @@
 //! engines' searches are compared with a fresh engine's, byte for byte (context, every level's
 //! ranking, evidence).
 //!
+//! The same cases are a fuzz target too (`append_patterns_fuzzed`): proptest draws the appends,
+//! with some pairs sent at once from two threads, for `TRAJWIKI_FUZZ_SECONDS` (default 6; see
+//! `tests/fuzz.rs`, whose parser targets share the variable).
+//!
 //! Issue 49 found a search after an append to an earlier session answering a panic ("member")
 //! or a context other than a cold load's: an index loaded again from its earlier records merged
 //! the store's changes into records in the index's order as if they were in the store's, and
 //! held a changed trajectory twice.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{json, Value};
 use trajwiki_core::Namespace;
 use trajwiki_engine::api::{load_embedder, Query};
@@ -100,7 +107,7 @@ fn message(numbers: &mut Numbers, step: usize, session: u32) -> Value {
 }
 
 /// A search's answer without what depends on when and how it was computed.
-fn searched(engine: &Engine, ns: &Namespace, question: &str) -> Value {
+fn searched(engine: &Engine, ns: &Namespace, question: &str) -> Result<Value, String> {
     let config = RetrievalConfig::default();
     let query = Query {
         question,
@@ -110,80 +117,189 @@ fn searched(engine: &Engine, ns: &Namespace, question: &str) -> Value {
     };
     let found = engine
         .with_store(|store| engine.namespace(ns).search(store, &query))
-        .unwrap_or_else(|e| panic!("{question}: {e}"));
+        .map_err(|e| format!("search of {question:?}: {e}"))?;
     let mut value = serde_json::to_value(found).unwrap();
     let o = value.as_object_mut().unwrap();
     o.remove("timings");
     o.remove("embedded_on_load");
     o["ranking"].as_object_mut().unwrap().remove("timings");
-    value
+    Ok(value)
 }
 
-/// `steps` random appends through two engines over one store, each followed by a search of
-/// both compared with a cold load's.
-fn appends_answer_as_a_cold_load(seed: u64, steps: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let engines = [engine(dir.path()), engine(dir.path())];
-    let ns = Namespace::new("live").unwrap();
-    let mut numbers = Numbers(seed);
-    let mut newest = 1u32;
-    let mut step = 0;
-    for k in 0..steps {
-        // Which session: mostly the newest, sometimes a new one, sometimes an earlier one.
-        let session = match numbers.below(8) {
-            0 => {
-                newest += 1;
-                newest
-            }
-            1 | 2 => 1 + numbers.below(newest as usize) as u32,
-            _ => newest,
-        };
-        let count = if numbers.below(4) == 0 {
-            2 + numbers.below(3)
-        } else {
-            1
-        };
-        let batch: Vec<Value> = (0..count)
-            .map(|_| {
-                step += 1;
-                message(&mut numbers, step, session)
-            })
-            .collect();
-        let build = match numbers.below(10) {
+/// One append of a case.
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    /// Which session: 0 a new one, 1 or 2 any held one (an earlier one is a backfill), else the
+    /// newest.
+    pick: u8,
+    /// Messages in the append (1 to 4).
+    count: usize,
+    /// How it is built: 0 not, 1 or 2 flushed, else with the open exchange waiting.
+    build: u8,
+    /// The engine that writes it (0 or 1).
+    by: usize,
+    /// Whether it is sent at the same time as the next step, from another thread through the
+    /// other engine.
+    with_next: bool,
+}
+
+impl Step {
+    fn options(&self) -> Option<BuildOptions> {
+        match self.build {
             0 => None,
             1 | 2 => Some(BuildOptions {
                 flush: true,
                 ..BuildOptions::default()
             }),
             _ => Some(BuildOptions::default()),
+        }
+    }
+}
+
+/// A store, two engines over it (each with its own kept fold and index, as two processes
+/// have), and what the steps made so far.
+struct Case {
+    dir: tempfile::TempDir,
+    engines: [Engine; 2],
+    ns: Namespace,
+    numbers: Numbers,
+    newest: u32,
+    said: usize,
+}
+
+impl Case {
+    fn new(seed: u64) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let engines = [engine(dir.path()), engine(dir.path())];
+        Case {
+            dir,
+            engines,
+            ns: Namespace::new("live").unwrap(),
+            numbers: Numbers(seed),
+            newest: 1,
+            said: 0,
+        }
+    }
+
+    /// The messages of `step`, in the session it picks.
+    fn batch(&mut self, step: &Step) -> (u32, Vec<trajwiki_store::Append>) {
+        let session = match step.pick {
+            0 => {
+                self.newest += 1;
+                self.newest
+            }
+            1 | 2 => 1 + self.numbers.below(self.newest as usize) as u32,
+            _ => self.newest,
         };
+        let batch: Vec<Value> = (0..step.count)
+            .map(|_| {
+                self.said += 1;
+                message(&mut self.numbers, self.said, session)
+            })
+            .collect();
+        let parsed = parse_messages(json!(batch), Some(&self.ns), "<test>", None).unwrap();
+        (session, parsed)
+    }
+
+    /// Appends `batch` through engine `by`, building as `build` says; what failed, if anything.
+    fn append(
+        &self,
+        by: usize,
+        batch: &[trajwiki_store::Append],
+        build: Option<BuildOptions>,
+    ) -> Result<(), String> {
+        let writer = &self.engines[by];
+        let appended = writer
+            .with_store(|store| {
+                writer
+                    .namespace(&self.ns)
+                    .append(store, "test", batch, build)
+            })
+            .map_err(|e| format!("append: {e}"))?;
+        match appended.build {
+            Some(Err(e)) => Err(format!("build: {e}")),
+            _ => Ok(()),
+        }
+    }
+
+    /// Both engines' searches of a question against a fresh engine's.
+    fn compare(&mut self) -> Result<(), String> {
+        let question = QUESTIONS[self.numbers.below(QUESTIONS.len())];
+        let cold = searched(&engine(self.dir.path()), &self.ns, question)?;
+        for (which, e) in self.engines.iter().enumerate() {
+            let live = searched(e, &self.ns, question)?;
+            if live != cold {
+                return Err(format!(
+                    "engine {which}'s search of {question:?} differs from a cold load's:\n\
+                     live: {live}\ncold: {cold}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `steps` on a new store, comparing the searches with a cold load's after each (or after
+/// each pair sent at once); what went wrong first, with the step.
+fn run(seed: u64, steps: &[Step]) -> Result<(), String> {
+    let mut case = Case::new(seed);
+    let mut k = 0;
+    while k < steps.len() {
+        let step = steps[k];
         // The first append builds, so that the namespace has a memory to search.
         let build = if k == 0 {
             Some(BuildOptions::default())
         } else {
-            build
+            step.options()
         };
-        let by = numbers.below(2);
-        let parsed = parse_messages(json!(batch), Some(&ns), "<test>", None).unwrap();
-        let writer = &engines[by];
-        writer
-            .with_store(|store| writer.namespace(&ns).append(store, "test", &parsed, build))
-            .unwrap_or_else(|e| panic!("seed {seed}, step {k}: append: {e}"))
-            .build
-            .transpose()
-            .unwrap_or_else(|e| panic!("seed {seed}, step {k}: build: {e}"));
-        let question = QUESTIONS[numbers.below(QUESTIONS.len())];
-        let cold = searched(&engine(dir.path()), &ns, question);
-        for (which, e) in engines.iter().enumerate() {
-            let live = searched(e, &ns, question);
-            assert!(
-                live == cold,
-                "seed {seed}, step {k} (session {session} of {newest}, {count} messages, \
-                 build {build:?}, by engine {by}): engine {which}'s search of {question:?} \
-                 differs from a cold load's:\nlive: {live}\ncold: {cold}",
-                build = build.map(|b| b.flush),
-            );
+        let (session, batch) = case.batch(&step);
+        let what = format!(
+            "seed {seed}, step {k} (session {session} of {}, {:?})",
+            case.newest, step
+        );
+        if step.with_next && k > 0 && k + 1 < steps.len() {
+            let next = steps[k + 1];
+            let (_, other) = case.batch(&next);
+            let case = &case;
+            let (a, b) = std::thread::scope(|scope| {
+                let a = scope.spawn(|| case.append(0, &batch, build));
+                let b = scope.spawn(|| case.append(1, &other, next.options()));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            a.and(b)
+                .map_err(|e| format!("{what} and the next at once: {e}"))?;
+            k += 2;
+        } else {
+            case.append(step.by, &batch, build)
+                .map_err(|e| format!("{what}: {e}"))?;
+            k += 1;
         }
+        case.compare().map_err(|e| format!("{what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `count` steps drawn from `seed` (mostly the newest session, one message, built waiting).
+fn seeded_steps(seed: u64, count: usize) -> Vec<Step> {
+    let mut numbers = Numbers(seed ^ 0x9e37_79b9_7f4a_7c15);
+    (0..count)
+        .map(|_| Step {
+            pick: numbers.below(8) as u8,
+            count: if numbers.below(4) == 0 {
+                2 + numbers.below(3)
+            } else {
+                1
+            },
+            build: numbers.below(10) as u8,
+            by: numbers.below(2),
+            with_next: false,
+        })
+        .collect()
+}
+
+fn appends_answer_as_a_cold_load(seed: u64, steps: usize) {
+    if let Err(e) = run(seed, &seeded_steps(seed, steps)) {
+        panic!("{e}");
     }
 }
 
@@ -200,4 +316,41 @@ fn random_appends_answer_as_a_cold_load_seed_2() {
 #[test]
 fn random_appends_answer_as_a_cold_load_seed_3() {
     appends_answer_as_a_cold_load(3, 200);
+}
+
+/// Append patterns drawn by proptest — sessions, sizes, builds, writers, pairs sent at once —
+/// for `TRAJWIKI_FUZZ_SECONDS` (default 6): every search after every append is a cold load's.
+/// A failure is shrunk to the fewest steps that still fail.
+#[test]
+fn append_patterns_fuzzed() {
+    let seconds: u64 = std::env::var("TRAJWIKI_FUZZ_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let step = (0u8..8, 1usize..=4, 0u8..10, 0usize..2, 0u8..4).prop_map(
+        |(pick, count, build, by, at_once)| Step {
+            pick,
+            count,
+            build,
+            by,
+            with_next: at_once == 0,
+        },
+    );
+    let strategy = (any::<u64>(), prop::collection::vec(step, 2..40));
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut cases = 0;
+    while Instant::now() < until {
+        let mut runner = TestRunner::new(Config {
+            cases: 4,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        if let Err(e) = runner.run(&strategy, |(seed, steps)| {
+            run(seed, &steps).map_err(TestCaseError::fail)
+        }) {
+            panic!("append patterns: {e}");
+        }
+        cases += 4;
+    }
+    eprintln!("append patterns: {cases} cases in {seconds} s, no failure");
 }
