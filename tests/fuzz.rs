@@ -9,6 +9,11 @@
 //! committed seed corpus (`tests/fuzz-corpus/<target>/`, valid files that each parser must take)
 //! byte by byte: flips, cuts, insertions, repeats and tokens that break the grammar.
 //!
+//! One more target lives beside the engine it drives: `append_patterns_fuzzed` in
+//! `crates/trajwiki-engine/tests/live_appends.rs` draws append patterns (sessions new, earlier
+//! and current; sizes; builds; two writers, some appends at once) and holds every search after
+//! every append to a cold load's, byte for byte.
+//!
 //! `cargo test --test fuzz` runs each target (parser) for `TRAJWIKI_FUZZ_SECONDS` seconds,
 //! split over its kinds of input (default: 6, so that the suite stays quick); the long runs
 //! recorded in BENCHMARKS.md set it to 600.
