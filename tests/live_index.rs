@@ -1,8 +1,9 @@
 //! The read side lives: a server's index after an append — its records and the store's
 //! changes since (`Store::namespace_changes`), and what the previous load derived from single
 //! records (`trajwiki_retrieve::Derived`) — answers exactly as an index loaded cold from the
-//! store. Random messages are appended over HTTP, one request at a time with a build, to the
-//! current session, to a new one and to an older one (a backfill), through the searched server
+//! store. Random messages are appended over HTTP, one request at a time — one message or
+//! several, built, flushed or not built — to the current session, to a new one and to an older
+//! one (a backfill), through the searched server
 //! or through another one over the same store; after each, the server's search is compared with
 //! a fresh server's (whose index is loaded cold): context, the ranking of every level and
 //! evidence, byte for byte. On SQLite, and on PostgreSQL when a server can be started
@@ -151,13 +152,23 @@ fn appends_answer_as_a_cold_load(store: &str, seed: u64, steps: usize) {
         );
     }
     for step in 0..steps {
-        let m = message(&mut numbers, step, &mut newest);
+        // One message or several of one session; built waiting for the reply, flushed, or
+        // not built.
+        let first = message(&mut numbers, step, &mut newest);
+        let mut m = vec![first.clone()];
+        for _ in 0..[0, 0, 0, 1, 2][numbers.below(5)] {
+            let mut more = message(&mut numbers, step, &mut newest);
+            more["session"] = first["session"].clone();
+            m.push(more);
+        }
+        let (build, flush) =
+            [(true, false), (true, false), (true, true), (false, false)][numbers.below(4)];
         let (status, body) = common::http(
             &format!(
                 "{}/v1/namespaces/demo/messages",
                 [&server, &other][step % 2].url
             ),
-            Some(&json!({ "messages": [m], "build": true }).to_string()),
+            Some(&json!({ "messages": m, "build": build, "flush": flush }).to_string()),
             None,
         );
         assert_eq!(status, 200, "{body}");
@@ -167,7 +178,7 @@ fn appends_answer_as_a_cold_load(store: &str, seed: u64, steps: usize) {
         assert_eq!(
             comparable(live),
             cold_search(store, q),
-            "seed {seed}, after step {step} ({m}): {q}"
+            "seed {seed}, after step {step} ({m:?}): {q}"
         );
     }
     // Most appends go on the conversation and are taken in place; a backfill loads it whole.
