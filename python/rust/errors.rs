@@ -180,7 +180,7 @@ impl Classify for ApiError {
             | ApiError::NotBuilt(_) => Kind::NotFound,
             ApiError::Store(e) => e.kind(),
             ApiError::Pipeline(e) => e.kind(),
-            ApiError::Retrieve(_) => Kind::Other,
+            ApiError::Retrieve(_) | ApiError::Panicked { .. } => Kind::Other,
             ApiError::Replay(_) | ApiError::StoredConfig { .. } => Kind::Store,
             ApiError::Model(_) => Kind::Model,
         }

@@ -86,6 +86,15 @@ pub enum ApiError {
     /// The embedding model could not be loaded.
     #[error("cannot load the embedding model")]
     Model(#[from] EmbedError),
+    /// A step panicked (a defect): what it said. The step's work was rolled back; what was
+    /// committed before it stays.
+    #[error("{step} failed unexpectedly (a defect, please report it): {message}")]
+    Panicked {
+        /// The step.
+        step: &'static str,
+        /// The panic's message.
+        message: String,
+    },
     /// The build settings stored with a namespace do not parse.
     #[error("the stored build settings of namespace {namespace} do not parse")]
     StoredConfig {

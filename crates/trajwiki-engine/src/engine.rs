@@ -403,7 +403,23 @@ impl<'e> NamespaceHandle<'e> {
             None => None,
         };
         let ingest = store.append_messages(via, messages)?;
-        let build = ready.map(|(config, options)| writer.build(store, &config, options));
+        // The messages are stored: whatever the build does, even panic, the caller is told so.
+        let build = ready.map(|(config, options)| {
+            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                writer.build(store, &config, options)
+            }));
+            built.unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(ApiError::Panicked {
+                    step: "the build",
+                    message,
+                })
+            })
+        });
         Ok(Appended { ingest, build })
     }
 

@@ -227,3 +227,88 @@ fn an_index_is_kept_when_it_fits_only_without_its_derivations() {
     assert!(!loaded, "the index is kept, its derivations let go of");
     assert_eq!(tight.index_cache().0, vec![ns.clone()]);
 }
+
+/// An embedder that panics while `broken` is set: a defect in a build, after the append stored
+/// its messages.
+struct Breaking {
+    inner: Arc<dyn trajwiki_core::Embedder>,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl trajwiki_core::Embedder for Breaking {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(
+        &self,
+        texts: &[&str],
+        kind: trajwiki_core::EmbedKind,
+    ) -> Result<trajwiki_core::Embeddings, trajwiki_core::EmbedError> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("a defect inside the build");
+        }
+        self.inner.embed(texts, kind)
+    }
+}
+
+/// A build that panics after the append stored its messages is an error of the build beside the
+/// stored messages' report, never a lost report (issue 49: a 500 for a stored message, which a
+/// retry without a key stores again); the next build folds them in.
+#[test]
+fn a_build_that_panics_leaves_the_append_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let breaking = Arc::new(Breaking {
+        inner: load_embedder("hashing-64").unwrap().into(),
+        broken: false.into(),
+    });
+    let engine = Engine::new(
+        Store::open(dir.path()).unwrap(),
+        Model::Loaded(breaking.clone()),
+        Arc::new(trajwiki_compute::CpuScoring),
+        64 << 20,
+    );
+    let ns = Namespace::new("alice").unwrap();
+    let build = Some(BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    });
+    let handle = engine.namespace(&ns);
+    engine
+        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[..2]), build))
+        .map(done)
+        .unwrap();
+    breaking
+        .broken
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let appended = engine
+        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[2..]), build))
+        .unwrap();
+    assert_eq!(appended.ingest.added, 2);
+    match appended.build {
+        Some(Err(ApiError::Panicked { message, .. })) => {
+            assert!(message.contains("a defect inside the build"), "{message}")
+        }
+        other => panic!("expected the build's panic, got {other:?}"),
+    }
+    breaking
+        .broken
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let built = engine
+        .with_store(|store| {
+            handle.build(
+                store,
+                &trajwiki_memory::MemoryConfig::default(),
+                BuildOptions {
+                    flush: true,
+                    ..BuildOptions::default()
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(serde_json::to_value(built).unwrap()["messages"], json!(4));
+}

@@ -60,7 +60,10 @@ const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(600)
 /// the process that wrote it is gone (where `/proc` tells), or it has not been written for
 /// [`ABANDONED_AFTER`].
 fn abandoned(path: &Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let pid = name
         .rsplit_once(".tmp")
         .and_then(|(_, rest)| rest.split('-').next())
