@@ -14,6 +14,10 @@ mod common;
 #[path = "../crates/trajwiki-store/tests/support/pg.rs"]
 mod pg;
 
+#[path = "../crates/trajwiki-engine/tests/support/appends.rs"]
+mod appends;
+use appends::{Numbers, SPEAKERS, WORDS};
+
 use common::{ok, s, serve_hashing, Served};
 use serde_json::{json, Value};
 
@@ -26,49 +30,6 @@ const QUESTIONS: [&str; 5] = [
     "What did Ines say about the beach?",
     "How many books did Leo and Ines read?",
 ];
-
-const SPEAKERS: [&str; 3] = ["Maya", "Leo", "Ines"];
-
-const WORDS: [&str; 24] = [
-    "pottery",
-    "workshop",
-    "garden",
-    "tulips",
-    "Lisbon",
-    "harbour",
-    "painted",
-    "books",
-    "novel",
-    "yesterday",
-    "last",
-    "week",
-    "Oslo",
-    "planted",
-    "roses",
-    "dog",
-    "walked",
-    "beach",
-    "recipe",
-    "bread",
-    "concert",
-    "guitar",
-    "moved",
-    "job",
-];
-
-/// A deterministic stream of numbers (a linear congruential generator): the cases are the same
-/// on every run, and a failure names its seed.
-struct Numbers(u64);
-
-impl Numbers {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize % n
-    }
-}
 
 /// One random message: mostly to the newest session, sometimes to a new one or an older one.
 fn message(numbers: &mut Numbers, step: usize, newest: &mut u32) -> Value {

@@ -584,13 +584,16 @@ fn build_once(
     let model_id = embedder.model_id().to_string();
     let config_json = serde_json::to_string(config).expect("configuration serialises");
     let started = std::time::Instant::now();
+    // The record and the states it leads to in one read: another process's build committed
+    // between the two would give the record of one build with the groups of the next.
     let Start {
         mut fold,
         cursor,
         pending,
         from,
         replaced,
-    } = start_fold(store, ns, held, &model_id, &config_json, config, options)?;
+    } = store
+        .reading(|store| start_fold(store, ns, held, &model_id, &config_json, config, options))?;
     let waited = pending.len();
     let replace = replaced.is_some();
     let load_ms = started.elapsed().as_millis();
@@ -725,22 +728,9 @@ impl Pending {
 /// The fold a build of `ns` starts from: `held` when it is the one the store holds, else read
 /// back from the store, else a new one (replacing a memory built otherwise only with
 /// `options.rebuild`; without it that memory is [`PipelineError::Stale`]).
+/// Called inside one read transaction ([`Store::reading`]), so that the record and the states
+/// it leads to are one commit's.
 fn start_fold(
-    store: &Store,
-    ns: &Namespace,
-    held: Option<KeptFold>,
-    model_id: &str,
-    config_json: &str,
-    config: &MemoryConfig,
-    options: BuildOptions,
-) -> Result<Start, PipelineError> {
-    // The record and the states it leads to in one read: another process's build committed
-    // between the two would give the record of one build with the groups of the next.
-    store.reading(|store| start_fold_in(store, ns, held, model_id, config_json, config, options))
-}
-
-/// [`start_fold`]'s reads, inside its read transaction.
-fn start_fold_in(
     store: &Store,
     ns: &Namespace,
     held: Option<KeptFold>,

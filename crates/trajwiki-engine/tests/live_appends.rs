@@ -29,6 +29,10 @@ use trajwiki_engine::{Engine, Model};
 use trajwiki_retrieve::{Mode, RetrievalConfig};
 use trajwiki_store::Store;
 
+#[path = "support/appends.rs"]
+mod appends;
+use appends::{Numbers, SPEAKERS, WORDS};
+
 const MODEL: &str = "hashing-64";
 
 fn engine(dir: &std::path::Path) -> Engine {
@@ -41,49 +45,6 @@ fn engine(dir: &std::path::Path) -> Engine {
         64 << 20,
     )
 }
-
-/// A deterministic stream of numbers (a linear congruential generator): a case is the same on
-/// every run, and a failure names its seed and step.
-struct Numbers(u64);
-
-impl Numbers {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) as usize % n
-    }
-}
-
-const SPEAKERS: [&str; 3] = ["Maya", "Leo", "Ines"];
-
-const WORDS: [&str; 24] = [
-    "pottery",
-    "workshop",
-    "garden",
-    "tulips",
-    "Lisbon",
-    "harbour",
-    "painted",
-    "books",
-    "novel",
-    "yesterday",
-    "last",
-    "week",
-    "Oslo",
-    "planted",
-    "roses",
-    "dog",
-    "walked",
-    "beach",
-    "recipe",
-    "bread",
-    "concert",
-    "guitar",
-    "moved",
-    "job",
-];
 
 const QUESTIONS: [&str; 4] = [
     "Where is the pottery workshop?",
