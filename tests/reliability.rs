@@ -875,3 +875,60 @@ fn opening_a_store_on_a_full_disk_names_it() {
     assert!(err.contains("disk holding the store is full"), "{err}");
     ok(&["stats", "--store", s(&store)]);
 }
+
+/// A store moved while served (issue 49, item 5): the server's database connection follows the
+/// move, its paths do not, so an append after `mv` wrote the database at the new place and the
+/// vector files into a `vectors/` folder made again at the old one, and answered 200. Now every
+/// write once the path no longer leads to the directory the server opened is 503 `store_moved`,
+/// nothing is made at the old place, and the moved store is sound; a directory put in the old
+/// place (a copy: another store at the same path) is refused the same way and left as it is.
+#[test]
+fn a_store_moved_or_replaced_while_served_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = common::serve_hashing(s(&store), &[]);
+    let append = |server: &common::Served, text: &str| {
+        let body = serde_json::json!({
+            "messages": [{"session": 3, "speaker": "Ann", "text": text,
+                          "timestamp": "2024-05-01T10:00:00"}],
+            "build": true, "flush": true,
+        });
+        common::http(
+            &format!("{}/v1/namespaces/demo/messages", server.url),
+            Some(&body.to_string()),
+            None,
+        )
+    };
+    let refused = |(status, body): (u16, serde_json::Value)| {
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["code"], "store_moved", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("moved or replaced"), "{message}");
+    };
+    let (status, body) = append(&server, "Before the move I glazed a bowl.");
+    assert_eq!(status, 200, "{body}");
+
+    let moved = dir.path().join("moved");
+    std::fs::rename(&store, &moved).unwrap();
+    refused(append(&server, "After the move I glazed a cup."));
+    assert!(!store.exists(), "something was made at the old place");
+    ok(&["check", "--store", s(&moved)]);
+    assert_eq!(stats(&moved)["messages"].as_u64(), Some(13));
+
+    // Another directory at the old path: the server's connections lead to the moved store,
+    // new ones would open the copy; neither is written.
+    copy_store(&moved, &store);
+    let before = std::fs::read(store.join("trajwiki.db")).unwrap();
+    refused(append(&server, "In the copy I glazed a plate."));
+    assert_eq!(std::fs::read(store.join("trajwiki.db")).unwrap(), before);
+    assert_eq!(stats(&store)["messages"].as_u64(), Some(13));
+    drop(server);
+
+    // Served at its new place, the store takes appends again.
+    let server = common::serve_hashing(s(&moved), &[]);
+    let (status, body) = append(&server, "At the new place I glazed a vase.");
+    assert_eq!(status, 200, "{body}");
+    drop(server);
+    ok(&["check", "--store", s(&moved)]);
+    assert_eq!(stats(&moved)["messages"].as_u64(), Some(14));
+}

@@ -345,8 +345,7 @@ impl Store {
                 incoming: header.namespace.clone(),
             });
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let dir = self.vector_dir()?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -378,7 +377,7 @@ impl Store {
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(io_error(&tmp)(e));
+            return Err(self.relocated_or(io_error(&tmp)(e)));
         }
         if let Some(ms) = std::env::var(PAUSE_ENV)
             .ok()
@@ -388,7 +387,7 @@ impl Store {
         }
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);
-            return Err(io_error(&path)(e));
+            return Err(self.relocated_or(io_error(&path)(e)));
         }
         // The rename is durable once the folder is.
         File::open(dir)
