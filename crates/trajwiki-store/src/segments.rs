@@ -18,7 +18,8 @@
 //! the same segment removes. Segments are derived state, as vector files are: deleting one
 //! loses nothing (the next load reads the records, the next build writes it again). `delete`
 //! removes a namespace's segments with its vector files; `check` reports a segment it cannot
-//! read or whose checksum fails (a missing segment is no problem).
+//! read, whose checksum fails, or whose header names another namespace or model than its file
+//! name is for (a missing segment is no problem).
 //!
 //! A PostgreSQL store has no folder of its own (its vectors are rows): it keeps no segments,
 //! and its loads read the records.
@@ -447,8 +448,10 @@ impl Store {
         Ok(paths.len())
     }
 
-    /// Each segment file reads back whole with its checksum (a temporary file a crash left is
-    /// no problem: nothing reads it).
+    /// Each segment file reads back whole with its checksum, and is the segment its name is
+    /// for: the file name is the hash of a namespace and a model, and a load of that namespace
+    /// leaves aside a file whose header names others (one namespace's segment copied over
+    /// another's). A temporary file a crash left is no problem: nothing reads it.
     pub(crate) fn check_segments(&self, report: &mut CheckReport) -> Result<()> {
         if self.conn.is_postgres() {
             return Ok(());
@@ -457,13 +460,32 @@ impl Store {
         report
             .examined
             .push(("index_segments".to_string(), files.len() as u64));
+        let consequence = "the next load reads the records, the next build writes it again";
         for path in files {
-            if let Err(e) = read_file(&path, true) {
+            let header = match read_file(&path, true) {
+                Ok(Some((header, _))) => header,
+                // Removed since it was listed (a delete, a reset): nothing to check.
+                Ok(None) => continue,
+                Err(e) => {
+                    report.problems.push(Problem {
+                        invariant: "index segment reads back whole (magic, version, checksum)",
+                        id: path.display().to_string(),
+                        detail: format!("{e}; {consequence}"),
+                    });
+                    continue;
+                }
+            };
+            let stem = file_stem(&header.namespace, &header.model);
+            let named = path
+                .file_stem()
+                .is_some_and(|s| s.to_string_lossy() == stem);
+            if !named {
                 report.problems.push(Problem {
-                    invariant: "index segment reads back whole (magic, version, checksum)",
+                    invariant: "index segment is the one its file name is for (namespace and model)",
                     id: path.display().to_string(),
                     detail: format!(
-                        "{e}; the next load reads the records, the next build writes it again"
+                        "it holds the segment of namespace {:?} for model {:?}, whose file is {stem}.{EXTENSION}; {consequence}",
+                        header.namespace, header.model
                     ),
                 });
             }
@@ -526,6 +548,35 @@ mod tests {
         assert!(!path.with_extension("seg.tmp99").exists());
         assert_eq!(store.remove_segments(&ns).unwrap(), 1);
         assert!(store.read_segment(&ns, "hashing-64").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_segment_under_another_namespaces_name_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (alice, bob) = (
+            Namespace::new("alice").unwrap(),
+            Namespace::new("bob").unwrap(),
+        );
+        let ours = store
+            .write_segment(&alice, &header("alice"), b"alice's")
+            .unwrap()
+            .unwrap();
+        let theirs = store
+            .write_segment(&bob, &header("bob"), b"bob's")
+            .unwrap()
+            .unwrap();
+        let mut report = CheckReport::default();
+        store.check_segments(&mut report).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+        std::fs::copy(&theirs, &ours).unwrap();
+        assert!(store.read_segment(&alice, "hashing-64").is_err());
+        store.check_segments(&mut report).unwrap();
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        let problem = &report.problems[0];
+        assert_eq!(problem.id, ours.display().to_string());
+        assert!(problem.detail.contains("namespace \"bob\""), "{problem:?}");
     }
 
     #[test]
