@@ -683,9 +683,33 @@ fn pristine_store(dir: &Path, marker: &str) -> PathBuf {
     pristine
 }
 
+/// A search of `ns` in `store` as `query --json` answers it (without its timings), and whether
+/// its load read the namespace's index segment.
+fn search(store: &Path, ns: &str) -> (serde_json::Value, bool) {
+    let out = ok(&[
+        "query",
+        "--store",
+        s(store),
+        "--namespace",
+        ns,
+        "--model",
+        "hashing",
+        "--json",
+        "Where is the pottery workshop?",
+    ]);
+    let mut answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let o = answer.as_object_mut().unwrap();
+    let timings = o.remove("timings_ms").expect("a query says its timings");
+    o.remove("embedded_on_load");
+    let stages = timings["index_load_stages"].as_object().unwrap();
+    (answer, stages.contains_key("segment"))
+}
+
 /// A delete on a full disk names it: the delete is refused whole, or done with its freed space
 /// not overwritten, which it says (never "another process is reading") and fails until
-/// `delete --scrub` has overwritten it.
+/// `delete --scrub` has overwritten it. Refused whole, it leaves the namespace as it was, its
+/// index segment included (issue 49, item 6: the segment was removed before the transaction
+/// that then failed), and a search answers as before, from the segment.
 #[test]
 fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
     let Some(disk) = Tmpfs::mount("8m") else {
@@ -694,8 +718,21 @@ fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
     let marker = "QXZMARKERZXQ";
     let scratch = tempfile::tempdir().unwrap();
     let pristine = pristine_store(scratch.path(), marker);
+    let segment = {
+        let opened = trajwiki::store::Store::open_read_only(&pristine).unwrap();
+        let ns = trajwiki::core::Namespace::new("secret").unwrap();
+        let path = opened.segment_path(&ns, "hashing-384").unwrap();
+        path.strip_prefix(&pristine).unwrap().to_path_buf()
+    };
+    let segment_bytes = std::fs::read(pristine.join(&segment)).unwrap();
+    let (answer, from_segment) = search(&pristine, "secret");
+    assert!(
+        from_segment,
+        "the pristine store's search reads its segment"
+    );
     let store = disk.path().join("store");
     let mut unscrubbed = 0;
+    let mut refused = 0;
     // The free space at which the delete commits but its overwrite does not fit is a window a
     // few tens of KB wide, whose place moves with the schema (indexes, tables): swept finely.
     for keep_kb in (10..=1600).rev().step_by(10) {
@@ -732,14 +769,26 @@ fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
             ok(&["delete", "--store", s(&store), "--scrub"]);
             assert_eq!(occurrences(&store, marker.as_bytes()), 0);
         } else {
-            // Refused whole: the namespace is as it was.
+            // Refused whole: the namespace is as it was, its segment too.
+            refused += 1;
             assert!(stats(&store)["messages"].as_u64() == Some(24), "{err}");
+            let kept = std::fs::read(store.join(&segment)).ok();
+            assert!(
+                kept.as_ref() == Some(&segment_bytes),
+                "{keep_kb} KB free: the segment is {}: {err}",
+                if kept.is_some() { "changed" } else { "gone" }
+            );
+            assert_eq!(search(&store, "secret"), (answer.clone(), true));
         }
         ok(&["check", "--store", s(&store)]);
     }
     assert!(
         unscrubbed > 0,
         "no amount of free space left a delete done but not overwritten"
+    );
+    assert!(
+        refused > 0,
+        "no amount of free space refused a delete whole"
     );
 }
 

@@ -652,16 +652,50 @@ impl Store {
         self.writable("deleting a namespace")?;
         let (messages, runs) = self.namespace_counts(ns)?;
         let embeddings = self.embeddings_only_of(ns)?;
-        // Index segments hold the namespace's text and are derived state: removed first, so
-        // that the space they free is there for the delete and its overwrite alike (a segment
-        // a build writes meanwhile is removed after the commit, or by its writer).
-        let segments = self.segment_paths(ns)?;
-        vectors::remove_files(&segments)?;
         let files: Vec<PathBuf> = self
             .vector_paths(ns)?
             .into_iter()
             .filter(|f| f.exists())
             .collect();
+        // Index segments hold the namespace's text and are derived state. They are set aside
+        // first, under names no load opens, so that no reader takes up the index of a
+        // namespace being deleted, and removed once the delete is committed, before the
+        // overwrite, whose space they free. They are not removed before the transaction: one
+        // that fails (a full disk) would leave the namespace's records without their segment,
+        // so a failed delete puts them back. (A segment a build writes meanwhile is removed
+        // after the commit, or by its writer.)
+        let aside = self.set_segments_aside(ns)?;
+        let (existed, removed) = match self.delete_records(ns, &embeddings) {
+            Ok(done) => done,
+            Err(e) => {
+                aside.restore();
+                return Err(e);
+            }
+        };
+        let segments = aside.remove()?;
+        vectors::remove_files(&files)?;
+        let late = self.segment_paths(ns)?;
+        vectors::remove_files(&late)?;
+        let not_scrubbed = if existed { self.scrub().err() } else { None };
+        Ok(Deleted {
+            existed,
+            messages,
+            runs,
+            embeddings: removed as u64,
+            files: files.len() + segments + late.len(),
+            scrubbed: existed && not_scrubbed.is_none(),
+            not_scrubbed,
+        })
+    }
+
+    /// The transaction of [`Store::delete_namespace`]: every record of `ns` and the cached
+    /// embeddings `embeddings` (text hashes) removed, with `secure_delete` on. Returns whether
+    /// the namespace existed and how many cached embeddings were removed.
+    fn delete_records(
+        &mut self,
+        ns: &trajwiki_core::Namespace,
+        embeddings: &[String],
+    ) -> Result<(bool, usize)> {
         if let Some(c) = self.conn.sqlite() {
             c.pragma_update(None, "secure_delete", true)
                 .ctx("enabling secure delete")?;
@@ -675,7 +709,7 @@ impl Store {
             let mut stmt = tx
                 .prepare("DELETE FROM embeddings WHERE text_hash = ?1")
                 .ctx("deleting cached embeddings")?;
-            for hash in &embeddings {
+            for hash in embeddings {
                 removed += stmt.execute([hash]).ctx("deleting cached embeddings")?;
             }
             drop(stmt);
@@ -683,19 +717,7 @@ impl Store {
                 .ctx("closing the delete guard")?;
         }
         tx.commit().ctx("committing a delete")?;
-        vectors::remove_files(&files)?;
-        let late = self.segment_paths(ns)?;
-        vectors::remove_files(&late)?;
-        let not_scrubbed = if existed { self.scrub().err() } else { None };
-        Ok(Deleted {
-            existed,
-            messages,
-            runs,
-            embeddings: removed as u64,
-            files: files.len() + segments.len() + late.len(),
-            scrubbed: existed && not_scrubbed.is_none(),
-            not_scrubbed,
-        })
+        Ok((existed, removed))
     }
 
     /// Overwrites what deletes freed: the log checkpointed into the database and truncated,
