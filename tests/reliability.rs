@@ -744,9 +744,33 @@ fn pristine_store(dir: &Path, marker: &str) -> PathBuf {
     pristine
 }
 
+/// A search of `ns` in `store` as `query --json` answers it (without its timings), and whether
+/// its load read the namespace's index segment.
+fn search(store: &Path, ns: &str) -> (serde_json::Value, bool) {
+    let out = ok(&[
+        "query",
+        "--store",
+        s(store),
+        "--namespace",
+        ns,
+        "--model",
+        "hashing",
+        "--json",
+        "Where is the pottery workshop?",
+    ]);
+    let mut answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let o = answer.as_object_mut().unwrap();
+    let timings = o.remove("timings_ms").expect("a query says its timings");
+    o.remove("embedded_on_load");
+    let stages = timings["index_load_stages"].as_object().unwrap();
+    (answer, stages.contains_key("segment"))
+}
+
 /// A delete on a full disk names it: the delete is refused whole, or done with its freed space
 /// not overwritten, which it says (never "another process is reading") and fails until
-/// `delete --scrub` has overwritten it.
+/// `delete --scrub` has overwritten it. Refused whole, it leaves the namespace as it was, its
+/// index segment included (issue 49, item 6: the segment was removed before the transaction
+/// that then failed), and a search answers as before, from the segment.
 #[test]
 fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
     let Some(disk) = Tmpfs::mount("8m") else {
@@ -755,8 +779,21 @@ fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
     let marker = "QXZMARKERZXQ";
     let scratch = tempfile::tempdir().unwrap();
     let pristine = pristine_store(scratch.path(), marker);
+    let segment = {
+        let opened = trajwiki::store::Store::open_read_only(&pristine).unwrap();
+        let ns = trajwiki::core::Namespace::new("secret").unwrap();
+        let path = opened.segment_path(&ns, "hashing-384").unwrap();
+        path.strip_prefix(&pristine).unwrap().to_path_buf()
+    };
+    let segment_bytes = std::fs::read(pristine.join(&segment)).unwrap();
+    let (answer, from_segment) = search(&pristine, "secret");
+    assert!(
+        from_segment,
+        "the pristine store's search reads its segment"
+    );
     let store = disk.path().join("store");
     let mut unscrubbed = 0;
+    let mut refused = 0;
     // The free space at which the delete commits but its overwrite does not fit is a window a
     // few tens of KB wide, whose place moves with the schema (indexes, tables): swept finely.
     for keep_kb in (10..=1600).rev().step_by(10) {
@@ -793,14 +830,26 @@ fn a_delete_on_a_full_disk_says_so_until_its_text_is_gone() {
             ok(&["delete", "--store", s(&store), "--scrub"]);
             assert_eq!(occurrences(&store, marker.as_bytes()), 0);
         } else {
-            // Refused whole: the namespace is as it was.
+            // Refused whole: the namespace is as it was, its segment too.
+            refused += 1;
             assert!(stats(&store)["messages"].as_u64() == Some(24), "{err}");
+            let kept = std::fs::read(store.join(&segment)).ok();
+            assert!(
+                kept.as_ref() == Some(&segment_bytes),
+                "{keep_kb} KB free: the segment is {}: {err}",
+                if kept.is_some() { "changed" } else { "gone" }
+            );
+            assert_eq!(search(&store, "secret"), (answer.clone(), true));
         }
         ok(&["check", "--store", s(&store)]);
     }
     assert!(
         unscrubbed > 0,
         "no amount of free space left a delete done but not overwritten"
+    );
+    assert!(
+        refused > 0,
+        "no amount of free space refused a delete whole"
     );
 }
 
@@ -1035,4 +1084,61 @@ fn opening_a_store_on_a_full_disk_names_it() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("disk holding the store is full"), "{err}");
     ok(&["stats", "--store", s(&store)]);
+}
+
+/// A store moved while served (issue 49, item 5): the server's database connection follows the
+/// move, its paths do not, so an append after `mv` wrote the database at the new place and the
+/// vector files into a `vectors/` folder made again at the old one, and answered 200. Now every
+/// write once the path no longer leads to the directory the server opened is 503 `store_moved`,
+/// nothing is made at the old place, and the moved store is sound; a directory put in the old
+/// place (a copy: another store at the same path) is refused the same way and left as it is.
+#[test]
+fn a_store_moved_or_replaced_while_served_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let server = common::serve_hashing(s(&store), &[]);
+    let append = |server: &common::Served, text: &str| {
+        let body = serde_json::json!({
+            "messages": [{"session": 3, "speaker": "Ann", "text": text,
+                          "timestamp": "2024-05-01T10:00:00"}],
+            "build": true, "flush": true,
+        });
+        common::http(
+            &format!("{}/v1/namespaces/demo/messages", server.url),
+            Some(&body.to_string()),
+            None,
+        )
+    };
+    let refused = |(status, body): (u16, serde_json::Value)| {
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["error"]["code"], "store_moved", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("moved or replaced"), "{message}");
+    };
+    let (status, body) = append(&server, "Before the move I glazed a bowl.");
+    assert_eq!(status, 200, "{body}");
+
+    let moved = dir.path().join("moved");
+    std::fs::rename(&store, &moved).unwrap();
+    refused(append(&server, "After the move I glazed a cup."));
+    assert!(!store.exists(), "something was made at the old place");
+    ok(&["check", "--store", s(&moved)]);
+    assert_eq!(stats(&moved)["messages"].as_u64(), Some(13));
+
+    // Another directory at the old path: the server's connections lead to the moved store,
+    // new ones would open the copy; neither is written.
+    copy_store(&moved, &store);
+    let before = std::fs::read(store.join("trajwiki.db")).unwrap();
+    refused(append(&server, "In the copy I glazed a plate."));
+    assert_eq!(std::fs::read(store.join("trajwiki.db")).unwrap(), before);
+    assert_eq!(stats(&store)["messages"].as_u64(), Some(13));
+    drop(server);
+
+    // Served at its new place, the store takes appends again.
+    let server = common::serve_hashing(s(&moved), &[]);
+    let (status, body) = append(&server, "At the new place I glazed a vase.");
+    assert_eq!(status, 200, "{body}");
+    drop(server);
+    ok(&["check", "--store", s(&moved)]);
+    assert_eq!(stats(&moved)["messages"].as_u64(), Some(14));
 }

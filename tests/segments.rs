@@ -1,9 +1,10 @@
 //! Index segments (issue 38, item 3): a build stores the namespace's index beside its vector
 //! file, a cold load reads it (and applies what changed since) instead of recomputing it, and
 //! answers exactly as a load from the records, byte for byte (search JSON without timings). A
-//! damaged segment is reported by `check` and left aside by the load (which reads the records),
-//! a missing one is no problem, and the next build writes either again; a writer killed while
-//! it writes a segment leaves a sound store; `delete` takes the segments with the namespace.
+//! damaged segment, or another namespace's under its name, is reported by `check` and left
+//! aside by the load (which reads the records), a missing one is no problem, and the next build
+//! writes either again; a writer killed while it writes a segment leaves a sound store; `delete`
+//! takes the segments with the namespace.
 //! SQLite only: a PostgreSQL store keeps no segments.
 
 mod common;
@@ -367,4 +368,48 @@ fn delete_takes_the_segments_with_the_namespace() {
     assert_eq!(segments(&store), (Vec::new(), Vec::new()));
     let (code, out) = check(&store);
     assert_eq!(code, 0, "{out}");
+}
+
+/// One namespace's segment copied over another's file (issue 49, item 6): a load saw that the
+/// header names another namespace and left it aside, but `check` passed. It is now a problem
+/// naming the file and the namespace it holds; the next build of the namespace writes its own.
+#[test]
+fn check_reports_a_segment_under_another_namespaces_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::demo_store(dir.path());
+    let other = dir.path().join("other.jsonl");
+    let text = std::fs::read_to_string(common::demo())
+        .unwrap()
+        .replace("\"namespace\": \"demo\"", "\"namespace\": \"other\"");
+    std::fs::write(&other, text).unwrap();
+    ok(&["ingest", "--store", s(&store), s(&other)]);
+    common::build_hashing(s(&store), "other");
+    let opened = trajwiki::store::Store::open_read_only(&store).unwrap();
+    let path_of = |ns: &str| {
+        let ns = trajwiki::core::Namespace::new(ns).unwrap();
+        opened.segment_path(&ns, "hashing-384").unwrap()
+    };
+    let (demo, other) = (path_of("demo"), path_of("other"));
+    assert!(demo.exists() && other.exists(), "{:?}", segments(&store));
+    let (code, out) = check(&store);
+    assert_eq!(code, 0, "{out}");
+
+    std::fs::copy(&other, &demo).unwrap();
+    let (code, out) = check(&store);
+    assert_ne!(code, 0, "another namespace's segment is a problem: {out}");
+    let name = demo.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        out.contains(&name) && out.contains("\"other\""),
+        "check names the file and whose segment it is: {out}"
+    );
+    let stages = answers_as_from_the_records(&store, dir.path());
+    assert!(!used_segment(&stages), "{stages}");
+
+    common::build_hashing(s(&store), "demo");
+    let (code, out) = check(&store);
+    assert_eq!(code, 0, "{out}");
+    assert!(used_segment(&answers_as_from_the_records(
+        &store,
+        dir.path()
+    )));
 }

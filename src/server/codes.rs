@@ -77,6 +77,9 @@ codes! {
     Busy = "busy",
     /// A request not done within its deadline (503).
     Timeout = "timeout",
+    /// The store was moved or replaced while the server held it open: writes are refused
+    /// until it is served at its new place (503).
+    StoreMoved = "store_moved",
     /// The disk holding the store is full (507).
     StorageFull = "storage_full",
     /// A failure of the server's own (500).

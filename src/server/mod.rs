@@ -360,13 +360,17 @@ impl From<StoreError> for Failure {
     }
 }
 
-/// The status and code of a store error that a client or the disk caused, when it is one: a
-/// conflicting write, a read-only store, a full session, a full disk.
+/// The status and code of a store error that a client, the disk or the operator caused, when it
+/// is one: a conflicting write, a read-only store, a full session, a store moved away while
+/// served, a full disk.
 fn store_status(e: &StoreError) -> Option<(StatusCode, Code)> {
     Some(match e {
         StoreError::Conflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
         StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, Code::ReadOnly),
         StoreError::SessionFull { .. } => (StatusCode::CONFLICT, Code::SessionFull),
+        // Not the request's fault, and not the server's to mend: it answers again once it is
+        // started on the store's new place.
+        StoreError::Relocated { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::StoreMoved),
         e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, Code::StorageFull),
         _ => return None,
     })

@@ -955,10 +955,16 @@ impl StoreResponses {
         } else {
             Store::open_existing(dir)?
         };
-        Ok(StoreResponses {
+        Ok(Self::on(store, ns))
+    }
+
+    /// The cache of `ns` on the connection `store` (one of its own: see
+    /// [`Opened::connect`](trajwiki_store::Opened::connect)).
+    pub fn on(store: Store, ns: &Namespace) -> Self {
+        StoreResponses {
             store: std::sync::Mutex::new(store),
             namespace: std::sync::Mutex::new(ns.clone()),
-        })
+        }
     }
 
     /// Keeps the responses stored from now on under namespace `ns` (an evaluation goes from one

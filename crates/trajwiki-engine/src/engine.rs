@@ -24,7 +24,7 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use trajwiki_compute::ScoringBackend;
@@ -32,7 +32,7 @@ use trajwiki_core::{EmbedError, Embedder, Namespace};
 use trajwiki_cuda::Device;
 use trajwiki_embed::EmbedOptions;
 use trajwiki_memory::{BuildReport, MemoryConfig};
-use trajwiki_store::{Append, Deleted, IngestReport, Store, StoreError};
+use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
@@ -60,8 +60,9 @@ pub type KeptIndex = AtState<LoadedIndex>;
 
 /// One store's application state; see the [module documentation](self).
 pub struct Engine {
-    dir: PathBuf,
-    read_only: bool,
+    /// How the store was opened: every further connection reaches the same store or is
+    /// refused (a store moved or replaced while the engine holds it is not followed by path).
+    opened: Opened,
     /// Idle store connections.
     pool: Mutex<Vec<Store>>,
     model: Model,
@@ -93,8 +94,7 @@ impl Engine {
         index_cache_bytes: usize,
     ) -> Self {
         Engine {
-            dir: store.dir().to_path_buf(),
-            read_only: store.is_read_only(),
+            opened: store.opened(),
             pool: Mutex::new(vec![store]),
             model,
             embedder: Mutex::new(None),
@@ -116,7 +116,7 @@ impl Engine {
 
     /// The store's directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.opened.dir()
     }
 
     /// The scoring backend retrieval runs on.
@@ -160,13 +160,11 @@ impl Engine {
         out
     }
 
-    /// A new connection to the store, read only when the engine's first one was.
+    /// A new connection to the store, read only when the engine's first one was;
+    /// [`StoreError::Relocated`] when the store's path no longer leads to the directory the
+    /// engine opened (see [`Opened::connect`]).
     pub fn connect(&self) -> Result<Store, StoreError> {
-        if self.read_only {
-            Store::open_read_only(&self.dir)
-        } else {
-            Store::open_existing(&self.dir)
-        }
+        self.opened.connect()
     }
 
     /// The handle of `ns`.
@@ -187,21 +185,26 @@ impl Engine {
     /// standard error (the segment is derived state: loads read the records without it).
     /// Returns the thread, or `None` when none was started.
     pub fn refresh_segment_later(&self, ns: &Namespace) -> Option<std::thread::JoinHandle<()>> {
-        if self.read_only {
+        if self.opened.is_read_only() {
             return None;
         }
         let embedder = self.embedder().ok()?;
         if !lock(&self.segmenting).insert(ns.clone()) {
             return None;
         }
-        let (dir, ns, running) = (self.dir.clone(), ns.clone(), Arc::clone(&self.segmenting));
+        let (opened, ns, running) = (
+            self.opened.clone(),
+            ns.clone(),
+            Arc::clone(&self.segmenting),
+        );
         let spawned = std::thread::Builder::new()
             .name("trajwiki-segment".into())
             .spawn({
                 let ns = ns.clone();
                 let running = Arc::clone(&running);
                 move || {
-                    let written = Store::open_existing(&dir)
+                    let written = opened
+                        .connect()
                         .map_err(crate::pipeline::PipelineError::from)
                         .and_then(|store| {
                             crate::segment::refresh_segment(&store, &ns, embedder.as_ref())
@@ -364,7 +367,7 @@ impl<'e> NamespaceHandle<'e> {
         store: &Store,
         config: trajwiki_llm::LlmConfig,
     ) -> Result<trajwiki_llm::Client, ApiError> {
-        let cache = api::StoreResponses::open(store.dir(), &self.ns, store.is_read_only())?;
+        let cache = api::StoreResponses::on(store.opened().connect()?, &self.ns);
         Ok(trajwiki_llm::Client::new(
             config,
             Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),

@@ -96,6 +96,15 @@ pub enum StoreError {
         /// The namespace.
         namespace: String,
     },
+    /// The store's path no longer leads to the directory this connection opened: the directory
+    /// was moved or renamed, or another one took its place. The database file the connection
+    /// holds open went with the directory, the files the store names by path would not: the
+    /// write was refused before anything of it was written, here or there.
+    #[error("the store at {path} was moved or replaced while it was open (the path no longer leads to the directory opened there); nothing was written: open the store at its new place")]
+    Relocated {
+        /// The store directory as it was opened.
+        path: PathBuf,
+    },
     /// Changes read after a cursor cannot be merged into records held at another, or the
     /// namespace was replaced meanwhile: the records are to be read again.
     #[error(

@@ -140,9 +140,89 @@ pub struct Store {
     /// rows) a local folder for approximate indexes only.
     files: PathBuf,
     read_only: bool,
+    /// Which directory `dir` led to when the store was opened (`None` for PostgreSQL): a write
+    /// first checks that it still does (see [`Store::in_place`]).
+    home: Option<DirId>,
     /// The dimension of each embedding model this connection has seen recorded (a model's row
     /// is immutable: read once).
     dims: std::cell::RefCell<std::collections::HashMap<String, usize>>,
+}
+
+/// Which directory a path leads to: its device and inode, which stay with the directory when it
+/// is moved or renamed and differ for another directory put in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirId {
+    device: u64,
+    inode: u64,
+}
+
+impl DirId {
+    /// The directory `path` leads to now (links followed).
+    fn of(path: &Path) -> std::io::Result<DirId> {
+        let meta = std::fs::metadata(path)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Ok(DirId {
+                device: meta.dev(),
+                inode: meta.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            // No inode to tell one directory from another: every directory is the one opened.
+            let _ = meta;
+            Ok(DirId {
+                device: 0,
+                inode: 0,
+            })
+        }
+    }
+}
+
+/// How an open store was opened: its location, which directory that led to, and whether it was
+/// opened read only; what opens another connection to the same store
+/// ([`Opened::connect`]) for a process that keeps it open (a server, a Python `Memory`).
+#[derive(Debug, Clone)]
+pub struct Opened {
+    dir: PathBuf,
+    home: Option<DirId>,
+    read_only: bool,
+}
+
+impl Opened {
+    /// The store directory (or PostgreSQL URL) as given.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the store was opened read only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Another connection to the store, read only when the first was. The location is opened
+    /// again by its path, so when that path now leads elsewhere (the directory moved away, or
+    /// another store put in its place) this is [`StoreError::Relocated`]: never a connection to
+    /// another store, never a store made at the old place.
+    pub fn connect(&self) -> Result<Store> {
+        let opened = if self.read_only {
+            Store::open_read_only(&self.dir)
+        } else {
+            Store::open_existing(&self.dir)
+        };
+        let relocated = || StoreError::Relocated {
+            path: self.dir.clone(),
+        };
+        match (opened, self.home) {
+            (Ok(store), Some(home)) if store.home != Some(home) => Err(relocated()),
+            (Err(e), Some(home)) => match DirId::of(&self.dir) {
+                Ok(now) if now == home => Err(e),
+                _ => Err(relocated()),
+            },
+            (opened, _) => opened,
+        }
+    }
 }
 
 /// Counts of every record kind, per store.
@@ -309,6 +389,9 @@ impl Store {
     }
 
     fn connect_to(dir: PathBuf, access: Access) -> Result<Store> {
+        // Taken before the database is opened: a directory put in the place after this is
+        // another than the one whose database the connection holds, and is refused as one.
+        let home = DirId::of(&dir).ok();
         let path = dir.join(DB_FILE);
         let meta = match std::fs::metadata(&path) {
             Ok(meta) if meta.is_file() => meta,
@@ -382,20 +465,26 @@ impl Store {
             files: dir.join(VECTOR_DIR),
             dir,
             read_only,
+            home,
             dims: Default::default(),
         })
     }
 
     /// Starts a write: a transaction that takes the write lock at once, waiting up to the busy
     /// timeout for another writer (a deferred one could fail on its first write instead, after
-    /// its reads). [`StoreError::ReadOnly`] on a store opened read only.
+    /// its reads). [`StoreError::ReadOnly`] on a store opened read only,
+    /// [`StoreError::Relocated`] on one moved away meanwhile (checked again once the lock is
+    /// held: a move while this waited is seen before anything is written).
     /// `namespaces` are those it writes to (see [`Begin::Write`]).
     pub(crate) fn write_tx(&mut self, what: &'static str, namespaces: &[&str]) -> Result<Tx<'_>> {
         self.writable(what)?;
-        self.conn.begin(Begin::Write(namespaces)).ctx(what)
+        let tx = self.conn.begin(Begin::Write(namespaces)).ctx(what)?;
+        self.in_place()?;
+        Ok(tx)
     }
 
-    /// [`StoreError::ReadOnly`] on a store opened read only.
+    /// Whether this connection may write now: [`StoreError::ReadOnly`] on a store opened read
+    /// only, [`StoreError::Relocated`] on one whose path no longer leads to it.
     pub(crate) fn writable(&self, what: &'static str) -> Result<()> {
         if self.read_only {
             return Err(StoreError::ReadOnly {
@@ -403,7 +492,74 @@ impl Store {
                 what,
             });
         }
-        Ok(())
+        self.in_place()
+    }
+
+    /// [`StoreError::Relocated`] when the store's path no longer leads to the directory this
+    /// connection opened: it was moved or renamed, or another directory took its place. The
+    /// database this connection holds open went with the directory, but vector files, index
+    /// segments and approximate indexes are reached by path, so a write now would split the
+    /// store in two (the records at the new place, the files at the old one); every write
+    /// checks this first.
+    pub(crate) fn in_place(&self) -> Result<()> {
+        let Some(home) = self.home else {
+            return Ok(());
+        };
+        match DirId::of(&self.dir) {
+            Ok(now) if now == home => Ok(()),
+            Ok(_) => Err(self.relocated()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Err(self.relocated())
+            }
+            Err(source) => Err(StoreError::Io {
+                path: self.dir.clone(),
+                source,
+            }),
+        }
+    }
+
+    fn relocated(&self) -> StoreError {
+        StoreError::Relocated {
+            path: self.dir.clone(),
+        }
+    }
+
+    /// `e`, or [`StoreError::Relocated`] when the store moved: a file operation that failed
+    /// because the store's directory went away while it ran says so.
+    pub(crate) fn relocated_or(&self, e: StoreError) -> StoreError {
+        match self.in_place() {
+            Err(moved @ StoreError::Relocated { .. }) => moved,
+            _ => e,
+        }
+    }
+
+    /// The folder of vector files and index segments, made when absent. Made alone, not with
+    /// its parents: its parent is the store's directory, there while the store is where it was
+    /// opened; when the store was moved away, nothing is made at its old place.
+    pub(crate) fn vector_dir(&self) -> Result<&Path> {
+        match std::fs::create_dir(&self.files) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                Err(self.relocated_or(StoreError::VectorFile {
+                    path: self.files.clone(),
+                    source: e,
+                }))
+            }
+            _ => Ok(&self.files),
+        }
+    }
+
+    /// How this store was opened: what opens another connection to it (see [`Opened`]).
+    pub fn opened(&self) -> Opened {
+        Opened {
+            dir: self.dir.clone(),
+            home: self.home,
+            read_only: self.read_only,
+        }
     }
 
     /// The store directory (for a PostgreSQL store, its URL as given: what opens it again).
@@ -497,16 +653,50 @@ impl Store {
         self.writable("deleting a namespace")?;
         let (messages, runs) = self.namespace_counts(ns)?;
         let embeddings = self.embeddings_only_of(ns)?;
-        // Index segments hold the namespace's text and are derived state: removed first, so
-        // that the space they free is there for the delete and its overwrite alike (a segment
-        // a build writes meanwhile is removed after the commit, or by its writer).
-        let segments = self.segment_paths(ns)?;
-        vectors::remove_files(&segments)?;
         let files: Vec<PathBuf> = self
             .vector_paths(ns)?
             .into_iter()
             .filter(|f| f.exists())
             .collect();
+        // Index segments hold the namespace's text and are derived state. They are set aside
+        // first, under names no load opens, so that no reader takes up the index of a
+        // namespace being deleted, and removed once the delete is committed, before the
+        // overwrite, whose space they free. They are not removed before the transaction: one
+        // that fails (a full disk) would leave the namespace's records without their segment,
+        // so a failed delete puts them back. (A segment a build writes meanwhile is removed
+        // after the commit, or by its writer.)
+        let aside = self.set_segments_aside(ns)?;
+        let (existed, removed) = match self.delete_records(ns, &embeddings) {
+            Ok(done) => done,
+            Err(e) => {
+                aside.restore();
+                return Err(e);
+            }
+        };
+        let segments = aside.remove()?;
+        vectors::remove_files(&files)?;
+        let late = self.segment_paths(ns)?;
+        vectors::remove_files(&late)?;
+        let not_scrubbed = if existed { self.scrub().err() } else { None };
+        Ok(Deleted {
+            existed,
+            messages,
+            runs,
+            embeddings: removed as u64,
+            files: files.len() + segments + late.len(),
+            scrubbed: existed && not_scrubbed.is_none(),
+            not_scrubbed,
+        })
+    }
+
+    /// The transaction of [`Store::delete_namespace`]: every record of `ns` and the cached
+    /// embeddings `embeddings` (text hashes) removed, with `secure_delete` on. Returns whether
+    /// the namespace existed and how many cached embeddings were removed.
+    fn delete_records(
+        &mut self,
+        ns: &trajwiki_core::Namespace,
+        embeddings: &[String],
+    ) -> Result<(bool, usize)> {
         if let Some(c) = self.conn.sqlite() {
             c.pragma_update(None, "secure_delete", true)
                 .ctx("enabling secure delete")?;
@@ -520,7 +710,7 @@ impl Store {
             let mut stmt = tx
                 .prepare("DELETE FROM embeddings WHERE text_hash = ?1")
                 .ctx("deleting cached embeddings")?;
-            for hash in &embeddings {
+            for hash in embeddings {
                 removed += stmt.execute([hash]).ctx("deleting cached embeddings")?;
             }
             drop(stmt);
@@ -528,19 +718,7 @@ impl Store {
                 .ctx("closing the delete guard")?;
         }
         tx.commit().ctx("committing a delete")?;
-        vectors::remove_files(&files)?;
-        let late = self.segment_paths(ns)?;
-        vectors::remove_files(&late)?;
-        let not_scrubbed = if existed { self.scrub().err() } else { None };
-        Ok(Deleted {
-            existed,
-            messages,
-            runs,
-            embeddings: removed as u64,
-            files: files.len() + segments.len() + late.len(),
-            scrubbed: existed && not_scrubbed.is_none(),
-            not_scrubbed,
-        })
+        Ok((existed, removed))
     }
 
     /// Overwrites what deletes freed: the log checkpointed into the database and truncated,
@@ -931,4 +1109,98 @@ pub(crate) fn parse_ts(
         "timestamp",
         id,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trajwiki_core::{Namespace, SourceMessage};
+
+    fn message(ns: &Namespace, seq: u32) -> SourceMessage {
+        let ts = chrono::NaiveDate::from_ymd_opt(2024, 5, 1)
+            .unwrap()
+            .and_hms_opt(10, 0, 0)
+            .unwrap();
+        let text = format!("message {seq}");
+        SourceMessage::new(ns.clone(), 1, seq, "Ann".into(), text, ts, vec![], None)
+    }
+
+    /// Every kind of write a connection makes: a message, its vector row, a segment, a delete.
+    fn writes(store: &mut Store, ns: &Namespace, seq: u32) -> Vec<Result<()>> {
+        let ingested = store.ingest_messages("t", &[message(ns, seq)]).map(drop);
+        let rowid = store
+            .messages_after(ns, 0)
+            .map(|m| m.last().map_or(0, |(rowid, _)| *rowid));
+        let vector = [0.5f32; 4];
+        let appended = rowid.and_then(|rowid| {
+            store
+                .append_vectors(ns, "m", VectorDtype::F16, 4, &[(rowid, &vector[..])])
+                .map(drop)
+        });
+        let header = SegmentHeader {
+            namespace: ns.to_string(),
+            model: "m".into(),
+            dim: 4,
+            cursor: Cursor::default(),
+            messages: 1,
+        };
+        let segment = store.write_segment(ns, &header, b"payload").map(drop);
+        let other = Namespace::new("other").unwrap();
+        let deleted = store.delete_namespace(&other).map(drop);
+        vec![ingested, appended, segment, deleted]
+    }
+
+    fn all_relocated(results: Vec<Result<()>>) {
+        for r in results {
+            assert!(matches!(r, Err(StoreError::Relocated { .. })), "{r:?}");
+        }
+    }
+
+    /// A store whose directory is moved while open (issue 49, item 5): every write of the open
+    /// connection is refused before anything is written, nothing is made at the old place, and
+    /// another connection is refused too, not opened at the old path; moved back, it writes
+    /// again. Another store put at the old path is neither written by the open connection nor
+    /// reached by a new one.
+    #[test]
+    fn a_store_moved_or_replaced_while_open_refuses_writes() {
+        let root = tempfile::tempdir().unwrap();
+        let (at, away) = (root.path().join("store"), root.path().join("moved"));
+        let ns = Namespace::new("alice").unwrap();
+        let mut store = Store::open(&at).unwrap();
+        for r in writes(&mut store, &ns, 1) {
+            r.unwrap();
+        }
+        let opened = store.opened();
+
+        std::fs::rename(&at, &away).unwrap();
+        all_relocated(writes(&mut store, &ns, 2));
+        assert!(!at.exists(), "something was made at the old place");
+        let err = opened.connect().unwrap_err();
+        assert!(matches!(err, StoreError::Relocated { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("moved or replaced while it was open"),
+            "{err}"
+        );
+        let moved = Store::open_existing(&away).unwrap();
+        assert_eq!(moved.namespace_counts(&ns).unwrap(), (1, 0));
+        assert!(moved.check().unwrap().ok());
+
+        // Moved back: the same directory, written again.
+        std::fs::rename(&away, &at).unwrap();
+        for r in writes(&mut store, &ns, 3) {
+            r.unwrap();
+        }
+        opened.connect().unwrap();
+
+        // Another store in its place: the open connection holds the first one's database, a
+        // new connection would open the other's; neither writes.
+        std::fs::rename(&at, &away).unwrap();
+        let other = Store::open(&at).unwrap();
+        all_relocated(writes(&mut store, &ns, 4));
+        let err = opened.connect().unwrap_err();
+        assert!(matches!(err, StoreError::Relocated { .. }), "{err:?}");
+        assert!(other.namespaces().unwrap().is_empty());
+        assert!(!at.join(VECTOR_DIR).exists());
+    }
 }

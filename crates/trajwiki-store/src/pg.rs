@@ -76,6 +76,7 @@ pub(crate) fn open(url: &str, access: Access) -> Result<Store> {
         dir: PathBuf::from(url),
         files,
         read_only,
+        home: None,
         dims: Default::default(),
     })
 }

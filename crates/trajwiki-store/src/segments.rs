@@ -18,7 +18,8 @@
 //! the same segment removes. Segments are derived state, as vector files are: deleting one
 //! loses nothing (the next load reads the records, the next build writes it again). `delete`
 //! removes a namespace's segments with its vector files; `check` reports a segment it cannot
-//! read or whose checksum fails (a missing segment is no problem).
+//! read, whose checksum fails, or whose header names another namespace or model than its file
+//! name is for (a missing segment is no problem).
 //!
 //! A PostgreSQL store has no folder of its own (its vectors are rows): it keeps no segments,
 //! and its loads read the records.
@@ -305,13 +306,48 @@ fn read_file(path: &Path, whole: bool) -> Result<Option<(SegmentHeader, Payload)
     Ok(Some((decoded, payload)))
 }
 
-/// Whether `name` is a segment file's (`*.seg`) or a segment's temporary file's
-/// (`*.seg.tmp*`); the second is `true` for a temporary file.
+/// Whether `name` is a segment file's (`*.seg`) or a segment's temporary file's: one being
+/// written (`*.seg.tmp*`) or one a delete set aside (`*.seg.aside*`, see
+/// [`Store::set_segments_aside`]); the second is `true` for a temporary file, which no load
+/// opens and `check` does not examine.
 fn segment_name(name: &str) -> Option<bool> {
     if name.ends_with(".seg") {
         Some(false)
     } else {
-        name.contains(".seg.tmp").then_some(true)
+        (name.contains(".seg.tmp") || name.contains(".seg.aside")).then_some(true)
+    }
+}
+
+/// The segments a delete set aside (see [`Store::set_segments_aside`]).
+#[derive(Debug, Default)]
+pub(crate) struct SetAside {
+    /// Each segment's path and the name it was renamed to.
+    moved: Vec<(PathBuf, PathBuf)>,
+    /// Temporary files removed.
+    removed: usize,
+}
+
+impl SetAside {
+    /// Removes the segments set aside: the delete was committed. Returns the files the delete
+    /// took (temporary ones included).
+    pub(crate) fn remove(self) -> Result<usize> {
+        let aside: Vec<PathBuf> = self.moved.iter().map(|(_, a)| a.clone()).collect();
+        remove_files(&aside)?;
+        Ok(self.removed + aside.len())
+    }
+
+    /// Puts the segments set aside back in their places: the delete failed, and the namespace
+    /// stays as it was. A segment a build wrote in a place meanwhile is newer and stays (the
+    /// one set aside is removed). A segment that cannot be put back stays aside, a temporary
+    /// file that nothing reads; it is derived state, and the next build writes it again.
+    pub(crate) fn restore(self) {
+        for (path, aside) in self.moved {
+            let _ = if path.exists() {
+                std::fs::remove_file(&aside)
+            } else {
+                std::fs::rename(&aside, &path)
+            };
+        }
     }
 }
 
@@ -381,8 +417,7 @@ impl Store {
                 incoming: header.namespace.clone(),
             });
         }
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        let dir = self.vector_dir()?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -419,7 +454,7 @@ impl Store {
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(io_error(&tmp)(e));
+            return Err(self.relocated_or(io_error(&tmp)(e)));
         }
         if let Some(ms) = std::env::var(PAUSE_ENV)
             .ok()
@@ -429,7 +464,7 @@ impl Store {
         }
         if let Err(e) = std::fs::rename(&tmp, &path) {
             let _ = std::fs::remove_file(&tmp);
-            return Err(io_error(&path)(e));
+            return Err(self.relocated_or(io_error(&path)(e)));
         }
         // The rename is durable once the folder is.
         File::open(dir)
@@ -482,6 +517,36 @@ impl Store {
         })
     }
 
+    /// Sets the segments of `ns` aside before its delete's transaction: each renamed to a name
+    /// no load opens (`<name>.aside<pid>`), so that no reader takes up the index of a namespace
+    /// being deleted, while its bytes stay for [`SetAside::restore`] should the transaction
+    /// fail. Temporary files (a write a crash cut short, an earlier delete's leftovers) are
+    /// removed now: nothing reads them.
+    pub(crate) fn set_segments_aside(&self, ns: &Namespace) -> Result<SetAside> {
+        let mut set = SetAside::default();
+        for path in self.segment_paths(ns)? {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if name.as_deref().and_then(segment_name) != Some(false) {
+                remove_files(std::slice::from_ref(&path))?;
+                set.removed += 1;
+                continue;
+            }
+            let mut aside = path.clone().into_os_string();
+            aside.push(format!(".aside{}", std::process::id()));
+            let aside = PathBuf::from(aside);
+            match std::fs::rename(&path, &aside) {
+                Ok(()) => set.moved.push((path, aside)),
+                // Removed meanwhile (another delete, a reset): nothing to set aside.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    set.restore();
+                    return Err(self.relocated_or(io_error(&path)(e)));
+                }
+            }
+        }
+        Ok(set)
+    }
+
     /// Removes the segments of `ns` (any model) and their temporary files; returns how many.
     pub fn remove_segments(&self, ns: &Namespace) -> Result<usize> {
         let paths = self.segment_paths(ns)?;
@@ -489,8 +554,10 @@ impl Store {
         Ok(paths.len())
     }
 
-    /// Each segment file reads back whole with its checksum (a temporary file a crash left is
-    /// no problem: nothing reads it).
+    /// Each segment file reads back whole with its checksum, and is the segment its name is
+    /// for: the file name is the hash of a namespace and a model, and a load of that namespace
+    /// leaves aside a file whose header names others (one namespace's segment copied over
+    /// another's). A temporary file a crash left is no problem: nothing reads it.
     pub(crate) fn check_segments(&self, report: &mut CheckReport) -> Result<()> {
         if self.conn.is_postgres() {
             return Ok(());
@@ -499,13 +566,32 @@ impl Store {
         report
             .examined
             .push(("index_segments".to_string(), files.len() as u64));
+        let consequence = "the next load reads the records, the next build writes it again";
         for path in files {
-            if let Err(e) = read_file(&path, true) {
+            let header = match read_file(&path, true) {
+                Ok(Some((header, _))) => header,
+                // Removed since it was listed (a delete, a reset): nothing to check.
+                Ok(None) => continue,
+                Err(e) => {
+                    report.problems.push(Problem {
+                        invariant: "index segment reads back whole (magic, version, checksum)",
+                        id: path.display().to_string(),
+                        detail: format!("{e}; {consequence}"),
+                    });
+                    continue;
+                }
+            };
+            let stem = file_stem(&header.namespace, &header.model);
+            let named = path
+                .file_stem()
+                .is_some_and(|s| s.to_string_lossy() == stem);
+            if !named {
                 report.problems.push(Problem {
-                    invariant: "index segment reads back whole (magic, version, checksum)",
+                    invariant: "index segment is the one its file name is for (namespace and model)",
                     id: path.display().to_string(),
                     detail: format!(
-                        "{e}; the next load reads the records, the next build writes it again"
+                        "it holds the segment of namespace {:?} for model {:?}, whose file is {stem}.{EXTENSION}; {consequence}",
+                        header.namespace, header.model
                     ),
                 });
             }
@@ -578,6 +664,72 @@ mod tests {
         assert!(live.exists());
         assert_eq!(store.remove_segments(&ns).unwrap(), 1);
         assert!(store.read_segment(&ns, "hashing-64").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_segment_under_another_namespaces_name_is_a_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (alice, bob) = (
+            Namespace::new("alice").unwrap(),
+            Namespace::new("bob").unwrap(),
+        );
+        let ours = store
+            .write_segment(&alice, &header("alice"), b"alice's")
+            .unwrap()
+            .unwrap();
+        let theirs = store
+            .write_segment(&bob, &header("bob"), b"bob's")
+            .unwrap()
+            .unwrap();
+        let mut report = CheckReport::default();
+        store.check_segments(&mut report).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+
+        std::fs::copy(&theirs, &ours).unwrap();
+        assert!(store.read_segment(&alice, "hashing-64").is_err());
+        store.check_segments(&mut report).unwrap();
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        let problem = &report.problems[0];
+        assert_eq!(problem.id, ours.display().to_string());
+        assert!(problem.detail.contains("namespace \"bob\""), "{problem:?}");
+    }
+
+    #[test]
+    fn a_segment_set_aside_is_put_back_whole_or_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ns = Namespace::new("alice").unwrap();
+        let path = store
+            .write_segment(&ns, &header("alice"), b"the payload")
+            .unwrap()
+            .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+
+        // Aside, no load finds it and `check` does not count it; a failed delete puts it back.
+        let aside = store.set_segments_aside(&ns).unwrap();
+        assert!(store.read_segment(&ns, "hashing-64").unwrap().is_none());
+        let mut report = CheckReport::default();
+        store.check_segments(&mut report).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert!(report.examined.contains(&("index_segments".into(), 0)));
+        aside.restore();
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+
+        // A segment a build wrote meanwhile is newer: it stays.
+        let aside = store.set_segments_aside(&ns).unwrap();
+        store
+            .write_segment(&ns, &header("alice"), b"newer")
+            .unwrap();
+        aside.restore();
+        let read = store.read_segment(&ns, "hashing-64").unwrap().unwrap();
+        assert_eq!(&*read.payload, b"newer");
+        assert_eq!(store.segment_paths(&ns).unwrap(), vec![path.clone()]);
+
+        // A committed delete removes it.
+        let aside = store.set_segments_aside(&ns).unwrap();
+        assert_eq!(aside.remove().unwrap(), 1);
+        assert!(store.segment_paths(&ns).unwrap().is_empty());
     }
 
     #[test]

@@ -407,6 +407,8 @@ impl Store {
             .conn
             .begin(Begin::Write(&[ns.as_str()]))
             .ctx("starting a vector append")?;
+        // A move while this waited for the lock is seen before a file is written.
+        self.in_place()?;
         let info = match read_info(&tx, &self.files, ns.as_str(), model)? {
             Some(info) => info,
             None => {
@@ -473,7 +475,8 @@ impl Store {
             )
             .ctx("writing vector rows")?;
         } else {
-            append_file(&info, &bytes)?;
+            self.vector_dir()?;
+            append_file(&info, &bytes).map_err(|e| self.relocated_or(e))?;
         }
         let info = VectorFileInfo {
             rows: info.rows + rows.len(),
@@ -515,10 +518,9 @@ fn encode_rows(dtype: VectorDtype, rows: &[(i64, &[f32])]) -> Vec<u8> {
 }
 
 /// Writes `bytes` after the committed rows of `info`'s file (dropping a torn tail a crash left)
-/// and syncs them, before their count is committed.
+/// and syncs them, before their count is committed. The file's folder is there
+/// ([`Store::vector_dir`]).
 fn append_file(info: &VectorFileInfo, bytes: &[u8]) -> Result<()> {
-    let dir = info.path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)

@@ -1185,7 +1185,7 @@ fn conflicts_name_the_fields_that_differ(fresh: Fresh) {
         "{text}"
     );
     // A derived record: its fields, as JSON.
-    let (_, mut store2, _, mut batch) = filled_store(Fresh::new(fresh.backend).unwrap());
+    let (_dir2, mut store2, _, mut batch) = filled_store(Fresh::new(fresh.backend).unwrap());
     batch.claims[0].text = "Ann lives in Paris".into();
     let text = store2.commit_memory(&batch).unwrap_err().to_string();
     assert!(
