@@ -244,7 +244,7 @@ impl AppState {
                     }
                     _ => "build",
                 };
-                let failed = Failure::from(e);
+                let failed = self.public(Failure::from(e));
                 value["not_done"] = json!({
                     "step": step, "code": failed.code, "message": failed.message,
                 });
