@@ -402,15 +402,8 @@ fn two_processes_appending_and_building_one_namespace_all_succeed() {
     // A history long enough that a build's reads take a while beside the other's commits.
     let history: String = (0..FIRST).map(|i| format!("{}\n", message(1, i))).collect();
     std::fs::write(&first, history).unwrap();
-    ok(&[
-        "ingest",
-        "--store",
-        s(&store),
-        "--build",
-        "--model",
-        "hashing",
-        s(&first),
-    ]);
+    let (code, _, err) = ingest_built(&store, &first);
+    assert_eq!(code, 0, "{err}");
     let runs: Vec<_> = (0..2)
         .map(|who| {
             let (store, dir) = (store.clone(), dir.path().to_path_buf());
@@ -419,16 +412,7 @@ fn two_processes_appending_and_building_one_namespace_all_succeed() {
                 for i in 0..RUNS {
                     let file = dir.join(format!("p{who}-{i}.jsonl"));
                     std::fs::write(&file, format!("{}\n", message(2 + who, i))).unwrap();
-                    let (code, _, err) = trajwiki(&[
-                        "ingest",
-                        "--store",
-                        s(&store),
-                        "--build",
-                        "--model",
-                        "hashing",
-                        "-q",
-                        s(&file),
-                    ]);
+                    let (code, _, err) = ingest_built(&store, &file);
                     if code != 0 {
                         failures.push(format!("process {who}, run {i}: exit {code}: {err}"));
                     }
@@ -460,15 +444,8 @@ fn two_processes_appending_and_building_one_namespace_all_succeed() {
     let mut out = std::fs::File::create(&messages).unwrap();
     trajwiki::ingest::jsonl::write_messages(&mut out, &arrived).unwrap();
     let alone = dir.path().join("alone");
-    ok(&[
-        "ingest",
-        "--store",
-        s(&alone),
-        "--build",
-        "--model",
-        "hashing",
-        s(&messages),
-    ]);
+    let (code, _, err) = ingest_built(&alone, &messages);
+    assert_eq!(code, 0, "{err}");
     assert_eq!(
         common::export_memory(s(&store), "duo"),
         common::export_memory(s(&alone), "duo")
@@ -534,6 +511,21 @@ fn a_vector_file_cut_under_a_live_server_is_read_around() {
     assert_ne!(code, 0, "check passes a cut vector file: {out}");
     build(&store, "demo");
     ok(&["check", "--store", s(&store)]);
+}
+
+/// `trajwiki ingest --build` of `file` into `store` with the hashing model: (exit code, stdout,
+/// stderr).
+fn ingest_built(store: &Path, file: &Path) -> (i32, String, String) {
+    trajwiki(&[
+        "ingest",
+        "--store",
+        s(store),
+        "--build",
+        "--model",
+        "hashing",
+        "-q",
+        s(file),
+    ])
 }
 
 /// `trajwiki` run as the unprivileged user 65534 (root ignores file modes, so only another

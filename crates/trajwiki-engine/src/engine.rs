@@ -36,7 +36,7 @@ use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
-use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold};
+use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
 
 /// At most this many idle store connections are kept.
 const POOL_SIZE: usize = 8;
@@ -431,19 +431,15 @@ impl<'e> NamespaceHandle<'e> {
     /// `options` replace it).
     fn build_ready(&self, store: &Store, options: BuildOptions) -> Result<MemoryConfig, ApiError> {
         let embedder = self.engine.embedder()?;
-        let config = build_config(store, &self.ns)?;
-        if let (Some((built, _)), false) = (store.built_with(&self.ns)?, options.rebuild) {
-            if built != embedder.model_id() {
-                return Err(ApiError::Pipeline(crate::pipeline::PipelineError::Stale {
-                    namespace: self.ns.clone(),
-                    detail: format!(
-                        "built with model {built}, asked for {}",
-                        embedder.model_id()
-                    ),
-                }));
-            }
+        let built = store.built_with(&self.ns)?;
+        let config = stored_config(&self.ns, built.as_ref().map(|(_, c)| c.as_str()))?;
+        match built {
+            Some((model, _)) if model != embedder.model_id() && !options.rebuild => Err(
+                PipelineError::built_with_another_model(&self.ns, &model, embedder.model_id())
+                    .into(),
+            ),
+            _ => Ok(config),
         }
-        Ok(config)
     }
 
     /// Builds what arrived since the last build, from the kept fold (under the writer lock).
@@ -525,13 +521,16 @@ impl Writer<'_> {
 
 /// The build settings of `ns`: its own when it was built before, else the defaults.
 pub fn build_config(store: &Store, ns: &Namespace) -> Result<MemoryConfig, ApiError> {
-    match store.built_with(ns)? {
-        Some((_, config)) => {
-            serde_json::from_str(&config).map_err(|source| ApiError::StoredConfig {
-                namespace: ns.clone(),
-                source,
-            })
-        }
+    stored_config(ns, store.built_with(ns)?.as_ref().map(|(_, c)| c.as_str()))
+}
+
+/// The build settings of `ns` from the JSON its memory was built with, if any.
+fn stored_config(ns: &Namespace, built: Option<&str>) -> Result<MemoryConfig, ApiError> {
+    match built {
+        Some(config) => serde_json::from_str(config).map_err(|source| ApiError::StoredConfig {
+            namespace: ns.clone(),
+            source,
+        }),
         None => Ok(MemoryConfig::default()),
     }
 }

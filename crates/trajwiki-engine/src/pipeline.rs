@@ -62,6 +62,15 @@ pub enum PipelineError {
 }
 
 impl PipelineError {
+    /// [`PipelineError::Stale`]: `ns` holds a memory built with model `built`, and a build with
+    /// `asked` was asked for.
+    pub fn built_with_another_model(ns: &Namespace, built: &str, asked: &str) -> Self {
+        PipelineError::Stale {
+            namespace: ns.clone(),
+            detail: format!("built with model {built}, asked for {asked}"),
+        }
+    }
+
     /// The error a build's failure comes down to: for [`PipelineError::Unfinished`], the
     /// failure after the commit; for any other, itself.
     pub fn cause(&self) -> &PipelineError {
@@ -758,11 +767,11 @@ fn start_fold(
             }
         }
         Some(r) if !options.rebuild => {
-            return Err(stale(if r.model_id != model_id {
-                format!("built with model {}, asked for {model_id}", r.model_id)
+            return Err(if r.model_id != model_id {
+                PipelineError::built_with_another_model(ns, &r.model_id, model_id)
             } else {
-                format!("built with another configuration: {}", r.config)
-            }));
+                stale(format!("built with another configuration: {}", r.config))
+            });
         }
         None if legacy && !options.rebuild => {
             return Err(stale(
