@@ -229,17 +229,28 @@ impl<'a> Wiki<'a> {
             self.pages.len()
         );
         let _ = writeln!(out, "## Wiki pages\n");
-        for kind in [
-            PageKind::Index,
-            PageKind::Entity,
-            PageKind::Topic,
-            PageKind::Inventory,
+        // One page per thing: people, pets and places first (the most linked first), then
+        // topics, item lists, and the index pages that list every trajectory.
+        for (kind, heading) in [
+            (PageKind::Entity, "People, pets and places"),
+            (PageKind::Topic, "Topics"),
+            (PageKind::Inventory, "Items and counts"),
+            (PageKind::Index, "Index pages"),
         ] {
-            let of_kind: Vec<&WikiPage> = self.pages.iter().filter(|p| p.kind == kind).collect();
+            let mut of_kind: Vec<&WikiPage> =
+                self.pages.iter().filter(|p| p.kind == kind).collect();
             if of_kind.is_empty() {
                 continue;
             }
-            let _ = writeln!(out, "### {} pages\n", capitalised(kind.as_str()));
+            if kind != PageKind::Index {
+                of_kind.sort_by(|a, b| {
+                    b.trajectory_ids
+                        .len()
+                        .cmp(&a.trajectory_ids.len())
+                        .then(a.title.cmp(&b.title))
+                });
+            }
+            let _ = writeln!(out, "### {heading}\n");
             for p in of_kind {
                 let _ = writeln!(
                     out,
@@ -285,6 +296,8 @@ impl<'a> Wiki<'a> {
             page.id,
             page.revision
         );
+        out.push_str(&self.body(page));
+        out.push('\n');
         list_line(&mut out, "Keywords", &page.keywords);
         list_line(&mut out, "Terms", &page.terms);
         if !page.items.is_empty() {
@@ -311,8 +324,103 @@ impl<'a> Wiki<'a> {
                 }
             }
         }
-        let _ = writeln!(out, "\n## Page text\n");
-        out.push_str(&fenced(&page.body));
+        out
+    }
+
+    /// A page's text as a reader follows it: its sections as headings, every stored text
+    /// escaped, each source ref a link to its message, each `[[Title]]` a link to that page.
+    /// (Its own title line and linked trajectories are written above.)
+    fn body(&self, page: &WikiPage) -> String {
+        let by_ref: HashMap<String, &SourceMessage> = self
+            .messages
+            .values()
+            .map(|m| (message_ref(m), *m))
+            .collect();
+        let by_title: HashMap<&str, &WikiPage> =
+            self.pages.iter().map(|p| (p.title.as_str(), p)).collect();
+        let mut out = String::new();
+        let mut skipping = false;
+        for line in page.body.lines().skip_while(|l| l.starts_with("# ")) {
+            if let Some(h) = line.strip_prefix("## ") {
+                // Items and linked trajectories are listed from the page's fields.
+                skipping = h == "Linked trajectories" || h == "Items and counts";
+                if !skipping {
+                    let _ = writeln!(out, "\n## {}\n", inline(h));
+                }
+                continue;
+            }
+            if skipping || line.trim().is_empty() {
+                continue;
+            }
+            if let Some(h) = line.strip_prefix("### ") {
+                let _ = writeln!(out, "\n### {}\n", inline(h));
+                continue;
+            }
+            let (lead, text) = match line.strip_prefix("- ") {
+                Some(rest) => ("- ", rest),
+                None => ("", line),
+            };
+            let linked = self.linked_line(text, &by_ref, &by_title);
+            let _ = writeln!(out, "{lead}{linked}");
+        }
+        out
+    }
+
+    /// One line of a page's text, escaped, its `(REF)` sources and `[[Title]]` pages linked.
+    fn linked_line(
+        &self,
+        text: &str,
+        by_ref: &HashMap<String, &SourceMessage>,
+        by_title: &HashMap<&str, &WikiPage>,
+    ) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while !rest.is_empty() {
+            let next_ref = rest.find('(');
+            let next_page = rest.find("[[");
+            let at = match (next_ref, next_page) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => rest.len(),
+            };
+            out.push_str(&inline(&rest[..at]));
+            rest = &rest[at..];
+            if rest.is_empty() {
+                break;
+            }
+            if let Some(inner) = rest.strip_prefix("[[") {
+                if let Some((title, after)) = inner.split_once("]]") {
+                    match by_title.get(title) {
+                        Some(p) => {
+                            let _ = write!(out, "[{}]({}.md)", inline(title), p.id);
+                        }
+                        None => out.push_str(&inline(title)),
+                    }
+                    rest = after;
+                    continue;
+                }
+            }
+            // "(D3:4)": a link to the message, in its session's file.
+            let cited = rest[1..]
+                .split_once(')')
+                .and_then(|(r, after)| by_ref.get(r).map(|m| (r, m, after)));
+            match cited {
+                Some((r, m, after)) => {
+                    let _ = write!(
+                        out,
+                        "([{}](../sources/{}#{}))",
+                        inline(r),
+                        session_file(m.session),
+                        m.id
+                    );
+                    rest = after;
+                }
+                None => {
+                    out.push_str(&inline(&rest[..1]));
+                    rest = &rest[1..];
+                }
+            }
+        }
         out
     }
 

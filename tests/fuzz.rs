@@ -454,7 +454,7 @@ fn memory_configuration() {
         1 => "\\PC{0,80}",
     ];
     let check = |text: &str| -> Result<(), TestCaseError> {
-        if let Ok(config) = toml::from_str::<MemoryConfig>(text) {
+        if let Ok(config) = MemoryConfig::from_toml(text) {
             if config.validate().is_ok() {
                 prop_assert!(config.delta.is_finite() && (0.0..=1.0).contains(&config.delta));
                 prop_assert!(config.max_trajectory_len >= 1);
@@ -464,7 +464,7 @@ fn memory_configuration() {
     };
     for seed in seeds("config") {
         let text = String::from_utf8(seed).unwrap();
-        let config: MemoryConfig = toml::from_str(&text).unwrap();
+        let config = MemoryConfig::from_toml(&text).unwrap();
         assert_eq!(config.validate(), Ok(()));
     }
     fuzz("memory configuration (structured)", 2, text, |text| {

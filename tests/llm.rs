@@ -853,11 +853,7 @@ fn a_model_builds_the_memory_and_a_rebuild_asks_nothing() {
                 .map_or("", |(p, _)| p);
             let title = page.lines().next().unwrap_or("");
             let written = if title.contains("Maya") {
-                page.replacen(
-                    "## Overview\n",
-                    "## Overview\nA model-written overview.\n",
-                    1,
-                )
+                page.replacen("\n\n## ", "\n\nA model-written overview.\n\n## ", 1)
             } else {
                 format!("{title}\n\nJust a line.")
             };

@@ -164,9 +164,10 @@ fn locomo_page_titles_are_words_of_the_conversation_without_verbs_or_counts() {
         })
         .collect();
     let pages = store.pages(&ns).unwrap();
-    assert!(pages.len() > 20, "{} pages", pages.len());
+    assert!(pages.len() > 10, "{} pages", pages.len());
     let mut problems = Vec::new();
-    for p in &pages {
+    // (An index page is titled by the trajectories it lists, "Index of trajectories 1–32".)
+    for p in pages.iter().filter(|p| p.kind != PageKind::Index) {
         let title = &p.title;
         let ws: Vec<String> = word_set(title).collect();
         if ws.is_empty() {
@@ -192,22 +193,10 @@ fn locomo_page_titles_are_words_of_the_conversation_without_verbs_or_counts() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    // Titles tell pages apart: most of the routed pages have a title of their own (conv-26
-    // with the hashing model: 129 titles for 196 routed pages; rescue pages, cut from the
-    // trajectories no other page takes in arrival order, share the conversation's commonest
-    // topics).
-    let routed: Vec<&str> = pages
-        .iter()
-        .filter(|p| p.kind != PageKind::Index)
-        .map(|p| p.title.as_str())
-        .collect();
-    let distinct: BTreeSet<&str> = routed.iter().copied().collect();
-    assert!(
-        distinct.len() * 10 >= routed.len() * 6,
-        "{} distinct titles of {} pages",
-        distinct.len(),
-        routed.len()
-    );
+    // Titles tell pages apart: one page per thing, no title twice.
+    let titles: Vec<&str> = pages.iter().map(|p| p.title.as_str()).collect();
+    let distinct: BTreeSet<&str> = titles.iter().copied().collect();
+    assert_eq!(distinct.len(), titles.len(), "{titles:?}");
 }
 
 /// The hashing embedder, counting the texts it embeds.

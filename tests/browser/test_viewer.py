@@ -1,6 +1,7 @@
 """The web viewer in a real browser: headless Chromium (Debian's `chromium` and `chromium-driver`)
-driven by Selenium opens `trajwiki serve`'s /view on a small store, follows namespace -> wiki
-page -> trajectory -> source message, checks the text at each step, runs a query from the form and
+driven by Selenium opens `trajwiki serve`'s /view on a small store, follows namespace -> a
+person's page -> one of its facts' source message -> that message's history (the trajectory
+version citing it, with its claim edit), checks the text at each step, runs a query from the form and
 saves a screenshot of each step. The test starts and stops the server itself.
 
 Run by `scripts/ci-browser.sh` (which installs what it needs); `TRAJWIKI_BIN` names the binary,
@@ -127,32 +128,42 @@ def test_page_trajectory_source_in_a_browser(server, browser, shots):
 
     click(browser, "demo")
     text = body(browser)
-    assert "Maya — pottery workshop" in text and "Session 1" in text, text
+    assert "People, pets and places" in text and "Session 1" in text, text
     shot(browser, shots, "2-memory-index")
 
-    # A wiki page (the entity page is listed before the inventory page whose title extends
-    # this one), then a trajectory it organises.
-    click(browser, "Maya — pottery workshop")
+    # A person's page (people are listed first): what is about Maya, whoever said it, with
+    # what changed and each fact's source.
+    click(browser, "Maya")
     text = body(browser)
     assert "Entity page pg_" in text, text
-    assert "Ms. Okafor said she will run an advanced glazing class in the autumn." in text, text
-    shot(browser, shots, "3-wiki-page")
+    assert "What changed" in text, text
+    assert "Maya kept three pieces: a bowl, a vase and a mug." in text, text
+    assert "Tom has been training" not in text, text
+    shot(browser, shots, "3-person-page")
 
-    click(browser, "Profile: Maya & Tom — Ms Okafor")
-    text = body(browser)
-    assert "Trajectory trj_" in text and "ADD" in text, text
-    shot(browser, shots, "4-trajectory-timeline")
-
-    # A claim's source: the session page, scrolled to the message.
-    source = browser.find_elements(By.CSS_SELECTOR, "a[href*='sources/session-1.md#msg_']")
-    assert source, browser.page_source[:2000]
-    anchor = source[0].get_attribute("href").split("#", 1)[1]
-    source[0].click()
+    # A fact's source: the session page, scrolled to the message.
+    source = browser.find_elements(By.CSS_SELECTOR, "a[href*='sources/session-2.md#msg_']")
+    assert source, browser.page_source[:3000]
+    fact = [a for a in source if a.text == "S2:4"]
+    assert fact, [a.text for a in source]
+    anchor = fact[0].get_attribute("href").split("#", 1)[1]
+    fact[0].click()
     assert browser.current_url.endswith(f"#{anchor}"), browser.current_url
     target = browser.find_element(By.ID, anchor)
-    assert "pottery workshop" in target.find_element(By.XPATH, "./ancestor-or-self::*[self::li or self::p][1]").text
-    assert "Session 1" in body(browser)
-    shot(browser, shots, "5-source-message")
+    message = target.find_element(By.XPATH, "./ancestor-or-self::*[self::li or self::p][1]")
+    assert "The pottery workshop ended" in message.text, message.text
+    assert "Session 2" in body(browser)
+    shot(browser, shots, "4-source-message")
+
+    # The message's history: the trajectory version that cites it, with the claim edit (the
+    # workshop it revised) and where the claim came from.
+    cites = message.find_elements(By.CSS_SELECTOR, "a[href*='trajectories/trj_']")
+    assert cites, message.get_attribute("innerHTML")
+    cites[0].click()
+    text = body(browser)
+    assert "Trajectory trj_" in text and "REVISE" in text, text
+    assert "signed up for the pottery workshop" in text, text
+    shot(browser, shots, "5-fact-history")
 
     # The hostile message is shown as text: no script ran, no markup or link was made of it.
     browser.get(f"{server}/view/demo/sources/session-3.md")

@@ -49,16 +49,13 @@ pub struct MemoryConfig {
     pub p_words_only: f32,
     /// Earlier claims compared with an unmatched new claim.
     pub evolution_candidates: usize,
-    /// Pages with more trajectories than this are split into shards.
-    pub page_max: usize,
-    /// Target shard size.
+    /// Trajectories per section: a page is cut into sections of this many, in the order they
+    /// joined it (a new trajectory changes only the last section).
     pub page_target: usize,
-    /// Entity pages with more trajectories than this are split into entity-facet pages.
-    pub broad_entity: usize,
-    /// Topic pages are dropped when this share of their trajectories is already on entity or
-    /// inventory pages.
-    pub topic_suppression: f32,
-    /// A keyword makes a topic page when this many trajectories share it.
+    /// A keyword that more trajectories than this share is too broad to be a topic.
+    pub topic_max_trajectories: usize,
+    /// A keyword makes a topic page when at least this many trajectories have it as their
+    /// primary topic.
     pub topic_min_trajectories: usize,
     /// A trajectory is list-like (inventory) with at least this many item terms.
     pub inventory_min_items: usize,
@@ -66,7 +63,21 @@ pub struct MemoryConfig {
     pub entity_min_count: usize,
     /// Surfaces (terms) are capped at this many tokens.
     pub max_surface_tokens: usize,
+    /// The layout of the Memory Wiki and of the fold state it is derived from: 2 is one page per
+    /// thing, cut into sections, claims on their subject's page (issue 50). A memory stored with
+    /// an earlier layout (its configuration has no `wiki_layout`, read as 1) is stale: `rebuild`
+    /// makes it again.
+    #[serde(default = "earlier_wiki_layout")]
+    pub wiki_layout: u32,
 }
+
+/// The layout a configuration stored before [`MemoryConfig::wiki_layout`] existed describes.
+fn earlier_wiki_layout() -> u32 {
+    1
+}
+
+/// The wiki layout this build writes.
+pub const WIKI_LAYOUT: u32 = 2;
 
 /// [`MemoryConfig::late_session_gap`]'s default.
 fn default_late_session_gap() -> u32 {
@@ -93,14 +104,13 @@ impl Default for MemoryConfig {
             p_broad_only: 0.10,
             p_words_only: 0.04,
             evolution_candidates: 3,
-            page_max: 6,
             page_target: 4,
-            broad_entity: 30,
-            topic_suppression: 0.80,
+            topic_max_trajectories: 30,
             topic_min_trajectories: 3,
             inventory_min_items: 2,
             entity_min_count: 2,
             max_surface_tokens: 6,
+            wiki_layout: WIKI_LAYOUT,
         }
     }
 }
@@ -134,7 +144,7 @@ impl MemoryConfig {
             path: path.display().to_string(),
             source,
         })?;
-        let config: MemoryConfig = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+        let config = MemoryConfig::from_toml(&text).map_err(|e| ConfigError::Invalid {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
@@ -143,6 +153,16 @@ impl MemoryConfig {
             message,
         })?;
         Ok(config)
+    }
+
+    /// A configuration in TOML: the settings it names, the defaults elsewhere (the wiki layout
+    /// is this build's unless it names one).
+    pub fn from_toml(text: &str) -> Result<MemoryConfig, toml::de::Error> {
+        let mut table: toml::Table = toml::from_str(text)?;
+        table
+            .entry("wiki_layout")
+            .or_insert(toml::Value::Integer(WIKI_LAYOUT.into()));
+        MemoryConfig::deserialize(table)
     }
 
     /// Checks the values make sense together.
@@ -162,7 +182,6 @@ impl MemoryConfig {
             ("b_cont_max", self.b_cont_max),
             ("p_broad_only", self.p_broad_only),
             ("p_words_only", self.p_words_only),
-            ("topic_suppression", self.topic_suppression),
         ];
         for (key, value) in unit {
             if !(0.0..=1.0).contains(&value) {
@@ -172,8 +191,14 @@ impl MemoryConfig {
         if self.max_trajectory_len == 0 {
             return Err("max_trajectory_len must be at least 1".into());
         }
-        if self.page_target == 0 || self.page_target > self.page_max {
-            return Err("page_target must be between 1 and page_max".into());
+        if self.page_target == 0 {
+            return Err("page_target must be at least 1".into());
+        }
+        if self.wiki_layout != WIKI_LAYOUT {
+            return Err(format!(
+                "wiki_layout must be {WIKI_LAYOUT} (the layout this build writes), not {}",
+                self.wiki_layout
+            ));
         }
         Ok(())
     }
@@ -185,10 +210,18 @@ mod tests {
 
     #[test]
     fn toml_partial_and_unknown_keys() {
-        let c: MemoryConfig = toml::from_str("max_trajectory_len = 10").unwrap();
+        let c = MemoryConfig::from_toml("max_trajectory_len = 10").unwrap();
         assert_eq!(c.max_trajectory_len, 10);
         assert_eq!(c.prefilter_cap, 32);
-        assert!(toml::from_str::<MemoryConfig>("max_len = 10").is_err());
+        assert_eq!(c.validate(), Ok(()));
+        assert!(MemoryConfig::from_toml("max_len = 10").is_err());
+        // A stored configuration without a layout is of the layout before it existed.
+        let stored: MemoryConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(stored.wiki_layout, 1);
+        assert!(MemoryConfig::from_toml("wiki_layout = 1")
+            .unwrap()
+            .validate()
+            .is_err());
         let round: MemoryConfig =
             toml::from_str(&toml::to_string(&MemoryConfig::default()).unwrap()).unwrap();
         assert_eq!(round, MemoryConfig::default());
@@ -199,7 +232,7 @@ mod tests {
             "b_entity = -0.5",
             "delta = 1.5",
         ] {
-            let c: MemoryConfig = toml::from_str(bad).unwrap();
+            let c = MemoryConfig::from_toml(bad).unwrap();
             let err = c.validate().unwrap_err();
             assert!(err.contains("from 0 to 1"), "{bad}: {err}");
         }

@@ -46,6 +46,33 @@ pub struct ClaimEntry {
     pub status: ClaimStatus,
     /// External ref (or id) of the source message.
     pub source_ref: String,
+    /// When its source message was said.
+    pub at: Option<Timestamp>,
+    /// The claim it revised, as that claim read (pages show the change).
+    pub was: Option<Box<Was>>,
+}
+
+/// A revised claim as its revision shows it: its text, the ref of its source and when it was
+/// said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Was {
+    /// The earlier claim's text.
+    pub text: String,
+    /// The ref of its source message.
+    pub source_ref: String,
+    /// When it was said.
+    pub at: Option<Timestamp>,
+}
+
+impl Was {
+    /// The claim `old` as a revision of it shows it.
+    fn of(old: &ClaimEntry) -> Was {
+        Was {
+            text: old.draft.text.clone(),
+            source_ref: old.source_ref.clone(),
+            at: old.at,
+        }
+    }
 }
 
 /// A trajectory as the fold keeps it.
@@ -308,7 +335,7 @@ enum SlotEdit {
 const MANY_VALUED_HELD: usize = 64;
 
 /// The facet tag that records a claim's slot (its value and time in the facet's value).
-const SLOT_TAG: &str = "slot:";
+pub(crate) const SLOT_TAG: &str = "slot:";
 
 /// Normalises a running sum of rows exactly as [`centroid`] does after summing them.
 fn normalised(sum: &[f32]) -> Vec<f32> {
@@ -469,6 +496,7 @@ impl Fold {
         let claim = &mut self.trajectories[h.ti].claims[h.ci];
         claim.draft.facets.retain(|f| !f.tag.starts_with(SLOT_TAG));
         self.dirty.insert(h.ti);
+        self.wiki.touch(h.ti);
         true
     }
 
@@ -737,6 +765,7 @@ impl Fold {
             let new_value = slot.as_ref().and_then(|s| s.value.clone());
             let id = ClaimId::derive(&ns, &format!("{snap_id}/{k}"));
             let mut revised_from = None;
+            let mut was = None;
             let mut ops: Vec<(OpKind, Option<ClaimId>, Option<ClaimStatus>, String)> = Vec::new();
             let mut holds: Option<(String, String)> = None;
             match edit {
@@ -750,7 +779,9 @@ impl Fold {
                     let old = &mut self.trajectories[h.ti].claims[h.ci];
                     old.status = ClaimStatus::Deprecated;
                     revised_from = Some(old.id.clone());
+                    was = Some(Box::new(Was::of(old)));
                     self.dirty.insert(h.ti);
+                    self.wiki.touch(h.ti);
                     let value = new_value.clone().unwrap_or_default();
                     let rationale = format!("{}: {} → {value}", slot_name(&key), h.value);
                     ops.push((OpKind::Revise, revised_from.clone(), None, rationale));
@@ -760,6 +791,7 @@ impl Fold {
                     let old = &mut self.trajectories[h.ti].claims[h.ci];
                     old.status = ClaimStatus::Deprecated;
                     self.dirty.insert(h.ti);
+                    self.wiki.touch(h.ti);
                     self.slots.remove(&key);
                     let status = Some(ClaimStatus::Deprecated);
                     let rationale = format!("{} withdrawn: {}", slot_name(&key), h.value);
@@ -793,6 +825,7 @@ impl Fold {
                             let old = &mut self.trajectories[ti].claims[current[target]];
                             old.status = ClaimStatus::Deprecated;
                             revised_from = Some(old.id.clone());
+                            was = Some(Box::new(Was::of(old)));
                             ops.push((OpKind::Revise, revised_from.clone(), None, rationale));
                         }
                         Judgement::Deprecate { target, rationale } => {
@@ -853,6 +886,8 @@ impl Fold {
                 draft: claim.clone(),
                 status: claim.status,
                 source_ref,
+                at: Some(said),
+                was,
             });
             self.header.claims += 1;
             claim_ids.push(id);

@@ -1,46 +1,59 @@
-//! The Memory Wiki (SPEC §2.5), maintained by the construction fold (SPEC §2.6): entity and
-//! entity-facet pages, inventory pages, topic pages (suppressed when mostly covered), rescue pages
-//! so that no trajectory is reachable only through the index, and index pages linking every
-//! trajectory.
+//! The Memory Wiki (SPEC §2.5), maintained by the construction fold (SPEC §2.6): one page per
+//! thing the conversation knows about — each speaker, each person, pet or place named in more
+//! than one trajectory, each item family, each topic several trajectories are mainly about —
+//! and index pages linking every trajectory.
 //!
-//! Pages come from *groups*: the trajectories that share an entity, an entity and facet tag, an
-//! item family, a specific keyword, and the rescue list. A group keeps its members in the order
-//! they joined, and a trajectory never leaves a group (its signals only grow), so a group above
-//! `page_max` is cut into pages of `page_target` members in joining order: a new member changes
-//! only the last one. An append re-derives the pages of the groups it changed — and, through
-//! coverage, the topic and rescue pages of the trajectories whose pages changed — and marks the
-//! pages to render again; only those are rendered and written. Everything a page shows comes from
-//! the fold's state (trajectory states, groups), never from a lexicon newer than the page, so
-//! appending in any split gives the same pages. Index pages list trajectories by creation, in
-//! chunks of [`INDEX_CHUNK`].
+//! Pages come from *groups*: the trajectories that share an entity, an item family or a
+//! specific keyword (and the rescue list). A group keeps its members in the order they joined
+//! and a trajectory never leaves a group (its signals only grow). A group makes at most one
+//! page; a page is cut into *sections* of `page_target` members in joining order (a new member
+//! changes only the last section), never into pages. An alias ("Mel" beside the speaker
+//! Melanie) makes no page of its own: its claims go to the speaker's.
 //!
-//! Titles are written at rendering from the page's trajectories, as a person would name the
-//! page: who it is about and what, "Caroline — adoption agency, support group" (see
-//! [`page_title`]). Every word of a title is one of the conversation's as written (entity
-//! surfaces, item phrases, the surfaces of keywords, never their stems), the topics are nouns
-//! as far as word lists tell (no verb, no adverb, no filler), and no title carries a count.
+//! A topic page is bounded by the trajectories it holds, not by the keywords there are: each
+//! trajectory has one *primary topic*, its specific keyword that the most trajectories share
+//! (between `topic_min_trajectories` and `topic_max_trajectories` of them; a topic must read as a noun), and
+//! a keyword makes a page when at least `topic_min_trajectories` trajectories have it as their
+//! primary topic. So a namespace has at most one topic page per `topic_min_trajectories`
+//! trajectories.
+//!
+//! A claim is shown on the page of its subject ([`Wiki::subject_of`]): the named person, pet or
+//! place it is about when that has a page, the person addressed for a "you" statement, else
+//! the speaker. An entity page shows current facts (the newest value of each slot), what
+//! changed (a revision beside what it revised, with dates), the events of each section in time
+//! order, related pages and the linked trajectories.
+//!
+//! An append re-derives the pages of the groups it changed — and the topic pages whose
+//! primary members changed — and marks the pages to render again; only those are rendered and
+//! written. Everything a page shows comes from the fold's state (trajectory states, groups,
+//! which entities have pages), never from a lexicon newer than the page, so appending in any
+//! split gives the same pages: whatever changes what a page shows marks it for rendering.
+//! Index pages list trajectories by creation, in chunks of [`INDEX_CHUNK`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
+use trajwiki_text::temporal::fmt_day;
+use trajwiki_text::text::{norm, words};
 
 use crate::extract::{is_specific, Lexicon};
-use titles::page_title;
+use crate::fold::{ClaimEntry, TrajState, SLOT_TAG};
+use titles::{page_title, section_title, topic_phrase};
 
 mod titles;
-use crate::fold::TrajState;
 use crate::MemoryConfig;
 
 /// Trajectories per index page.
 pub const INDEX_CHUNK: usize = 32;
 
-/// A group of trajectories that may make pages.
+/// A group of trajectories that may make a page.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Group {
     /// Members (trajectory positions), in the order they joined.
     pub members: Vec<usize>,
-    /// For entity and facet groups: the entity's surface when the group last changed.
+    /// For entity and facet groups: the entity's surface when the group last changed; for a
+    /// keyword group, the keyword as first written.
     pub surface: String,
 }
 
@@ -49,8 +62,8 @@ pub struct Group {
 struct Draft {
     kind: PageKind,
     /// What the group fixes of the title ([`page_title`] writes the rest from the members): the
-    /// entity's surface for entity and facet pages, the keyword's surface for a topic page, the
-    /// item family for an inventory page, nothing for rescue and index pages.
+    /// entity's surface for entity pages, the keyword's surface for a topic page, the item
+    /// family for an inventory page, nothing for rescue and index pages.
     head: String,
     members: Vec<usize>,
 }
@@ -74,6 +87,8 @@ pub struct Wiki {
     group_pages: BTreeMap<String, Vec<String>>,
     /// Per trajectory: the keys of the non-index pages it is on.
     on: Vec<BTreeSet<String>>,
+    /// Per trajectory: the topic group of its primary topic.
+    primary: Vec<Option<String>>,
     /// Per trajectory: its position in the rescue group.
     rescue_pos: BTreeMap<usize, usize>,
     /// The speakers the pages were derived with.
@@ -82,6 +97,8 @@ pub struct Wiki {
     dirty_pages: BTreeSet<String>,
     /// Pages retired since the last [`Wiki::take_pages`].
     retired: BTreeSet<String>,
+    /// Trajectories per section of a page (`page_target`).
+    section: usize,
 }
 
 /// The groups a trajectory belongs to, given its state (a trajectory's groups only grow).
@@ -115,40 +132,36 @@ fn topic_keys(t: &TrajState) -> impl Iterator<Item = String> + '_ {
         .map(|k| format!("{TOPIC}{k}"))
 }
 
-/// Pages of `members` under `key`: one page, or pages of `page_target` in joining order above
-/// `page_max`.
-fn chunked(
-    key: &str,
-    kind: PageKind,
-    head: &str,
-    members: &[usize],
-    c: &MemoryConfig,
-) -> Vec<(String, Draft)> {
-    if members.len() <= c.page_max {
-        return vec![(
-            key.to_string(),
-            Draft {
-                kind,
-                head: head.to_string(),
-                members: members.to_vec(),
-            },
-        )];
-    }
-    members
-        .chunks(c.page_target.max(1))
-        .enumerate()
-        .map(|(i, m)| {
-            (
-                format!("{key}#{}", i + 1),
-                Draft {
-                    kind,
-                    head: head.to_string(),
-                    members: m.to_vec(),
-                },
-            )
-        })
-        .collect()
-}
+/// Words that open a statement without being its subject ("Wow, …", "On 3 May, …").
+const OPENERS: &[&str] = &[
+    "oh",
+    "wow",
+    "yeah",
+    "yes",
+    "hey",
+    "aw",
+    "aww",
+    "ah",
+    "well",
+    "so",
+    "hi",
+    "hello",
+    "haha",
+    "omg",
+    "ok",
+    "okay",
+    "on",
+    "in",
+    "last",
+    "this",
+    "yesterday",
+    "today",
+];
+
+/// Second-person words: a statement that opens with one is about the person addressed.
+const YOU: &[&str] = &[
+    "you", "your", "you're", "you've", "you'll", "you'd", "yours",
+];
 
 impl Wiki {
     /// The wiki of persisted groups over `states`, its pages derived again.
@@ -161,18 +174,16 @@ impl Wiki {
         let mut w = Wiki {
             groups,
             on: vec![BTreeSet::new(); states.len()],
+            primary: vec![None; states.len()],
             speakers: lexicon.speakers.clone(),
+            section: config.page_target.max(1),
             ..Wiki::default()
         };
-        let keys: Vec<String> = w.groups.keys().cloned().collect();
-        // Coverage first (entity, facet, inventory pages), then topics, then rescue.
-        for key in keys
-            .iter()
-            .filter(|k| !k.starts_with(TOPIC) && *k != RESCUE)
-        {
-            w.rederive(key, config);
+        for t in 0..states.len() {
+            w.primary[t] = w.primary_of(t, states, config);
         }
-        for key in keys.iter().filter(|k| k.starts_with(TOPIC)) {
+        let keys: Vec<String> = w.groups.keys().cloned().collect();
+        for key in keys.iter().filter(|k| *k != RESCUE) {
             w.rederive(key, config);
         }
         if let Some(rescue) = w.groups.get(RESCUE) {
@@ -214,62 +225,121 @@ impl Wiki {
         out
     }
 
-    /// Whether trajectory `t` is on an entity, facet or inventory page.
-    fn covered(&self, t: usize) -> bool {
-        self.on[t]
-            .iter()
-            .any(|k| k.starts_with(ENTITY) || k.starts_with(FACET) || k.starts_with(INVENTORY))
+    /// Marks every page showing trajectory `t` for rendering (a claim of `t` changed status).
+    pub fn touch(&mut self, t: usize) {
+        if let Some(on) = self.on.get(t) {
+            self.dirty_pages.extend(on.iter().cloned());
+        }
     }
 
-    /// Whether trajectory `t` is on no entity, facet, inventory or topic page.
+    /// Whether trajectory `t` is on no page but the index.
     fn orphan(&self, t: usize) -> bool {
-        !self.covered(t) && !self.on[t].iter().any(|k| k.starts_with(TOPIC))
+        self.on[t].is_empty()
     }
 
-    fn broad(&self, entity: &str, c: &MemoryConfig) -> bool {
-        self.speakers.contains(entity)
-            || self
-                .groups
-                .get(&format!("{ENTITY}{entity}"))
-                .is_some_and(|g| g.members.len() > c.broad_entity)
+    /// The speaker `entity` is a short form of ("mel" of "melanie"): the one speaker whose
+    /// first name starts with it, when it is not a speaker itself.
+    fn alias_of(&self, entity: &str) -> Option<&str> {
+        if self.speakers.contains(entity) || entity.chars().count() < 3 || entity.contains(' ') {
+            return None;
+        }
+        let mut hits = self.speakers.iter().filter(|s| {
+            let first = s.split(' ').next().unwrap_or(s);
+            first.len() > entity.len() && first.starts_with(entity)
+        });
+        match (hits.next(), hits.next()) {
+            (Some(s), None) => Some(s.as_str()),
+            _ => None,
+        }
     }
 
-    /// The kind and title head ([`Draft::head`]) of the pages group `key` makes now, or `None`
+    /// Whether `entity` has a page of its own.
+    fn paged(&self, entity: &str) -> bool {
+        self.pages.contains_key(&format!("{ENTITY}{entity}"))
+    }
+
+    /// Whether keyword group `key` can be trajectory `t`'s primary topic: a noun-like keyword,
+    /// not one of `t`'s entities, shared by between `topic_min_trajectories` and `topic_max_trajectories`
+    /// trajectories.
+    fn topical(&self, key: &str, t: &TrajState, c: &MemoryConfig) -> bool {
+        let Some(g) = self.groups.get(key) else {
+            return false;
+        };
+        let stem = key.strip_prefix(TOPIC).unwrap_or(key);
+        (c.topic_min_trajectories..=c.topic_max_trajectories).contains(&g.members.len())
+            && !t.features.entities.contains(stem)
+            && topic_phrase(&g.surface).is_some()
+    }
+
+    /// The primary topic of trajectory `t`: its topical keyword group with the most members
+    /// (then the first key).
+    fn primary_of(&self, t: usize, states: &[TrajState], c: &MemoryConfig) -> Option<String> {
+        let mut best: Option<(usize, String)> = None;
+        for key in topic_keys(&states[t]) {
+            if !self.topical(&key, &states[t], c) {
+                continue;
+            }
+            let n = self.groups[&key].members.len();
+            if best.as_ref().is_none_or(|(m, _)| n > *m) {
+                best = Some((n, key));
+            }
+        }
+        best.map(|(_, k)| k)
+    }
+
+    /// The kind and title head ([`Draft::head`]) of the page group `key` makes now, or `None`
     /// when it makes none.
     fn shape(&self, key: &str, c: &MemoryConfig) -> Option<(PageKind, String)> {
         let g = self.groups.get(key)?;
         let m = &g.members;
         if let Some(entity) = key.strip_prefix(ENTITY) {
-            return (!self.broad(entity, c) && m.len() >= 2)
-                .then(|| (PageKind::Entity, g.surface.clone()));
-        }
-        if let Some(rest) = key.strip_prefix(FACET) {
-            let entity = rest.split_once('\t').map_or(rest, |(e, _)| e);
-            return self
-                .broad(entity, c)
+            if self.alias_of(entity).is_some() {
+                return None;
+            }
+            return (self.speakers.contains(entity) || m.len() >= 2)
                 .then(|| (PageKind::Entity, g.surface.clone()));
         }
         if let Some(family) = key.strip_prefix(INVENTORY) {
-            return Some((PageKind::Inventory, family.to_string()));
+            return (m.len() >= c.topic_min_trajectories)
+                .then(|| (PageKind::Inventory, family.to_string()));
         }
         if key.starts_with(TOPIC) {
-            if m.len() < c.topic_min_trajectories || m.len() > c.broad_entity {
-                return None;
-            }
-            let new = m.iter().filter(|&&t| !self.covered(t)).count();
-            let covered = (m.len() - new) as f32 / m.len() as f32;
-            return (new >= 2 && covered < c.topic_suppression)
+            let primary = self.topic_members(key).len();
+            return (primary >= c.topic_min_trajectories)
                 .then(|| (PageKind::Topic, g.surface.clone()));
         }
         None
     }
 
-    /// The pages group `key` makes now.
+    /// The members of topic group `key` whose primary topic it is, in joining order.
+    fn topic_members(&self, key: &str) -> Vec<usize> {
+        self.groups.get(key).map_or_else(Vec::new, |g| {
+            g.members
+                .iter()
+                .copied()
+                .filter(|&t| self.primary.get(t).and_then(Option::as_deref) == Some(key))
+                .collect()
+        })
+    }
+
+    /// The page group `key` makes now.
     fn derive(&self, key: &str, c: &MemoryConfig) -> Vec<(String, Draft)> {
-        match (self.shape(key, c), self.groups.get(key)) {
-            (Some((kind, head)), Some(g)) => chunked(key, kind, &head, &g.members, c),
-            _ => Vec::new(),
-        }
+        let Some((kind, head)) = self.shape(key, c) else {
+            return Vec::new();
+        };
+        let members = if key.starts_with(TOPIC) {
+            self.topic_members(key)
+        } else {
+            self.groups[key].members.clone()
+        };
+        vec![(
+            key.to_string(),
+            Draft {
+                kind,
+                head,
+                members,
+            },
+        )]
     }
 
     /// Replaces the pages of `owner` by `drafts`, updating which pages each trajectory is on.
@@ -329,40 +399,25 @@ impl Wiki {
         before.symmetric_difference(&after).copied().collect()
     }
 
-    /// A member joined group `key` at its end: when the group was already cut into pages of
-    /// `page_target` and keeps its kind and title, only its last page changes. Returns `None`
-    /// when the group's pages must be derived again.
-    fn join_last_page(
+    /// Trajectory `t` joined entity or inventory group `key` at its end: when the group's page
+    /// keeps its kind and title, `t` is appended to it (its last section changes). Returns
+    /// `None` when the page must be derived again.
+    fn join_page(
         &mut self,
         key: &str,
-        surface_before: &str,
+        t: usize,
+        before: &Option<(PageKind, String)>,
         c: &MemoryConfig,
-    ) -> Option<BTreeSet<usize>> {
-        if key.starts_with(TOPIC) {
-            return None; // small, and whether they make a page depends on coverage
-        }
-        let size = c.page_target.max(1);
-        let (kind, head) = self.shape(key, c)?;
-        let g = self.groups.get(key)?;
-        let n = g.members.len();
-        let pages_before = self.group_pages.get(key).map_or(0, Vec::len);
-        if n - 1 <= c.page_max
-            || pages_before != (n - 1).div_ceil(size)
-            || g.surface != surface_before
-        {
+    ) -> Option<()> {
+        let now = self.shape(key, c);
+        if now.is_none() || now != *before || key.starts_with(TOPIC) {
             return None;
         }
-        let chunk = (n - 1) / size;
-        let page = format!("{key}#{}", chunk + 1);
-        let draft = Draft {
-            kind,
-            head,
-            members: g.members[chunk * size..].to_vec(),
-        };
-        if chunk == pages_before {
-            self.group_pages.get_mut(key)?.push(page.clone());
-        }
-        Some(self.put_page(page, draft))
+        let draft = self.pages.get_mut(key)?;
+        draft.members.push(t);
+        self.on[t].insert(key.to_string());
+        self.dirty_pages.insert(key.to_string());
+        Some(())
     }
 
     fn rederive(&mut self, key: &str, c: &MemoryConfig) -> BTreeSet<usize> {
@@ -374,6 +429,9 @@ impl Wiki {
     /// show the members of the chunk that are orphans now.
     fn rederive_rescue(&mut self, chunk: usize, c: &MemoryConfig) {
         let size = c.page_target.max(1);
+        let key = format!("{RESCUE}\t{}", chunk + 1);
+        // The chunk's own page does not make its members covered.
+        let mine = |w: &Wiki, t: usize| w.on[t].iter().all(|k| *k == key);
         let members: Vec<usize> = self
             .groups
             .get(RESCUE)
@@ -383,11 +441,10 @@ impl Wiki {
                     .skip(chunk * size)
                     .take(size)
                     .copied()
-                    .filter(|&t| self.orphan(t))
+                    .filter(|&t| mine(self, t))
                     .collect()
             })
             .unwrap_or_default();
-        let key = format!("{RESCUE}\t{}", chunk + 1);
         let drafts = if members.is_empty() {
             Vec::new()
         } else {
@@ -428,28 +485,41 @@ impl Wiki {
         c: &MemoryConfig,
         lexicon: &Lexicon,
     ) {
+        self.section = c.page_target.max(1);
         while self.on.len() < states.len() {
             self.on.push(BTreeSet::new());
+            self.primary.push(None);
             let n = self.on.len();
             self.set_index((n - 1) / INDEX_CHUNK, n);
         }
         let mut changed_groups: BTreeSet<String> = BTreeSet::new();
         let mut affected: BTreeSet<usize> = BTreeSet::from([t]);
-        // New speakers make their entity broad: their entity and facet groups change pages.
+        // Entities whose page came or went: their claims move between pages.
+        let mut moved: BTreeSet<String> = BTreeSet::new();
+        // A new speaker changes which entities are aliases and whom "you" addresses: every
+        // entity page is derived again and every page renders again.
         let speakers: Vec<String> = lexicon
             .speakers
             .difference(&self.speakers)
             .cloned()
             .collect();
-        for s in speakers {
-            self.speakers.insert(s.clone());
-            changed_groups.extend(self.entity_groups(&s));
+        if !speakers.is_empty() {
+            self.speakers.extend(speakers);
+            changed_groups.extend(
+                self.groups
+                    .keys()
+                    .filter(|k| k.starts_with(ENTITY))
+                    .cloned(),
+            );
+            let all: Vec<String> = self.pages.keys().cloned().collect();
+            self.dirty_pages.extend(all);
         }
+        let mut topics: BTreeSet<String> = BTreeSet::new();
         for key in joined {
             let entity = key
                 .strip_prefix(ENTITY)
                 .or_else(|| key.strip_prefix(FACET).and_then(|r| r.split('\t').next()));
-            let broad_before = key.strip_prefix(ENTITY).map(|e| self.broad(e, c));
+            let before = self.shape(key, c);
             let g = self.groups.entry(key.clone()).or_default();
             if g.members.last() == Some(&t) {
                 continue; // listed twice
@@ -469,32 +539,58 @@ impl Wiki {
                 _ => surface_before.clone(),
             };
             self.dirty_groups.insert(key.clone());
-            if let Some(entity) = key.strip_prefix(ENTITY) {
-                if broad_before != Some(self.broad(entity, c)) {
-                    changed_groups.extend(self.entity_groups(entity));
-                }
+            if key.starts_with(FACET) {
+                continue;
             }
-            match self.join_last_page(key, &surface_before, c) {
-                Some(changed) => affected.extend(changed),
-                None => {
-                    changed_groups.insert(key.clone());
-                }
-            }
-        }
-        // Coverage pages, then the topics of every trajectory whose coverage may have changed.
-        let mut topics: BTreeSet<String> = BTreeSet::new();
-        for key in &changed_groups {
             if key.starts_with(TOPIC) {
                 topics.insert(key.clone());
-            } else {
-                affected.extend(self.rederive(key, c));
+                continue;
+            }
+            let shape_before = before.as_ref().map(|(k, _)| *k);
+            if self.join_page(key, t, &before, c).is_none() {
+                changed_groups.insert(key.clone());
+            }
+            if let Some(e) = key.strip_prefix(ENTITY) {
+                if shape_before.is_some() != self.shape(key, c).is_some() {
+                    moved.insert(e.to_string());
+                }
             }
         }
-        for &x in &affected {
-            topics.extend(topic_keys(&states[x]));
-        }
-        for key in &topics {
+        for key in &changed_groups {
             affected.extend(self.rederive(key, c));
+        }
+        // Primary topics: of t, and of the members of every topical group t joined (its size,
+        // so their choice, changed).
+        let mut recheck: BTreeSet<usize> = BTreeSet::from([t]);
+        for key in &topics {
+            if let Some(g) = self.groups.get(key) {
+                if g.members.len() <= c.topic_max_trajectories + 1 {
+                    recheck.extend(g.members.iter().copied());
+                }
+            }
+        }
+        let mut topic_pages: BTreeSet<String> = BTreeSet::new();
+        for x in recheck {
+            let now = self.primary_of(x, states, c);
+            if now != self.primary[x] {
+                topic_pages.extend(self.primary[x].take());
+                topic_pages.extend(now.clone());
+                self.primary[x] = now;
+            }
+        }
+        for key in &topic_pages {
+            affected.extend(self.rederive(key, c));
+        }
+        // A page that came or went moves claims: every page showing its members renders again.
+        for e in &moved {
+            let members = self
+                .groups
+                .get(&format!("{ENTITY}{e}"))
+                .map(|g| g.members.clone())
+                .unwrap_or_default();
+            for m in members {
+                self.touch(m);
+            }
         }
         // Orphans join the rescue list; the rescue chunks of affected trajectories follow.
         let size = c.page_target.max(1);
@@ -514,23 +610,75 @@ impl Wiki {
             self.rederive_rescue(chunk, c);
         }
         // Every page showing t renders again (its claims, summary or label changed).
-        let showing: Vec<String> = self.on[t].iter().cloned().collect();
-        self.dirty_pages.extend(showing);
+        self.touch(t);
         self.dirty_pages
             .insert(format!("{INDEX}{}", t / INDEX_CHUNK + 1));
     }
 
-    /// The entity group of `entity` and its facet groups.
-    fn entity_groups(&self, entity: &str) -> Vec<String> {
-        let prefix = format!("{FACET}{entity}\t");
-        let mut keys: Vec<String> = self
-            .groups
-            .range(prefix.clone()..)
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, _)| k.clone())
-            .collect();
-        keys.push(format!("{ENTITY}{entity}"));
-        keys
+    /// The entity a claim of trajectory `t` is about, by the page it goes on: the first named
+    /// entity of the statement (the thing a possessive names, "Andrew's dog Toby" → Toby, when
+    /// that has a page), the person addressed for a "you" statement, else who said it. An entity
+    /// without a page gives way to the speaker; an alias is its speaker.
+    fn subject_of(&self, claim: &ClaimEntry, t: &TrajState) -> String {
+        let speaker = self.canonical(&claim.draft.subject);
+        let text = claim.draft.text.as_str();
+        let (body, quoted) = match text.split_once(": ") {
+            Some((who, rest)) if norm(who) == claim.draft.subject => (rest, true),
+            _ => (text, false),
+        };
+        let ws: Vec<String> = words(body).into_iter().map(|(_, w)| norm(w)).collect();
+        let start = ws
+            .iter()
+            .position(|w| !OPENERS.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit()))
+            .unwrap_or(0);
+        let known = |w: &str| self.speakers.contains(w) || t.features.entities.contains(w);
+        let entity_at = |i: usize| -> Option<String> {
+            let two = ws.get(i..i + 2).map(|p| p.join(" "));
+            if let Some(two) = two.filter(|p| known(p)) {
+                return Some(two);
+            }
+            let w = ws.get(i)?;
+            let w = w.strip_suffix("'s").unwrap_or(w);
+            known(w).then(|| w.to_string())
+        };
+        let first = ws.get(start).map(String::as_str).unwrap_or("");
+        if quoted && YOU.contains(&first) {
+            let mut others = self.speakers.iter().filter(|s| **s != speaker);
+            if let (Some(other), None) = (others.next(), others.next()) {
+                return other.clone();
+            }
+        }
+        // The first entity among the statement's opening words.
+        let window = if quoted {
+            start + 1
+        } else {
+            (start + 4).min(ws.len())
+        };
+        for i in start..window {
+            if let Some(e) = entity_at(i) {
+                let e = self.canonical(&e);
+                // "Andrew's dog Toby": the thing named after a possessive.
+                if ws[i].ends_with("'s") {
+                    for j in i + 1..(i + 4).min(ws.len()) {
+                        if let Some(owned) = entity_at(j).map(|o| self.canonical(&o)) {
+                            if self.paged(&owned) {
+                                return owned;
+                            }
+                        }
+                    }
+                }
+                if self.paged(&e) {
+                    return e;
+                }
+                break;
+            }
+        }
+        speaker
+    }
+
+    /// The speaker an alias stands for, else `entity`.
+    fn canonical(&self, entity: &str) -> String {
+        self.alias_of(entity).unwrap_or(entity).to_string()
     }
 
     /// Renders the pages changed since the last call; returns them (sorted by kind, then id)
@@ -557,7 +705,7 @@ impl Wiki {
             .filter_map(|key| {
                 self.pages.get(key).map(|d| {
                     let members = d.linked();
-                    (render(ns, states, key, d, &members), members)
+                    (self.render(ns, states, key, d, &members), members)
                 })
             })
             .collect();
@@ -580,146 +728,268 @@ impl Draft {
     }
 }
 
-/// Renders a page from the trajectories it links (in creation order): markdown in five sections,
-/// routing text, keywords, terms, items.
-fn render(
-    ns: &Namespace,
-    states: &[TrajState],
-    key: &str,
-    d: &Draft,
-    members: &[usize],
-) -> WikiPage {
-    let title = page_title(key, &d.head, states, members);
-    let mut keywords: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut terms: BTreeSet<&str> = BTreeSet::new();
-    let mut items: BTreeMap<String, u32> = BTreeMap::new();
-    let mut facts: Vec<String> = Vec::new();
-    let mut conflicts: Vec<String> = Vec::new();
-    for &ti in members {
-        let s = &states[ti];
-        for k in &s.features.keywords {
-            *keywords.entry(k.as_str()).or_default() += 1;
-        }
-        terms.extend(s.features.terms.iter().map(String::as_str));
-        for (item, _) in &s.items {
-            *items.entry(item.clone()).or_default() += 1;
-        }
-        for cnt in &s.counts {
-            *items.entry(cnt.clone()).or_default() += 1;
-        }
-        for claim in s.claims.iter().rev() {
-            match claim.status {
-                ClaimStatus::Active if facts.len() < 12 && (d.kind != PageKind::Index) => {
-                    facts.push(format!("- {} ({})", claim.draft.text, claim.source_ref));
+/// A claim's date as pages show it ("8 May 2023"), or nothing when the fold kept none.
+fn dated(at: Option<trajwiki_core::Timestamp>) -> String {
+    at.map(|t| fmt_day(t.date())).unwrap_or_default()
+}
+
+/// One line of a page for a claim: its date, its text and its source ref; a claim no longer
+/// current says so.
+fn claim_line(claim: &ClaimEntry) -> String {
+    let date = dated(claim.at);
+    let mark = match claim.status {
+        ClaimStatus::Active => "",
+        ClaimStatus::Deprecated => " [no longer current]",
+        ClaimStatus::Contradictory => " [contradicted]",
+        ClaimStatus::NeedsConfirmation => " [unconfirmed]",
+    };
+    if date.is_empty() {
+        format!("- {}{mark} ({})", claim.draft.text, claim.source_ref)
+    } else {
+        format!(
+            "- {date}: {}{mark} ({})",
+            claim.draft.text, claim.source_ref
+        )
+    }
+}
+
+/// The slot a claim holds ("home city"), when it holds one.
+fn slot_of(claim: &ClaimEntry) -> Option<String> {
+    claim.draft.facets.iter().find_map(|f| {
+        let key = f.tag.strip_prefix(SLOT_TAG)?;
+        let mut parts = key.split('|').skip(1);
+        let attribute = parts.next().unwrap_or("");
+        Some(match parts.next() {
+            Some(k) if !k.is_empty() && !k.contains('/') => format!("{attribute} ({k})"),
+            _ => attribute.to_string(),
+        })
+    })
+}
+
+impl Wiki {
+    /// Renders a page from the trajectories it links (`members`, in creation order).
+    fn render(
+        &self,
+        ns: &Namespace,
+        states: &[TrajState],
+        key: &str,
+        d: &Draft,
+        members: &[usize],
+    ) -> WikiPage {
+        let title = if key.starts_with(INDEX) {
+            format!(
+                "Index of trajectories {}–{}",
+                members.first().map_or(0, |m| m + 1),
+                members.last().map_or(0, |m| m + 1)
+            )
+        } else if key.starts_with(ENTITY) {
+            d.head.clone()
+        } else if key.starts_with(TOPIC) {
+            // A topic page is named by its keyword as written: one page per keyword.
+            let mut title = d.head.clone();
+            if let Some(first) = title.get_mut(0..1) {
+                first.make_ascii_uppercase();
+            }
+            title
+        } else {
+            page_title(key, &d.head, states, members)
+        };
+        let mut keywords: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut terms: BTreeSet<&str> = BTreeSet::new();
+        let mut items: BTreeMap<String, u32> = BTreeMap::new();
+        for &ti in members {
+            let s = &states[ti];
+            for k in &s.features.keywords {
+                *keywords.entry(k.as_str()).or_default() += 1;
+            }
+            terms.extend(s.features.terms.iter().map(String::as_str));
+            let family = key.strip_prefix(INVENTORY);
+            for (item, f) in &s.items {
+                if family.is_none_or(|fam| fam == f) {
+                    *items.entry(item.clone()).or_default() += 1;
                 }
-                ClaimStatus::Deprecated
-                | ClaimStatus::Contradictory
-                | ClaimStatus::NeedsConfirmation
-                    if conflicts.len() < 8 =>
-                {
-                    conflicts.push(format!(
-                        "- [{}] {} ({})",
-                        claim.status.as_str(),
-                        claim.draft.text,
-                        claim.source_ref
-                    ));
+            }
+            if family.is_none_or(|f| f == "counts") {
+                for cnt in &s.counts {
+                    *items.entry(cnt.clone()).or_default() += 1;
                 }
-                _ => {}
             }
         }
-    }
-    let mut top: Vec<(&str, usize)> = keywords.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
-    let terms: Vec<String> = terms.into_iter().take(48).map(str::to_string).collect();
-    let items: Vec<ItemCount> = items
-        .into_iter()
-        .map(|(item, count)| ItemCount { item, count })
-        .collect();
-    let snapshot_count: usize = members.iter().map(|&ti| states[ti].snapshots.len()).sum();
-    let mut body = format!("# {title}\n\n## Overview\n");
-    body.push_str(&format!(
-        "{} page linking {} trajectories ({} snapshots). Keywords: {}.\n",
-        d.kind.as_str(),
-        members.len(),
-        snapshot_count,
-        keywords
-            .iter()
-            .take(8)
-            .map(|k| {
-                // The word as written by the first member that wrote it.
-                members
+        let mut top: Vec<(&str, usize)> = keywords.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
+        let terms: Vec<String> = terms.into_iter().take(48).map(str::to_string).collect();
+        let items: Vec<ItemCount> = items
+            .into_iter()
+            .map(|(item, count)| ItemCount { item, count })
+            .collect();
+
+        let mut body = format!("# {title}\n");
+        let entity = key.strip_prefix(ENTITY);
+        // Which claims of a member the page shows: an entity page its subject's, a topic page
+        // those with its keyword, an inventory page those naming its items, a rescue page all.
+        let shows = |claim: &ClaimEntry, t: &TrajState| -> bool {
+            if let Some(e) = entity {
+                return self.subject_of(claim, t) == e;
+            }
+            if let Some(stem) = key.strip_prefix(TOPIC) {
+                return claim.draft.keywords.contains(stem);
+            }
+            if key.starts_with(INVENTORY) {
+                let text = claim.draft.text.to_lowercase();
+                return items.iter().any(|i| text.contains(&i.item.to_lowercase()));
+            }
+            !key.starts_with(INDEX)
+        };
+        if d.kind != PageKind::Index {
+            let shown: Vec<(usize, &ClaimEntry)> = members
+                .iter()
+                .flat_map(|&ti| states[ti].claims.iter().map(move |c| (ti, c)))
+                .filter(|(ti, claim)| shows(claim, &states[*ti]))
+                .collect();
+            if entity.is_some() {
+                // Current facts: the newest active claim of each slot.
+                let mut current: BTreeMap<String, &ClaimEntry> = BTreeMap::new();
+                for (_, claim) in &shown {
+                    if claim.status == ClaimStatus::Active {
+                        if let Some(slot) = slot_of(claim) {
+                            let newer = current.get(&slot).is_none_or(|c| c.at <= claim.at);
+                            if newer {
+                                current.insert(slot, claim);
+                            }
+                        }
+                    }
+                }
+                body.push_str("\n## Current facts\n");
+                if current.is_empty() {
+                    body.push_str("No slot facts recorded (see the events below).\n");
+                }
+                for (slot, claim) in &current {
+                    body.push_str(&format!(
+                        "{}\n",
+                        claim_line(claim).replacen("- ", &format!("- {slot}: "), 1)
+                    ));
+                }
+                let mut changes: Vec<&ClaimEntry> = shown
                     .iter()
-                    .find_map(|&ti| states[ti].surfaces.get(k))
-                    .map_or(k.as_str(), String::as_str)
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    body.push_str("\n## Key facts\n");
-    if facts.is_empty() {
-        body.push_str("- (see linked trajectories)\n");
-    }
-    for f in &facts {
-        body.push_str(f);
-        body.push('\n');
-    }
-    body.push_str("\n## Items and counts\n");
-    if items.is_empty() {
-        body.push_str("- none recorded\n");
-    }
-    for i in items.iter().take(32) {
-        body.push_str(&format!("- {} ×{}\n", i.item, i.count));
-    }
-    body.push_str("\n## Linked trajectories\n");
-    for &ti in members {
-        body.push_str(&format!(
-            "- {}: {} ({} snapshots)\n",
-            states[ti].id,
-            states[ti].label,
-            states[ti].snapshots.len()
-        ));
-    }
-    body.push_str("\n## Conflicts and uncertainty\n");
-    if conflicts.is_empty() {
-        body.push_str("- none\n");
-    }
-    for c in &conflicts {
-        body.push_str(c);
-        body.push('\n');
-    }
-    let labels: Vec<&str> = members
-        .iter()
-        .take(12)
-        .map(|&ti| states[ti].label.as_str())
-        .collect();
-    let routing_text = format!(
-        "{}\n{}\n{}\n{}",
-        title,
-        keywords.join(" "),
-        terms
+                    .map(|(_, c)| *c)
+                    .filter(|c| c.was.is_some())
+                    .collect();
+                changes.sort_by_key(|c| c.at);
+                if !changes.is_empty() {
+                    body.push_str("\n## What changed\n");
+                    for claim in changes {
+                        let was = claim.was.as_deref().expect("filtered");
+                        let until = dated(claim.at);
+                        body.push_str(&format!(
+                            "- until {until}: {} ({}); since {until}: {} ({})\n",
+                            was.text, was.source_ref, claim.draft.text, claim.source_ref
+                        ));
+                    }
+                }
+            }
+            // Events, section by section (the members in joining order, `page_target` each),
+            // in time order within a section.
+            body.push_str(if entity.is_some() {
+                "\n## Events\n"
+            } else {
+                "\n## Facts\n"
+            });
+            let size = self.section.max(1);
+            let mut any = false;
+            for section in d.members.chunks(size) {
+                let mut lines: Vec<&ClaimEntry> = shown
+                    .iter()
+                    .filter(|(ti, _)| section.contains(ti))
+                    .map(|(_, c)| *c)
+                    .collect();
+                if lines.is_empty() {
+                    continue;
+                }
+                any = true;
+                lines.sort_by_key(|c| c.at);
+                body.push_str(&format!(
+                    "\n### {}\n",
+                    section_title(&d.head, states, section)
+                ));
+                for claim in lines {
+                    body.push_str(&claim_line(claim));
+                    body.push('\n');
+                }
+            }
+            if !any {
+                body.push_str("- (see linked trajectories)\n");
+            }
+            if !items.is_empty() && !key.starts_with(TOPIC) {
+                body.push_str("\n## Items and counts\n");
+                for i in items.iter().take(32) {
+                    body.push_str(&format!("- {}: {}\n", i.item, i.count));
+                }
+            }
+            // Related pages: the other entities with pages these trajectories name.
+            let mut related: BTreeMap<&str, usize> = BTreeMap::new();
+            for &ti in members {
+                for e in &states[ti].features.entities {
+                    if Some(e.as_str()) != entity && self.alias_of(e).is_none() && self.paged(e) {
+                        *related.entry(e.as_str()).or_default() += 1;
+                    }
+                }
+            }
+            if !related.is_empty() {
+                let mut related: Vec<(&str, usize)> = related.into_iter().collect();
+                related.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+                body.push_str("\n## Related pages\n");
+                for (e, n) in related.iter().take(8) {
+                    let surface = self
+                        .groups
+                        .get(&format!("{ENTITY}{e}"))
+                        .map_or(*e, |g| g.surface.as_str());
+                    body.push_str(&format!("- [[{surface}]] — in {n} of these trajectories\n"));
+                }
+            }
+        }
+        body.push_str("\n## Linked trajectories\n");
+        for &ti in members {
+            body.push_str(&format!(
+                "- {}: {} ({} snapshots)\n",
+                states[ti].id,
+                states[ti].label,
+                states[ti].snapshots.len()
+            ));
+        }
+        let labels: Vec<&str> = members
             .iter()
-            .take(24)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; "),
-        labels.join("; ")
-    );
-    WikiPage {
-        id: PageId::derive(ns, key),
-        namespace: ns.clone(),
-        kind: d.kind,
-        title: title.clone(),
-        body,
-        routing_text,
-        keywords,
-        trajectory_ids: members
-            .iter()
-            .map(|&ti| states[ti].id.clone())
-            .collect::<Vec<TrajectoryId>>(),
-        terms,
-        items,
-        revision: 1,
+            .take(12)
+            .map(|&ti| states[ti].label.as_str())
+            .collect();
+        let routing_text = format!(
+            "{}\n{}\n{}\n{}",
+            title,
+            keywords.join(" "),
+            terms
+                .iter()
+                .take(24)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; "),
+            labels.join("; ")
+        );
+        WikiPage {
+            id: PageId::derive(ns, key),
+            namespace: ns.clone(),
+            kind: d.kind,
+            title,
+            body,
+            routing_text,
+            keywords,
+            trajectory_ids: members
+                .iter()
+                .map(|&ti| states[ti].id.clone())
+                .collect::<Vec<TrajectoryId>>(),
+            terms,
+            items,
+            revision: 1,
+        }
     }
 }
 
@@ -749,7 +1019,7 @@ mod tests {
     }
 
     #[test]
-    fn a_large_group_grows_page_by_page_and_resumes_to_the_same_pages() {
+    fn a_large_group_is_one_page_that_grows_and_resumes_to_the_same_pages() {
         let c = MemoryConfig::default();
         let (mut wiki, states) = grown(11, &c);
         let ns = Namespace::new("w").unwrap();
@@ -760,23 +1030,15 @@ mod tests {
             assert_eq!(ids, page.trajectory_ids.iter().collect::<Vec<_>>());
         }
         let pages: Vec<WikiPage> = with_members.into_iter().map(|(p, _)| p).collect();
-        let mut entity: Vec<&WikiPage> = pages
+        let entity: Vec<&WikiPage> = pages
             .iter()
             .filter(|p| p.kind == PageKind::Entity)
             .collect();
-        let first = |p: &WikiPage| {
-            let id = &p.trajectory_ids[0];
-            states.iter().position(|s| &s.id == id)
-        };
-        entity.sort_by_key(|p| first(p));
-        // 11 members above page_max 6: pages of 4, 4, 3 in joining order, titled by their
-        // entity alone (no "(N)").
-        let sizes: Vec<usize> = entity.iter().map(|p| p.trajectory_ids.len()).collect();
-        assert_eq!(sizes, vec![4, 4, 3]);
-        for p in &entity {
-            assert_eq!(p.title, "oslo");
-        }
-        // One more member changes the last page only (and its index page).
+        // 11 members above page_max 6: still one page, titled by its entity alone.
+        assert_eq!(entity.len(), 1);
+        assert_eq!(entity[0].trajectory_ids.len(), 11);
+        assert_eq!(entity[0].title, "oslo");
+        // One more member changes that page (and its index page) only.
         let mut states = states;
         states.push(state(11, &["oslo"]));
         let joined = group_keys(&states[11], &c);
@@ -795,9 +1057,7 @@ mod tests {
             .map(|p| (p.kind, p.trajectory_ids.len()))
             .collect();
         kinds.sort();
-        assert_eq!(kinds, vec![(PageKind::Index, 12), (PageKind::Entity, 4)]);
-        let last = changed.iter().find(|p| p.kind == PageKind::Entity).unwrap();
-        assert_eq!(last.trajectory_ids[0], states[8].id);
+        assert_eq!(kinds, vec![(PageKind::Index, 12), (PageKind::Entity, 12)]);
         // Derived again from the groups alone, the wiki has the same pages.
         let resumed = Wiki::resume(wiki.groups().clone(), &states, &c, &Lexicon::default());
         assert_eq!(resumed.pages, wiki.pages);

@@ -84,6 +84,10 @@ impl Mode {
 pub struct RetrievalConfig {
     /// Pages kept after routing (t).
     pub pages: usize,
+    /// Trajectories a routed page adds to the candidate universe: its members nearest the
+    /// question (a page about a person links most of a conversation; the question picks the
+    /// section of it that matters).
+    pub route_per_page: usize,
     /// Trajectories selected (k).
     pub trajectories: usize,
     /// RRF constant.
@@ -132,6 +136,7 @@ impl Default for RetrievalConfig {
     fn default() -> Self {
         RetrievalConfig {
             pages: 15,
+            route_per_page: 4,
             trajectories: 15,
             rrf_k: 60.0,
             neighbour_radius: 1,
@@ -187,10 +192,12 @@ pub struct Ranking {
     pub turn_features: Vec<(usize, Features)>,
 }
 
-/// The candidate universe of each level: the records a search could return there. With the
-/// direct routes (modes `full`, `no-wiki`, `latest-snapshot`) it is every trajectory, snapshot
-/// and message; routing through the wiki alone (`wiki-only`) narrows it to the trajectories the
-/// routed pages reach, their snapshots, and the messages of the evidence. (The lexical and
+/// The candidate universe of each level: the records a search could return there. Routing
+/// through the wiki (modes `full`, `wiki-only`, `latest-snapshot`) narrows the trajectories to
+/// those the routed pages add (each its `route_per_page` members nearest the question) and the
+/// snapshots to theirs; the messages are every message where the direct routes over raw turns
+/// stay as the safety net (`full`, `latest-snapshot`), else the messages of the evidence.
+/// Without routing (`no-wiki`) it is every trajectory, snapshot and message. (The lexical and
 /// dense scans still read whole levels; see BENCHMARKS.md.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Candidates {
@@ -549,9 +556,13 @@ impl Index {
         let scans = self.scans(qvec, q_terms, q_entities, use_wiki, direct, config, backend)?;
         timings.insert("scan".into(), ms(t0));
 
-        // 1. Page routing: dense + sparse, RRF, top t; the index page is never routed to.
+        // 1. Page routing: dense + sparse, RRF, top t; the index page is never routed to. Each
+        //    routed page adds its `route_per_page` members nearest the question (by the
+        //    trajectories' dense score) to the candidate universe; the structured levels are
+        //    scored inside it. The direct routes over raw turns stay beside it as the safety net.
         let t0 = Instant::now();
         let mut universe: BTreeMap<usize, usize> = BTreeMap::new(); // trajectory → best page rank
+        let mut routed_pages: Vec<u32> = Vec::new();
         if let Some((d, s)) = &scans.pages {
             let fused = self.fuse(&[d.as_slice(), s.as_slice()], config.rrf_k, backend)?;
             let top: Vec<(u32, f32)> = fused.into_iter().take(config.pages).collect();
@@ -567,23 +578,56 @@ impl Index {
                 Some(order) => reordered(&top, &order),
                 None => top,
             };
-            for (rank, (p, score)) in top.iter().enumerate() {
+            for (p, score) in &top {
                 let page = &self.records.pages[self.pages[*p as usize]];
                 ranking.pages.push(crate::retrieve::PathItem {
                     id: page.id.to_string(),
                     label: page.title.clone(),
                     score: *score,
                 });
-                for &t in &self.page_trajs[*p as usize] {
-                    universe.entry(t).or_insert(rank);
-                }
+                routed_pages.push(*p);
             }
         }
-        ranking.candidate_universe = if direct { n_traj } else { universe.len() };
+        // The trajectories the routed pages link, scored once.
+        let linked: Vec<usize> = {
+            let mut all: Vec<usize> = routed_pages
+                .iter()
+                .flat_map(|&p| self.page_trajs[p as usize].iter().copied())
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
+        let linked_dense = if use_wiki {
+            self.trajectory_dense(Some(&linked), qvec, q_entities, linked.len())
+        } else {
+            Vec::new()
+        };
+        let linked_rank: FxHashMap<u32, usize> = linked_dense
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.0, i))
+            .collect();
+        for (rank, &p) in routed_pages.iter().enumerate() {
+            let mut members: Vec<usize> = self.page_trajs[p as usize].clone();
+            members.sort_by_key(|t| {
+                (
+                    linked_rank.get(&(*t as u32)).copied().unwrap_or(usize::MAX),
+                    *t,
+                )
+            });
+            for t in members.into_iter().take(config.route_per_page.max(1)) {
+                universe.entry(t).or_insert(rank);
+            }
+        }
+        // Full mode scores its structured levels inside the routed universe; no-wiki (or a
+        // namespace without pages) ranks every trajectory directly.
+        let everything = !use_wiki || self.pages.is_empty();
+        ranking.candidate_universe = if everything { n_traj } else { universe.len() };
         ranking.candidates = Candidates {
             pages: if use_wiki { self.pages.len() } else { 0 },
             trajectories: ranking.candidate_universe,
-            snapshots: if direct {
+            snapshots: if everything {
                 self.records.snapshots.len()
             } else {
                 self.snap_traj
@@ -602,14 +646,16 @@ impl Index {
         // 2. Trajectory scoring: dense = 0.75 cos(q, summary) + 0.15 cos(q, latest snapshot)
         //    + 0.10 entity bonus; sparse = BM25; fused by RRF with the page route.
         let t0 = Instant::now();
-        let dense = match scans.trajectories {
+        let dense: Vec<Hit> = match scans.trajectories {
             Some(dense) => dense,
-            None => {
-                let pool: Vec<usize> = universe.keys().copied().collect();
-                self.trajectory_dense(Some(&pool), qvec, q_entities, config.depth)
-            }
+            None => linked_dense
+                .iter()
+                .copied()
+                .filter(|h| universe.contains_key(&(h.0 as usize)))
+                .take(config.depth)
+                .collect(),
         };
-        let sparse: Vec<u32> = if direct {
+        let sparse: Vec<u32> = if everything {
             scans.traj_bm25.into_iter().map(|h| h.0).collect()
         } else {
             scans
@@ -716,7 +762,7 @@ impl Index {
                     break;
                 }
                 let s = h.0 as usize;
-                if direct
+                if everything
                     || selected_set.contains(&self.snap_traj[s])
                     || universe.contains_key(&self.snap_traj[s])
                 {
@@ -918,6 +964,7 @@ impl Index {
         backend: &dyn ScoringBackend,
     ) -> Result<Scans, IndexError> {
         let n_traj = self.records.trajectories.len();
+        let with_messages = direct;
         // A level's dense and BM25 hits, side by side.
         let both = |dense: &(dyn Fn() -> Result<Vec<Hit>, IndexError> + Sync),
                     sparse: &Bm25Index,
@@ -937,6 +984,8 @@ impl Index {
         };
         // Every trajectory is a candidate on the direct path; without it only those the pages
         // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
+        // Routing through pages, the structured levels are scored inside the routed universe.
+        let direct = direct && (!use_wiki || self.pages.is_empty());
         let trajectories = || -> Result<(Option<Vec<Hit>>, Vec<Hit>), IndexError> {
             let bm25_depth = if direct {
                 config.depth.min(n_traj)
@@ -955,7 +1004,7 @@ impl Index {
             both(&dense, &self.snap_bm25, depth).map(ranked)
         };
         let messages = || -> Result<Option<ScoredLists>, IndexError> {
-            if !direct {
+            if !with_messages {
                 return Ok(None);
             }
             let depth = config.direct_depth.min(self.records.messages.len());

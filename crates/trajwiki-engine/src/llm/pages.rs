@@ -1,6 +1,7 @@
 //! The model-driven page compiler (SPEC §2): a language model rewrites each changed wiki page from
 //! the deterministic page and its trajectories' summaries. Its page is a hint: it must keep the
-//! title and the five sections in order, every linked trajectory, and no placeholder, or the
+//! title and the page's sections (its `## ` headings) in order, every linked trajectory, and no
+//! placeholder, or the
 //! deterministic page stays (the fallback is counted). Titles, links, keywords and routing text
 //! — what retrieval reads — are always the deterministic ones.
 
@@ -12,14 +13,10 @@ use trajwiki_llm::{Client, JsonRequest, Message, Phase};
 
 use crate::pipeline::PageWriter;
 
-/// The sections of a page, in order.
-pub const SECTIONS: [&str; 5] = [
-    "## Overview",
-    "## Key facts",
-    "## Items and counts",
-    "## Linked trajectories",
-    "## Conflicts and uncertainty",
-];
+/// The sections of a page (its `## ` headings), in order.
+fn sections(body: &str) -> impl Iterator<Item = &str> {
+    body.lines().filter(|l| l.starts_with("## "))
+}
 
 /// Text that marks an unfinished page.
 const PLACEHOLDERS: [&str; 6] = [
@@ -36,9 +33,8 @@ const PAGE_TOKENS: u32 = 1500;
 
 const INSTRUCTIONS: &str = "You edit one page of a memory wiki about a conversation. Rewrite the \
 page so that it reads well, using only the facts it and the trajectory summaries give. Keep the \
-title line and these sections, in this order: ## Overview, ## Key facts, ## Items and counts, \
-## Linked trajectories, ## Conflicts and uncertainty. Keep every trajectory id (trj_…) of the \
-page. Markdown only.";
+title line and every ## section of the page, in its order. Keep every trajectory id (trj_…) of \
+the page. Markdown only.";
 
 /// A [`PageWriter`] asking a language model.
 pub struct LlmPageWriter<'a> {
@@ -72,7 +68,7 @@ pub fn check_page(page: &WikiPage, body: &str) -> Result<(), String> {
         ));
     }
     let mut from = 0;
-    for section in SECTIONS {
+    for section in sections(&page.body) {
         match body[from..].find(section) {
             Some(at) => from += at + section.len(),
             None => return Err(format!("section {section:?} is missing or out of order")),
@@ -156,14 +152,19 @@ mod tests {
             items: vec![],
             revision: 1,
         };
-        let good = format!("# Pottery\n\n{}\n", SECTIONS.join("\n- x\n")).replace(
+        let sections = ["## Current facts", "## Events", "## Linked trajectories"];
+        let good = format!("# Pottery\n\n{}\n", sections.join("\n- x\n")).replace(
             "## Linked trajectories\n- x",
             &format!("## Linked trajectories\n- {t}"),
         );
+        let page = WikiPage {
+            body: good.clone(),
+            ..page
+        };
         assert_eq!(check_page(&page, &good), Ok(()));
         let swapped = good
-            .replace("## Overview", "## Tmp")
-            .replace("## Key facts", "## Overview");
+            .replace("## Current facts", "## Tmp")
+            .replace("## Events", "## Current facts");
         assert!(check_page(&page, &swapped).is_err());
         assert!(check_page(&page, &good.replace(t.as_str(), "trj_0")).is_err());
         assert!(check_page(&page, &good.replace("- x", "- TODO")).is_err());

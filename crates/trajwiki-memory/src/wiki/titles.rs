@@ -424,7 +424,14 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
     if let Some((_, tag)) = key.strip_prefix(FACET).and_then(|r| r.split_once('\t')) {
         chosen = topics(states, members, Source::Facet(tag), &taken);
     }
-    for t in topics(states, members, Source::All, &taken) {
+    // An inventory page is named by its family's items alone: two families never share one,
+    // so two inventory pages never share a title.
+    let fill = if key.starts_with(INVENTORY) && !chosen.is_empty() {
+        Vec::new()
+    } else {
+        topics(states, members, Source::All, &taken)
+    };
+    for t in fill {
         let overlaps = chosen.iter().any(|c| overlap(c, &t));
         if chosen.len() < TOPICS && !overlaps {
             chosen.push(t);
@@ -441,6 +448,31 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
             .map(|&m| states[m].label.clone())
             .unwrap_or_default()
     } else {
+        title
+    }
+}
+
+/// The title of a section of a page about `subject`: what its trajectories are about (at most
+/// two topics, none a word of the subject or of an entity), else its first trajectory's label.
+pub(crate) fn section_title(subject: &str, states: &[TrajState], members: &[usize]) -> String {
+    let named = entities(states, members);
+    let taken = Stems::of_words(
+        words(subject)
+            .into_iter()
+            .map(|(_, w)| norm(w))
+            .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string))),
+    );
+    let chosen = topics(states, members, Source::All, &taken);
+    if chosen.is_empty() {
+        members
+            .first()
+            .map(|&m| states[m].label.clone())
+            .unwrap_or_default()
+    } else {
+        let mut title = chosen.join(", ");
+        if let Some(first) = title.get_mut(0..1) {
+            first.make_ascii_uppercase();
+        }
         title
     }
 }
