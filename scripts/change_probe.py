@@ -1,32 +1,52 @@
 #!/usr/bin/env python3
 """The change probe: conversations with scripted fact changes, and a scorer of the claim edits
-(REVISE / DEPRECATE) that a trajwiki build makes of them.
+(REVISE / DEPRECATE) that a trajwiki build makes of them and of the context that `trajwiki
+query` gives for a question about each changed fact.
 
 usage:
-  change_probe.py generate --seed N --out DIR [--namespace NS]
+  change_probe.py generate --seed N --out DIR [--namespace NS] [--phrasings base|heldout]
       Writes DIR/conversation.jsonl (the JSONL message format of `trajwiki ingest`) and
-      DIR/script.json (the scripted changes, the same-attribute facts of the other speaker and
-      the same-value restatements). Deterministic for a seed.
+      DIR/script.json (the scripted changes with a question about each, the same-attribute
+      facts of the other speaker, the same-value restatements, the phrasings used and, held
+      out only, the distractors). Deterministic for a seed. `--phrasings heldout` words the
+      scripted turns with the held-out templates of change_probe_heldout.py (written apart from
+      the base templates and from the engine's slot patterns; the same seed keeps its values and
+      sessions) and adds distractors: statements naming another value of the same kind that
+      change nothing ("my brother just moved to X"); an edit from one is false.
   change_probe.py score --bin TRAJWIKI --store S --namespace NS --script script.json [--json]
+                        [--budgets 300,700 | --no-context] [--model hashing]
       Reads the memory of NS (`trajwiki export --what memory`; message refs from the store's
       SQLite `messages` table) and scores its REVISE / DEPRECATE ops against the script:
       precision = ops that make a scripted edit / all REVISE+DEPRECATE ops, recall = scripted
       edits made / scripted edits, and `trajwiki history CLAIM --as-of T` before and after each
-      change. Prints one row per kind of change, the totals and examples of missed and false ops.
-  change_probe.py run --bin TRAJWIKI [--seeds 1,2,3] [--min-precision P] [--min-recall R]
-                      [--require-as-of] [--keep DIR] [--json]
+      change. Then asks each change's question ("Where does Nora live now?") with `trajwiki
+      query --questions FILE --budget B` at each budget and counts the current-fact contexts
+      (below). Prints one row per kind of change, the totals and examples of missed and false
+      ops, wrong as_of and wrong contexts.
+  change_probe.py run --bin TRAJWIKI [--seeds 1,2,3] [--phrasings base|heldout]
+                      [--min-precision P] [--min-recall R] [--require-as-of] [--min-context F]
+                      [--budgets 300,700 | --no-context] [--keep DIR] [--json]
       Generates each seed's conversation, ingests and builds it into a fresh store (the offline
-      `hashing` model: the probe measures construction, not retrieval), scores it and prints the
-      table and the totals over all seeds. Exit 1 when a floor is not met.
+      `hashing` model: the probe measures construction; the questions are asked with it too, so
+      their retrieval is lexical), scores it and prints the table and the totals over all seeds.
+      Exit 1 when a floor is not met (`--min-context`: the share of right contexts at every
+      budget).
 
 Exit codes: 0 fine, 1 a floor not met, 2 bad input (a missing file, a field missing from the
-script, a failing trajwiki command), each with a message naming what and where.
+script, a failing trajwiki command, an unknown --phrasings), each with a message naming what and
+where.
 
 An expected edit is found when an op of the expected kind has the change message among its
 sources and its target claim cites the message that stated the old value (or a restatement of
 it). A REVISE or DEPRECATE op that makes no scripted edit is a false edit. The table also
 counts the same-value restatements and those kept as a source of the first statement's claim
 (a claim citing both) rather than made a claim of their own (reported, no floor).
+
+A current-fact context is right when, of the changing speaker's message lines in it, one names
+the new value and is not marked (a REVISE), or the withdrawal or an old statement marked
+"(withdrawn later)" is there (a DEPRECATE); and every line of theirs naming the old value is
+marked "(superseded by ...)" / "(withdrawn later)", is the change message itself, or names the
+new value too ("we moved from Lisbon to Porto").
 """
 
 from __future__ import annotations
@@ -36,6 +56,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -45,6 +66,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import change_probe_heldout  # noqa: E402  (the held-out phrasings, a file of their own)
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
@@ -320,10 +344,13 @@ def _pick_two(rng: random.Random, values: list[str], avoid: Iterable[str] = ()) 
 
 
 def _fact(rng: random.Random, kind: Kind, subject: str, used: set[str], changing: bool,
-          prefer: str | None) -> tuple[Fact, str | None]:
+          prefer: str | None,
+          phr: random.Random | None = None) -> tuple[Fact, str | None]:
     """A fact of `kind` for `subject` with fresh values (not in `used`): changing or a control.
     `prefer`: the attribute of the other speaker's fact of this kind, taken again where the kind
-    allows (same attribute, other value); returned for the next one."""
+    allows (same attribute, other value); returned for the next one. `phr`: the generator of the
+    held-out phrasings (None: the base templates); `rng` is drawn from as for the base, so a
+    seed's values and sessions do not depend on the phrasings."""
     old_tpl, restate_tpl, change_tpl = (rng.choice(kind.old), rng.sample(kind.restate, 1),
                                         rng.choice(kind.change))
     v: dict[str, str] = {}
@@ -392,10 +419,16 @@ def _fact(rng: random.Random, kind: Kind, subject: str, used: set[str], changing
     for value in v.values():
         used.add(value)
     used.add(attr.split(": ")[-1])
+    old_text, restate_texts = old_tpl.format(**v), [t.format(**v) for t in restate_tpl]
+    change_text = change_tpl.format(**v)
+    if phr is not None:
+        old_text, restate_texts, change_text = change_probe_heldout.texts(
+            phr, name, v, control=not changing, attribute=attr)
+        nm = nm + change_probe_heldout.NEW_MATCH_EXTRA.get(name, [])
     fact = Fact(kind=name, subject=subject, attribute=attr, old_value=old,
                 new_value=new if changing else None,
-                old_text=old_tpl.format(**v), restate_texts=[t.format(**v) for t in restate_tpl],
-                change_text=change_tpl.format(**v) if changing else None,
+                old_text=old_text, restate_texts=restate_texts,
+                change_text=change_text if changing else None,
                 new_match=nm if changing else [], old_match=om)
     return fact, key
 
@@ -406,8 +439,8 @@ class Turn:
 
     speaker: str
     text: str
-    role: str  # "old", "restate", "change"
-    fact: int
+    role: str  # "old", "restate", "change", "distractor"
+    fact: int  # the index of its fact (of its distractor, for a distractor)
 
 
 def _session_plan(rng: random.Random, n_sessions: int, n_facts: int,
@@ -434,9 +467,18 @@ def _session_plan(rng: random.Random, n_sessions: int, n_facts: int,
     return plan
 
 
-def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]:
-    """The messages and the script of seed `seed` (deterministic)."""
+PHRASINGS = ("base", "heldout")
+
+
+def generate(seed: int, namespace: str | None = None,
+             phrasings: str = "base") -> tuple[list[dict], dict]:
+    """The messages and the script of seed `seed` (deterministic) in `phrasings`: the base
+    templates (`KINDS`) or the held-out ones (change_probe_heldout.py); the same seed gives the
+    same values, sessions and chatter in both, only the scripted turns are worded otherwise."""
+    if phrasings not in PHRASINGS:
+        raise ProbeError(f"--phrasings {phrasings!r}: expected one of {', '.join(PHRASINGS)}")
     rng = random.Random(seed)
+    phr = random.Random(f"heldout-{seed}") if phrasings == "heldout" else None
     speakers = list(rng.choice(SPEAKER_PAIRS))
     ns = namespace or f"probe-{seed}"
     n_sessions = rng.randint(12, 20)
@@ -463,9 +505,9 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
                 continue
             if kind.name == "date_postponed":
                 facts.append(_event_fact(rng, kind, subject, used, changing,
-                                         session_start[-1].date()))
+                                         session_start[-1].date(), phr))
             else:
-                fact, prefer = _fact(rng, kind, subject, used, changing, prefer)
+                fact, prefer = _fact(rng, kind, subject, used, changing, prefer, phr)
                 facts.append(fact)
             if slot_kind == "relationship":
                 slots.add((subject, slot_kind))
@@ -473,12 +515,22 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
     plan = _session_plan(rng, n_sessions, len(facts),
                          [f.change_text is not None for f in facts], kinds)
     by_session: dict[int, list[Turn]] = defaultdict(list)
+    distractors: list[dict[str, Any]] = []  # held-out only: see change_probe_heldout.py
+    scripted = {v for f in facts for v in (f.old_value, f.new_value) if v}
     for i, (f, (a, restate, c)) in enumerate(zip(facts, plan)):
         by_session[a].append(Turn(f.subject, f.old_text, "old", i))
         for s, text in zip(restate, f.restate_texts):
             by_session[s].append(Turn(f.subject, text, "restate", i))
         if c is not None and f.change_text is not None:
             by_session[c].append(Turn(f.subject, f.change_text, "change", i))
+            made = (change_probe_heldout.distractor(phr, f.kind, f.attribute, scripted)
+                    if phr is not None and phr.random() < 0.6 else None)
+            if made is not None:
+                distractors.append({"kind": f.kind, "subject": f.subject,
+                                    "attribute": f.attribute, "text": made[0],
+                                    "value": made[1]})
+                by_session[phr.randint(a, c)].append(
+                    Turn(f.subject, made[0], "distractor", len(distractors) - 1))
     messages: list[dict] = []
     refs: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
     told: set[str] = set()
@@ -491,11 +543,14 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
             stamp = clock.strftime(TIME_FORMAT)
             messages.append({"namespace": ns, "session": s, "seq": seq, "speaker": speaker,
                              "text": text, "timestamp": stamp, "ref": ref})
-            if turn is not None:
+            if turn is not None and turn.role == "distractor":
+                distractors[turn.fact]["ref"] = ref
+            elif turn is not None:
                 refs[(turn.fact, turn.role)].append((ref, stamp))
     session_end = {m["session"]: m["timestamp"] for m in messages}
     script = {"seed": seed, "namespace": ns, "speakers": speakers, "sessions": n_sessions,
-              "conversation": "conversation.jsonl", "changes": [], "controls": []}
+              "phrasings": phrasings, "conversation": "conversation.jsonl", "changes": [],
+              "controls": [], "distractors": distractors}
     for i, (f, (a, _restate, c)) in enumerate(zip(facts, plan)):
         old_ref, old_ts = refs[(i, "old")][0]
         restated = refs.get((i, "restate"), [])
@@ -518,24 +573,66 @@ def generate(seed: int, namespace: str | None = None) -> tuple[list[dict], dict]
             "change_text": f.change_text,
             "as_of_before": before.strftime(TIME_FORMAT),
             "as_of_after": after.strftime(TIME_FORMAT),
+            "question": question_for(entry),
         })
         script["changes"].append(entry)
     return messages, script
 
 
+CORRECTION_QUESTIONS = {"hometown": "Where did {s} grow up?",
+                        "sister's job": "What does {s}'s sister do for a living?",
+                        "birthday month": "In which month is {s}'s birthday?",
+                        "first car": "What was {s}'s first car?"}
+
+
+def question_for(change: dict[str, Any]) -> str:
+    """A natural question about the current value of a scripted change's attribute."""
+    s, attr, old = change["subject"], change["attribute"], change["old_value"]
+    kind = change["kind"]
+    if kind == "move":
+        return f"Where does {s} live now?"
+    if kind == "job":
+        return f"Where does {s} work now?"
+    if kind == "plan_cancelled":
+        return f"Is {s} still planning {old}?"
+    if kind == "pet_renamed":
+        return f"What is {s}'s {attr.split(chr(39))[0]} called now?"
+    if kind == "breakup":
+        return f"Is {s} still {old}?"
+    if kind == "engaged":
+        return f"What is {s}'s relationship with {old.split()[-1]} now?"
+    if kind == "count_grows":
+        return f"How many {attr.removeprefix('number of ')} does {s} have now?"
+    if kind == "preference_flip":
+        return f"What is {s}'s {attr} now?"
+    if kind == "date_postponed":
+        return f"When is {s}'s {attr.removeprefix('date of the ')} now?"
+    if kind == "item_sold":
+        return f"Does {s} still have {old}?"
+    if kind == "correction" and attr in CORRECTION_QUESTIONS:
+        return CORRECTION_QUESTIONS[attr].format(s=s)
+    return f"What is {s}'s {attr} now?"
+
+
 def _event_fact(rng: random.Random, kind: Kind, subject: str, used: set[str],
-                changing: bool, end: dt.date) -> Fact:
-    """A dated event (postponed when `changing`), on a date after the conversation's `end`."""
+                changing: bool, end: dt.date, phr: random.Random | None = None) -> Fact:
+    """A dated event (postponed when `changing`), on a date after the conversation's `end`;
+    `phr` as for `_fact`."""
     event = rng.choice([e for e in EVENTS if e not in used])
     used.add(event)
     d1 = end + dt.timedelta(days=rng.randint(20, 120))
     d2 = d1 + dt.timedelta(days=rng.randint(14, 60))
     v = {"event": event, "d1": _date_text(d1), "d2": _date_text(d2)}
+    old_text = rng.choice(kind.old).format(**v)
+    restate_texts = [t.format(**v) for t in rng.sample(kind.restate, 1)]
+    change_text = rng.choice(kind.change).format(**v) if changing else None
+    if phr is not None:
+        old_text, restate_texts, change_text = change_probe_heldout.texts(
+            phr, kind.name, v, control=not changing)
     return Fact(kind=kind.name, subject=subject, attribute=f"date of the {event}",
                 old_value=v["d1"], new_value=v["d2"] if changing else None,
-                old_text=rng.choice(kind.old).format(**v),
-                restate_texts=[t.format(**v) for t in rng.sample(kind.restate, 1)],
-                change_text=rng.choice(kind.change).format(**v) if changing else None,
+                old_text=old_text, restate_texts=restate_texts,
+                change_text=change_text if changing else None,
                 new_match=_date_matches(d2) if changing else [], old_match=_date_matches(d1))
 
 
@@ -584,9 +681,10 @@ def _session_messages(rng: random.Random, speakers: list[str], turns: list[Turn]
     return out
 
 
-def write_generated(seed: int, out: Path, namespace: str | None = None) -> tuple[Path, Path]:
+def write_generated(seed: int, out: Path, namespace: str | None = None,
+                    phrasings: str = "base") -> tuple[Path, Path]:
     """Writes DIR/conversation.jsonl and DIR/script.json for `seed`; returns their paths."""
-    messages, script = generate(seed, namespace)
+    messages, script = generate(seed, namespace, phrasings)
     try:
         out.mkdir(parents=True, exist_ok=True)
         conv = out / "conversation.jsonl"
@@ -794,6 +892,122 @@ def check_as_of(change: dict[str, Any], memory: Memory, op: dict[str, Any] | Non
     return None
 
 
+# ---------------------------------------------------------------------------------------------
+# The current-fact context: a question about each change's attribute, asked of `trajwiki query`
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_BUDGETS = (300, 700)
+Ask = Callable[[list[str], int], list[str]]  # (questions, budget) -> their contexts, in order
+
+# A message line of the context: "D5:15 Leo: I live in Austin. (superseded by D12:7)".
+_CONTEXT_LINE = re.compile(r"^(\S+) ([^:]+?): (.*)$")
+# What the context appends to a superseded or withdrawn message (render.rs push_superseded).
+_CONTEXT_MARK = re.compile(r"\s*\((?:superseded by [^)]*|withdrawn later|deprecated[^)]*)\)")
+# A resolved time expression: ["last week" = the week before 13 June 2023].
+_CONTEXT_NOTE = re.compile(r'\s*\["[^"]*" = [^\]]*\]')
+
+
+@dataclass
+class ContextLine:
+    ref: str
+    speaker: str
+    text: str  # without its time notes and marks
+    marked: bool  # superseded or withdrawn
+
+
+def parse_context(context: str) -> list[ContextLine]:
+    """The message lines of a context (session headings and other lines left out)."""
+    lines = []
+    for raw in context.splitlines():
+        m = _CONTEXT_LINE.match(raw.strip())
+        if not m or raw.startswith("#"):
+            continue
+        text = _CONTEXT_NOTE.sub("", m.group(3))
+        marked = bool(_CONTEXT_MARK.search(text))
+        lines.append(ContextLine(m.group(1), m.group(2), _CONTEXT_MARK.sub("", text), marked))
+    return lines
+
+
+def _mentions(text: str, needles: list[str]) -> bool:
+    """Whether `text` names one of `needles` as a word (a capitalised needle, a name, only as
+    written: "May" is not "maybe")."""
+    for n in needles:
+        if not n:
+            continue
+        pre = r"(?<!\d)" if n[0].isdigit() else r"(?<![A-Za-z])" if n[0].isalpha() else ""
+        post = r"(?!\d)" if n[-1].isdigit() else r"(?![A-Za-z])" if n[-1].isalpha() else ""
+        flags = 0 if n[0].isupper() else re.IGNORECASE
+        if re.search(pre + re.escape(n) + post, text, flags):
+            return True
+    return False
+
+
+def _context_needles(change: dict[str, Any]) -> tuple[Callable[[str], bool],
+                                                     Callable[[str], bool]]:
+    """Whether a context line names the old value, and the new one. A count's new value is its
+    number next to the animals ("five cats", "a fifth cat", "makes five"), not any "five"; its
+    old value is the old number in a line about the animals ("all four of my cats")."""
+    old, new = list(change["old_match"]), list(change["new_match"])
+    if change["kind"] == "count_grows" and len(new) == 3 and old:
+        animals = old[0]
+        word, ordinal, digit = new
+        new = [f"{word} {animals}", f"{digit} {animals}", f"{ordinal} {animals[:-1]}",
+               f"makes {word}", f"to {word}"]
+        number = str(change["old_value"]).split()[0]
+        numbers = [number, change_probe_heldout.DIGITS.get(number, number)]
+        return ((lambda text: _mentions(text, [animals, animals[:-1]])
+                 and _mentions(text, numbers)),
+                lambda text: _mentions(text, new))
+    return (lambda text: _mentions(text, old)), (lambda text: _mentions(text, new))
+
+
+def check_context(change: dict[str, Any], context: str) -> str | None:
+    """None when the context answers the current value: of the subject's lines, one names the
+    new value unmarked (a REVISE), or the withdrawal or a marked old statement is there (a
+    DEPRECATE); and every line naming the old value is marked superseded or withdrawn, is the
+    change message itself or names the new value too. Else what is wrong."""
+    names_old, names_new = _context_needles(change)
+    lines = [ln for ln in parse_context(context) if ln.speaker == change["subject"]]
+    stale = [ln for ln in lines if not ln.marked and ln.ref != change["change_ref"]
+             and names_old(ln.text) and not names_new(ln.text)]
+    problems = []
+    if change["op"] == "REVISE":
+        if not any(not ln.marked and names_new(ln.text) for ln in lines):
+            problems.append(f"the new value {change.get('new_value')!r} is absent")
+    elif not any(ln.ref == change["change_ref"] or (ln.marked and names_old(ln.text))
+                 for ln in lines):
+        problems.append("neither the withdrawal nor a marked old statement is there")
+    if stale:
+        problems.append("the old value unmarked: "
+                        + "; ".join(f"{ln.ref} {ln.text!r}" for ln in stale))
+    return "; ".join(problems) or None
+
+
+def cli_ask(binary: str, store: Path, namespace: str, model: str = "hashing") -> Ask:
+    """`trajwiki query --questions FILE --budget B --json` as a function."""
+    def ask(questions: list[str], budget: int) -> list[str]:
+        with tempfile.TemporaryDirectory(prefix="change-probe-q-") as tmp:
+            path = Path(tmp) / "questions.txt"
+            path.write_text("".join(q + "\n" for q in questions), encoding="utf-8")
+            out = _run([binary, "query", "--store", str(store), "--namespace", namespace,
+                        "--model", model, "--budget", str(budget), "--questions", str(path),
+                        "--read-only", "-q"], f"the questions at budget {budget}")
+        contexts = []
+        for n, line in enumerate(out.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                contexts.append(json.loads(line)["context"])
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ProbeError(f"the questions at budget {budget}, answer line {n}: not the "
+                                 f"JSON of `query --json` ({type(e).__name__}: {e})") from e
+        if len(contexts) != len(questions):
+            raise ProbeError(f"the questions at budget {budget}: {len(questions)} asked, "
+                             f"{len(contexts)} answers")
+        return contexts
+    return ask
+
+
 @dataclass
 class Score:
     """The scores of one conversation or of several (added up)."""
@@ -805,6 +1019,11 @@ class Score:
     false: list[str] = field(default_factory=list)
     as_of_wrong: list[str] = field(default_factory=list)
     unmerged: list[str] = field(default_factory=list)
+    # budget -> {"asked", "right"}; budget -> the wrong contexts, said in words
+    context: dict[int, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    context_wrong: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # budget -> what was wrong: "new absent", "old unmarked" (one context may count in both)
+    context_why: dict[int, Counter] = field(default_factory=lambda: defaultdict(Counter))
 
     def add(self, other: "Score") -> None:
         for kind, row in other.rows.items():
@@ -815,6 +1034,12 @@ class Score:
         self.false += other.false
         self.as_of_wrong += other.as_of_wrong
         self.unmerged += other.unmerged
+        for budget, counts in other.context.items():
+            self.context[budget].update(counts)
+        for budget, items in other.context_wrong.items():
+            self.context_wrong[budget] += items
+        for budget, counts in other.context_why.items():
+            self.context_why[budget].update(counts)
 
     def total(self, key: str) -> int:
         return sum(row[key] for row in self.rows.values())
@@ -828,6 +1053,11 @@ class Score:
     def recall(self) -> float:
         expected = self.total("expected")
         return self.total("found") / expected if expected else 0.0
+
+    def context_share(self, budget: int) -> float:
+        """Right current-fact contexts / questions asked at `budget` (0 when none asked)."""
+        counts = self.context.get(budget, Counter())
+        return counts["right"] / counts["asked"] if counts["asked"] else 0.0
 
 
 def _is_edit(op: dict[str, Any], change: dict[str, Any], memory: Memory) -> bool:
@@ -848,6 +1078,10 @@ def _describe_false(op: dict[str, Any], script: dict[str, Any], memory: Memory) 
                     return ch["kind"], (f"the change edits {ctl['subject']}'s {ctl['attribute']}, "
                                         f"which never changed")
             return ch["kind"], "the change edits a claim that does not cite the old statement"
+    for entry in script.get("distractors", []):
+        if entry.get("ref") in op["refs"] or entry.get("ref") in target["refs"]:
+            return entry["kind"], ("a distractor (another's fact, a wish, a rejected option) "
+                                   "edits or is edited")
     for key in ("changes", "controls"):
         for entry in script[key]:
             if target["refs"] & _old_refs(entry) or op["refs"] & _old_refs(entry):
@@ -879,8 +1113,33 @@ def _count_restatements(script: dict[str, Any], memory: Memory, result: Score,
                                        f"restated at {ref}")
 
 
-def score(script: dict[str, Any], memory: Memory, history: History, label: str = "") -> Score:
-    """Scores the REVISE / DEPRECATE ops of `memory` against `script` (see the docstring)."""
+def score_context(script: dict[str, Any], ask: Ask, budgets: Iterable[int], result: Score,
+                  label: str = "") -> None:
+    """Asks each change's question (the script's, else `question_for`) at each budget and
+    counts the contexts that give the current value (`check_context`)."""
+    changes = script["changes"]
+    questions = [ch.get("question") or question_for(ch) for ch in changes]
+    for budget in budgets:
+        contexts = ask(questions, budget) if changes else []
+        for ch, question, context in zip(changes, questions, contexts):
+            result.context[budget]["asked"] += 1
+            wrong = check_context(ch, context)
+            if wrong is None:
+                result.context[budget]["right"] += 1
+                result.rows[ch["kind"]][f"ctx{budget}"] += 1
+            else:
+                result.context_why[budget].update(
+                    ["old unmarked"] * ("old value unmarked" in wrong)
+                    + ["new absent"] * ("absent" in wrong or "neither" in wrong))
+                result.context_wrong[budget].append(
+                    f"{label}{ch['kind']} {ch['subject']} {ch['old_ref']}->{ch['change_ref']} "
+                    f"{question!r} @{budget}: {wrong}")
+
+
+def score(script: dict[str, Any], memory: Memory, history: History, label: str = "",
+          ask: Ask | None = None, budgets: Iterable[int] = DEFAULT_BUDGETS) -> Score:
+    """Scores the REVISE / DEPRECATE ops of `memory` against `script` (see the docstring) and,
+    given `ask`, the current-fact contexts at each of `budgets`."""
     result = Score()
     edits = [op for op in memory.ops if op["op"] in EDIT_OPS]
     result.ops = len(edits)
@@ -908,6 +1167,8 @@ def score(script: dict[str, Any], memory: Memory, history: History, label: str =
             result.as_of_wrong.append(f"{what}: {wrong}")
     result.correct_ops = len(correct)
     _count_restatements(script, memory, result, label)
+    if ask is not None:
+        score_context(script, ask, budgets, result, label)
     for op in edits:
         if op["seq"] in correct:
             continue
@@ -922,17 +1183,21 @@ def score(script: dict[str, Any], memory: Memory, history: History, label: str =
 
 def format_score(result: Score, examples: int = 5) -> str:
     """The table (one row per kind, then the totals) and a few examples."""
+    budgets = sorted(result.context)
     lines = [f"{'kind':<18}{'expected':>9}{'found':>7}{'missed':>8}{'false':>7}{'as_of ok':>10}"
-             f"{'restated: merged':>18}"]
+             f"{'restated: merged':>18}" + "".join(f"{'ctx@' + str(b):>10}" for b in budgets)]
     order = ([k for k in KINDS if k in result.rows]
              + sorted(k for k in result.rows if k not in KINDS))
-    keys = ("expected", "found", "missed", "false", "as_of_ok", "restated", "merged")
+    keys = ("expected", "found", "missed", "false", "as_of_ok", "restated", "merged",
+            *(f"ctx{b}" for b in budgets))
     for kind in order + ["total"]:
         row = result.rows[kind] if kind != "total" else Counter(
             {k: result.total(k) for k in keys})
         lines.append(f"{kind:<18}{row['expected']:>9}{row['found']:>7}{row['missed']:>8}"
                      f"{row['false']:>7}{row['as_of_ok']:>6}/{row['expected']:<3}"
-                     f"{row['restated']:>12}: {row['merged']:<3}")
+                     f"{row['restated']:>12}: {row['merged']:<3}"
+                     + "".join(f"{row[f'ctx{b}']:>6}/{row['expected']:<3}" if row['expected']
+                               else f"{'':>10}" for b in budgets))
     expected = result.total("expected")
     lines.append(f"precision {result.precision:.3f} ({result.correct_ops} of {result.ops} "
                  f"REVISE/DEPRECATE ops make a scripted edit), recall {result.recall:.3f} "
@@ -940,9 +1205,19 @@ def format_score(result: Score, examples: int = 5) -> str:
                  f"{result.total('as_of_ok')} of {expected} changes; same-value restatements "
                  f"kept as a source of the first statement's claim: {result.total('merged')} of "
                  f"{result.total('restated')}")
+    if budgets:
+        lines.append("current-fact contexts right (the new value there, the old one absent or "
+                     "marked): " + ", ".join(
+                         f"{result.context_share(b):.3f} at {b} tokens "
+                         f"({result.context[b]['right']} of {result.context[b]['asked']}; "
+                         f"new value absent {result.context_why[b]['new absent']}, old value "
+                         f"unmarked {result.context_why[b]['old unmarked']})"
+                         for b in budgets))
     for title, items in (("missed", result.missed), ("false", result.false),
                          ("as_of wrong", result.as_of_wrong),
-                         ("restatements not kept as a source", result.unmerged)):
+                         ("restatements not kept as a source", result.unmerged),
+                         *((f"wrong contexts at {b} tokens", result.context_wrong[b])
+                           for b in budgets)):
         if items:
             lines.append(f"{title} ({len(items)}, first {min(examples, len(items))}):")
             lines += [f"  {x}" for x in items[:examples]]
@@ -958,14 +1233,24 @@ def score_json(result: Score) -> dict[str, Any]:
             "kinds": {k: dict(v) for k, v in sorted(result.rows.items())},
             "restated": result.total("restated"), "merged": result.total("merged"),
             "missed": result.missed, "false": result.false, "as_of_wrong": result.as_of_wrong,
-            "unmerged": result.unmerged}
+            "unmerged": result.unmerged,
+            "context": {str(b): {"asked": c["asked"], "right": c["right"],
+                                 "share": result.context_share(b),
+                                 "new_absent": result.context_why[b]["new absent"],
+                                 "old_unmarked": result.context_why[b]["old unmarked"]}
+                        for b, c in sorted(result.context.items())},
+            "context_wrong": {str(b): items for b, items in sorted(result.context_wrong.items())}}
 
 
 def score_store(binary: str, store: Path, namespace: str, script: dict[str, Any],
-                label: str = "") -> Score:
-    """Scores the memory of `namespace` in `store` against `script`."""
+                label: str = "", budgets: Iterable[int] = DEFAULT_BUDGETS,
+                model: str = "hashing") -> Score:
+    """Scores the memory of `namespace` in `store` against `script`, and the contexts of
+    `trajwiki query` at `budgets` (none: no context measure)."""
     memory = read_memory(binary, store, namespace)
-    return score(script, memory, cli_history(binary, store), label)
+    budgets = list(budgets)
+    ask = cli_ask(binary, store, namespace, model) if budgets else None
+    return score(script, memory, cli_history(binary, store), label, ask, budgets)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -997,6 +1282,21 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def parse_budgets(text: str) -> list[int]:
+    """`300,700` as a list of context budgets (whitespace tokens)."""
+    budgets: list[int] = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ProbeError(f"--budgets {text!r}: {part.strip()!r} is not a budget (a positive "
+                             f"integer, whitespace tokens)")
+        budgets.append(value)
+    return budgets
+
+
 def build_store(binary: str, conversation: Path, store: Path) -> None:
     """Ingests and builds `conversation` into the (new) store at `store` with the hashing model."""
     env = {k: v for k, v in os.environ.items() if k not in BUILD_ENV_DROPPED}
@@ -1011,8 +1311,10 @@ def build_store(binary: str, conversation: Path, store: Path) -> None:
                          f"{done.stderr.strip()[-800:]}")
 
 
-def run(binary: str, seeds: list[int], keep: Path | None, log: Callable[[str], None]) -> Score:
-    """Generates, builds and scores each seed; the scores added up."""
+def run(binary: str, seeds: list[int], keep: Path | None, log: Callable[[str], None],
+        phrasings: str = "base", budgets: Iterable[int] = DEFAULT_BUDGETS) -> Score:
+    """Generates (in `phrasings`), builds and scores each seed; the scores added up."""
+    budgets = list(budgets)
     if shutil.which(binary) is None and not Path(binary).is_file():
         raise ProbeError(f"--bin {binary!r}: no such program")
     total = Score()
@@ -1023,22 +1325,32 @@ def run(binary: str, seeds: list[int], keep: Path | None, log: Callable[[str], N
             if (work / "store").exists():
                 raise ProbeError(f"--keep {str(root)!r}: {work / 'store'} exists already; "
                                  f"give an empty folder")
-            conv, script_path = write_generated(seed, work)
+            conv, script_path = write_generated(seed, work, phrasings=phrasings)
             script = load_script(script_path)
             build_store(binary, conv, work / "store")
             result = score_store(binary, work / "store", script["namespace"], script,
-                                 label=f"seed {seed}: ")
+                                 label=f"seed {seed}: ", budgets=budgets)
+            contexts = "".join(f", context right at {b} {result.context[b]['right']}/"
+                               f"{result.context[b]['asked']}" for b in budgets)
             log(f"seed {seed}: {result.total('expected')} changes, {result.ops} edit ops, "
                 f"precision {result.precision:.3f}, recall {result.recall:.3f}, "
-                f"as_of right {result.total('as_of_ok')}/{result.total('expected')}")
+                f"as_of right {result.total('as_of_ok')}/{result.total('expected')}{contexts}")
             total.add(result)
     return total
 
 
 def floors_met(result: Score, min_precision: float | None, min_recall: float | None,
-               require_as_of: bool) -> list[str]:
-    """The floors not met, said in words (empty: all met)."""
+               require_as_of: bool, min_context: float | None = None) -> list[str]:
+    """The floors not met, said in words (empty: all met); `min_context` holds at every budget
+    measured."""
     failed = []
+    if min_context is not None:
+        if not result.context:
+            failed.append("--min-context given but no context measured")
+        for b in sorted(result.context):
+            if result.context_share(b) < min_context:
+                failed.append(f"current-fact contexts at {b} tokens "
+                              f"{result.context_share(b):.3f} < {min_context}")
     if min_precision is not None and result.precision < min_precision:
         failed.append(f"precision {result.precision:.3f} < {min_precision}")
     if min_recall is not None and result.recall < min_recall:
@@ -1069,12 +1381,19 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, required=True)
     g.add_argument("--out", type=Path, required=True)
     g.add_argument("--namespace", help="the namespace of the messages (default probe-SEED)")
+    g.add_argument("--phrasings", default="base",
+                   help="base (the templates in this file) or heldout (change_probe_heldout.py)")
     sc = sub.add_parser("score", help="score a built store against a script")
     sc.add_argument("--bin", required=True, help="the trajwiki binary")
     sc.add_argument("--store", type=Path, required=True)
     sc.add_argument("--namespace", required=True)
     sc.add_argument("--script", type=Path, required=True)
     sc.add_argument("--json", action="store_true", help="print the scores as JSON")
+    sc.add_argument("--budgets", default="300,700",
+                    help="context budgets of the current-fact questions (default 300,700)")
+    sc.add_argument("--no-context", action="store_true", help="ask no current-fact questions")
+    sc.add_argument("--model", default="hashing",
+                    help="the embedding model the store was built with (default hashing)")
     r = sub.add_parser("run", help="generate, build and score seeds")
     r.add_argument("--bin", required=True, help="the trajwiki binary")
     r.add_argument("--seeds", default="1,2,3", help="seeds: 1,2,3 or 1-5 (default 1,2,3)")
@@ -1082,23 +1401,40 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--min-recall", type=_fraction)
     r.add_argument("--require-as-of", action="store_true",
                    help="fail unless history --as-of is right for every change")
+    r.add_argument("--min-context", type=_fraction,
+                   help="floor of the share of right current-fact contexts, at every budget")
+    r.add_argument("--phrasings", default="base",
+                   help="base (the templates in this file) or heldout (change_probe_heldout.py)")
+    r.add_argument("--budgets", default="300,700",
+                   help="context budgets of the current-fact questions (default 300,700)")
+    r.add_argument("--no-context", action="store_true", help="ask no current-fact questions")
     r.add_argument("--keep", type=Path, help="keep the conversations and stores in this folder")
     r.add_argument("--json", action="store_true", help="print the scores as JSON")
     args = parser.parse_args(argv)
     try:
         if args.command == "generate":
-            conv, script = write_generated(args.seed, args.out, args.namespace)
+            conv, script = write_generated(args.seed, args.out, args.namespace, args.phrasings)
             print(f"wrote {conv} and {script}")
             return 0
         if args.command == "score":
             script = load_script(args.script)
-            result = score_store(args.bin, args.store, args.namespace, script)
+            budgets = [] if args.no_context else parse_budgets(args.budgets)
+            result = score_store(args.bin, args.store, args.namespace, script, budgets=budgets,
+                                 model=args.model)
             print(json.dumps(score_json(result), indent=1) if args.json else format_score(result))
             return 0
+        if args.phrasings not in PHRASINGS:
+            raise ProbeError(f"--phrasings {args.phrasings!r}: expected one of "
+                             f"{', '.join(PHRASINGS)}")
+        if args.no_context and args.min_context is not None:
+            raise ProbeError("--min-context with --no-context: no context is measured")
+        budgets = [] if args.no_context else parse_budgets(args.budgets)
         result = run(args.bin, parse_seeds(args.seeds), args.keep,
-                     (lambda line: print(line, file=sys.stderr)) if args.json else print)
+                     (lambda line: print(line, file=sys.stderr)) if args.json else print,
+                     args.phrasings, budgets)
         print(json.dumps(score_json(result), indent=1) if args.json else format_score(result))
-        failed = floors_met(result, args.min_precision, args.min_recall, args.require_as_of)
+        failed = floors_met(result, args.min_precision, args.min_recall, args.require_as_of,
+                            args.min_context)
         if failed:
             print(f"change_probe: floors not met: {'; '.join(failed)}", file=sys.stderr)
             return 1

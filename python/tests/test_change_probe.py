@@ -34,11 +34,14 @@ def _probe(*args: str) -> subprocess.CompletedProcess:
                           check=False, timeout=600)
 
 
-def test_generator_scripts_every_kind_with_refs_that_say_it():
+@pytest.mark.parametrize("phrasings", ["base", "heldout"])
+def test_generator_scripts_every_kind_with_refs_that_say_it(phrasings: str):
     kinds: Counter = Counter()
     for seed in (1, 2, 3):
-        messages, script = probe.generate(seed)
-        assert (messages, script) == probe.generate(seed), "not deterministic"
+        messages, script = probe.generate(seed, phrasings=phrasings)
+        assert (messages, script) == probe.generate(seed, phrasings=phrasings), \
+            "not deterministic"
+        assert script["phrasings"] == phrasings
         by_ref = {m["ref"]: m for m in messages}
         assert len(by_ref) == len(messages)
         sessions = {m["session"] for m in messages}
@@ -53,11 +56,62 @@ def test_generator_scripts_every_kind_with_refs_that_say_it():
             assert ch["op"] == ("DEPRECATE" if ch["new_value"] is None else "REVISE")
             for r in ch["restatement_refs"]:
                 assert old["timestamp"] < by_ref[r]["timestamp"] < new["timestamp"]
+            assert old["text"] == ch["old_text"] and new["text"] == ch["change_text"]
+            assert probe._matches(old["text"], ch["old_match"]), old["text"]
+            if ch["op"] == "REVISE":
+                assert probe._matches(new["text"], ch["new_match"]), new["text"]
+            assert ch["question"].endswith("?") and ch["subject"] in ch["question"]
         for c in script["controls"]:
             assert by_ref[c["old_ref"]]["speaker"] == c["subject"]
+        for d in script["distractors"]:
+            assert by_ref[d["ref"]]["text"] == d["text"]
+            assert by_ref[d["ref"]]["speaker"] == d["subject"]
     assert len(kinds) >= 10 and min(kinds.values()) >= 2, kinds
     for kind in probe.KINDS.values():
         assert len(kind.old) >= 3 and len(kind.change) >= 3, kind.name
+
+
+def test_heldout_phrasings_keep_the_values_and_change_the_words():
+    """The same seed scripts the same changes (values, subjects, sessions; the refs within a
+    session move with the distractors) in both phrasings;
+    the held-out wording of every scripted turn is its own, and no held-out template is a base
+    one. The held-out set adds distractors (an edit from one is false); the base set has none."""
+    heldout = probe.change_probe_heldout
+    base_templates = {t for k in probe.KINDS.values() for t in k.old + k.restate + k.change}
+    held_templates = {t for k in heldout.TEMPLATES.values() for ts in k.values() for t in ts}
+    assert not base_templates & held_templates
+    assert set(heldout.TEMPLATES) == set(probe.KINDS)
+    for kind in heldout.TEMPLATES.values():
+        assert len(kind["old"]) >= 3 and len(kind["change"]) >= 4 and kind["restate"]
+        assert kind["other"]
+    distractors = 0
+    for seed in (1, 2, 3, 4):
+        _, base = probe.generate(seed)
+        _, held = probe.generate(seed, phrasings="heldout")
+        assert base["distractors"] == [] and base["phrasings"] == "base"
+        keys = ("kind", "subject", "attribute", "old_value", "new_value", "op", "as_of_before",
+                "question")
+
+        def sessions(entry: dict[str, Any]) -> list[str]:
+            refs = [entry["old_ref"], entry["change_ref"], *entry["restatement_refs"]]
+            return [r.split(":")[0] for r in refs]
+
+        for b, h in zip(base["changes"], held["changes"], strict=True):
+            assert {k: b.get(k) for k in keys} == {k: h.get(k) for k in keys}
+            assert sessions(b) == sessions(h)
+            assert b["old_text"] != h["old_text"] and b["change_text"] != h["change_text"]
+        assert len(base["controls"]) == len(held["controls"])
+        distractors += len(held["distractors"])
+    assert distractors >= 8
+
+
+def test_generate_refuses_unknown_phrasings(tmp_path: Path):
+    done = _probe("generate", "--seed", "1", "--out", str(tmp_path), "--phrasings", "fancy")
+    assert done.returncode == 2 and "--phrasings 'fancy'" in done.stderr
+    done = _probe("run", "--bin", "trajwiki", "--phrasings", "fancy")
+    assert done.returncode == 2 and "--phrasings 'fancy'" in done.stderr
+    done = _probe("run", "--bin", "trajwiki", "--budgets", "300,x")
+    assert done.returncode == 2 and "'x' is not a budget" in done.stderr
 
 
 def test_generated_conversation_is_ingest_jsonl(tmp_path: Path):
@@ -156,6 +210,69 @@ def test_scorer_counts_found_missed_and_false_edits():
     assert "precision 0.250" in table and "recall 0.500" in table
 
 
+# The context of "Where does Ann live now?": Ann's old statement marked, her move there; Ben's
+# home (a control, another speaker) is not Ann's old value.
+CONTEXT_RIGHT = """## 1 February 2024
+D1:3 Ann: I live in Bergen. ["these days" = February 2024] (superseded by D3:2)
+D2:1 Ann: Still in Bergen, I love it here. (superseded by D3:2)
+D2:3 Ben: I live in Perth.
+## 1 March 2024
+D3:2 Ann: We moved from Bergen to Oslo last week!"""
+# Ann's restatement unmarked: the old value is still given as current.
+CONTEXT_STALE = CONTEXT_RIGHT.replace("I love it here. (superseded by D3:2)", "I love it here.")
+# The move absent (the new value nowhere).
+CONTEXT_NO_NEW = "\n".join(CONTEXT_RIGHT.splitlines()[:4])
+
+
+def test_context_check_wants_the_new_value_and_the_old_one_marked():
+    move, renamed = FAKE_SCRIPT["changes"]
+    assert probe.check_context(move, CONTEXT_RIGHT) is None
+    assert "D2:1 'Still in Bergen, I love it here.'" in probe.check_context(move, CONTEXT_STALE)
+    assert "new value 'Oslo' is absent" in probe.check_context(move, CONTEXT_NO_NEW)
+    # A withdrawal: the change message, or an old statement marked withdrawn, is enough.
+    withdrawn = {**renamed, "op": "DEPRECATE", "new_value": None, "new_match": []}
+    assert probe.check_context(withdrawn, "D1:5 Ann: My dog Max snores. (withdrawn later)") is None
+    assert probe.check_context(withdrawn, "D3:4 Ann: We gave Max to my aunt.") is None
+    assert "unmarked" in probe.check_context(withdrawn, "D1:5 Ann: My dog Max snores.")
+    assert "neither" in probe.check_context(withdrawn, "D1:7 Ann: Hello.")
+    # A count: its old number in a line about the animals, its new one next to them.
+    count = {**move, "kind": "count_grows", "old_value": "four cats", "old_match": ["cats"],
+             "new_match": ["five", "fifth", "5"], "new_value": "five cats"}
+    assert probe.check_context(count, "D3:2 Ann: We're up to five cats now.\n"
+                                      "D2:2 Ann: The shelter had nine cats, so sad.") is None
+    assert "D2:1 'The cats are fine, all four of them.'" in probe.check_context(
+        count, "D3:2 Ann: We're up to five cats now.\n"
+               "D2:1 Ann: The cats are fine, all four of them.")
+    # A capitalised value is a word as written: "May" is not "maybe".
+    may = {**move, "old_match": ["May"], "new_match": ["June"]}
+    assert probe.check_context(may, "D3:2 Ann: It's June, maybe I said May before.\n"
+                                    "D1:9 Ann: Maybe later.") is None
+
+
+def test_scorer_counts_contexts_per_budget():
+    memory = probe.parse_memory(_export_lines(), REFS)
+    asked: list[tuple[list[str], int]] = []
+
+    def ask(questions: list[str], budget: int) -> list[str]:
+        asked.append((questions, budget))
+        context = CONTEXT_RIGHT if budget == 700 else CONTEXT_STALE
+        return [context] * len(questions)
+
+    result = probe.score(FAKE_SCRIPT, memory, _fake_history, ask=ask, budgets=[300, 700])
+    assert [b for _, b in asked] == [300, 700]
+    assert asked[0][0][0] == "Where does Ann live now?"
+    assert result.context[300]["asked"] == 2 and result.context[300]["right"] == 0
+    assert dict(result.context[700]) == {"asked": 2, "right": 1}
+    assert result.rows["move"]["ctx700"] == 1 and result.rows["move"]["ctx300"] == 0
+    assert result.context_share(700) == pytest.approx(0.5)
+    assert any("'Where does Ann live now?' @300" in x for x in result.context_wrong[300])
+    assert probe.floors_met(result, None, None, False, 0.5) == [
+        "current-fact contexts at 300 tokens 0.000 < 0.5"]
+    table = probe.format_score(result)
+    assert "ctx@300" in table and "0.500 at 700 tokens (1 of 2" in table
+    assert probe.score_json(result)["context"]["700"]["share"] == pytest.approx(0.5)
+
+
 def test_scorer_as_of_needs_the_old_claim_held_before_the_change():
     memory = probe.parse_memory(_export_lines(), REFS)
 
@@ -219,9 +336,10 @@ def _oracle(script: dict[str, Any]):
     return probe.Memory(claims, ops), history
 
 
+@pytest.mark.parametrize("phrasings", ["base", "heldout"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_perfect_memory_scores_full_marks(seed: int):
-    _, script = probe.generate(seed)
+def test_a_perfect_memory_scores_full_marks(seed: int, phrasings: str):
+    _, script = probe.generate(seed, phrasings=phrasings)
     memory, history = _oracle(script)
     result = probe.score(script, memory, history)
     assert (result.precision, result.recall) == (1.0, 1.0), probe.format_score(result)
@@ -255,6 +373,20 @@ def test_run_scores_every_scripted_change(cli: Path, tmp_path: Path):
     assert result["expected"] == len(script["changes"])
     assert sum(k.get("expected", 0) for k in result["kinds"].values()) == result["expected"]
     assert result["ops"] >= result["correct_ops"]
+    assert script["phrasings"] == "base"
+    assert {b: result["context"][b]["asked"] for b in ("300", "700")} == {
+        "300": result["expected"], "700": result["expected"]}
+
+
+def test_run_heldout_records_its_phrasings_and_the_context_floor(cli: Path, tmp_path: Path):
+    done = _probe("run", "--bin", str(cli), "--seeds", "3", "--phrasings", "heldout",
+                  "--budgets", "300", "--min-context", "0", "--json", "--keep", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    script = json.loads((tmp_path / "seed-3" / "script.json").read_text())
+    assert script["phrasings"] == "heldout" and script["distractors"]
+    assert list(result["context"]) == ["300"]
+    assert result["context"]["300"]["asked"] == len(script["changes"])
 
 
 def test_change_probe_meets_the_floors(cli: Path):
