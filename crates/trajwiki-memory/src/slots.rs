@@ -86,6 +86,16 @@ const STOPS: &[&str] = &[
     "it",
     "that",
     "recently",
+    "i",
+    "we",
+    "you",
+    "he",
+    "she",
+    "they",
+    "me",
+    "off",
+    "barely",
+    "rarely",
     "lately",
     "today",
     "yesterday",
@@ -97,7 +107,10 @@ const STOPS: &[&str] = &[
 /// Words that negate what follows them.
 const NEGATIONS: [&str; 5] = ["not", "don't", "didn't", "never", "no"];
 
-const DETERMINERS: &[&str] = &["a", "an", "the", "my", "our", "his", "her", "their", "new"];
+const DETERMINERS: &[&str] = &[
+    "a", "an", "the", "my", "our", "his", "her", "their", "new", "some", "another", "this",
+    "these", "those",
+];
 
 const PETS: &[&str] = &[
     "dog", "cat", "puppy", "kitten", "pup", "parrot", "bird", "hamster", "rabbit", "bunny",
@@ -489,14 +502,56 @@ fn a_name(t: &[(String, &str)]) -> Option<String> {
         .find_map(|k| name_at(t, k))
 }
 
+/// How many words follow `phrase` in `s` before the clause ends (a comma, a stop, a dash).
+fn clause_words(s: &str, phrase: &str) -> usize {
+    let lower = s.to_lowercase();
+    let Some(at) = lower.find(phrase) else {
+        return usize::MAX;
+    };
+    let rest = &lower[at + phrase.len()..];
+    let end = rest
+        .find([',', ';', ':', '.', '!', '?', '('])
+        .unwrap_or(rest.len());
+    words(&rest[..end]).len()
+}
+
 /// The words of the clause of `s` before `phrase` (after its last comma, colon or dash), less
 /// fillers: "Like I said, coffee is my favorite drink" → "coffee".
 fn clause_before(s: &str, phrase: &str) -> Option<String> {
     let lower = s.to_lowercase();
     let at = lower.find(phrase)?;
     let fillers = [
-        "still", "like", "i", "said", "for", "me", "always", "just", "these", "days", "honestly",
-        "nothing", "beats", "and", "so", "my", "our", "it's", "is", "by", "far", "the", "a",
+        "still",
+        "like",
+        "i",
+        "said",
+        "for",
+        "me",
+        "always",
+        "just",
+        "these",
+        "days",
+        "honestly",
+        "nothing",
+        "beats",
+        "and",
+        "so",
+        "my",
+        "our",
+        "it's",
+        "is",
+        "by",
+        "far",
+        "the",
+        "a",
+        "has",
+        "have",
+        "become",
+        "became",
+        "now",
+        "officially",
+        "definitely",
+        "totally",
     ];
     lower[..at]
         .rsplit([',', ':', ';', '-', '.', '!'])
@@ -633,6 +688,12 @@ pub fn keeps_a_plan(s: &str) -> bool {
         "preparing for",
         "looking forward to",
         "can't wait for",
+        "excited about",
+        "excited for",
+        "reading up on",
+        "counting down to",
+        "getting ready for",
+        "all set for",
     ]
     .iter()
     .any(|c| find(&t, c).is_some())
@@ -723,7 +784,7 @@ pub fn mentions(attribute: &str, head: &str, value: &str, quote: &str) -> bool {
             "patients",
             "customers",
         ],
-        "owns" => &["my", "our", "the"],
+        "owns" => &["my", "our"],
         _ => return false,
     };
     match attribute {
@@ -788,7 +849,15 @@ pub fn slot_of(s: &str) -> Option<Slot> {
                     .any(|k| t[k - 1].0 == "the" && PETS.contains(&t[k].0.trim_end_matches("'s")));
                 (the_pet && !others).then(|| pet(t)).flatten()
             })
-            .or_else(|| cancellation(t));
+            .or_else(|| cancellation(t))
+            .or_else(|| {
+                // "That makes three parrots at home now".
+                ["that makes", "makes it", "up to"]
+                    .iter()
+                    .any(|c| find(t, c).is_some())
+                    .then(|| count(t))
+                    .flatten()
+            });
     }
     let stated = withdrawal(t)
         .or_else(|| partner(t))
@@ -1388,7 +1457,11 @@ fn pet(t: &[(String, &str)]) -> Option<Slot> {
     }
     for pet in PETS {
         // "Max, my dog, ..." and "Max the dog".
-        for cue in [format!("my {pet}"), format!("the {pet}")] {
+        for cue in [
+            format!("my {pet}"),
+            format!("our {pet}"),
+            format!("the {pet}"),
+        ] {
             if let Some(at) = find(t, &cue) {
                 if at >= 1 && (at == 1 || cue.starts_with("the")) {
                     if let Some(n) = name_at(t, at - 1) {
@@ -1526,17 +1599,19 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
     // coffee, it's my favorite drink", "I'm a big coffee fan, always my go-to drink", "I prefer
     // tea now", "I've switched to tea", "tea is my top drink".
     for (cue, is_cue) in [
-        ("my favorite", "is my favorite"),
-        ("my favourite", "is my favourite"),
-        ("my new favorite", "is my new favorite"),
+        ("my favorite", "my favorite"),
+        ("my favourite", "my favourite"),
+        ("my new favorite", "my new favorite"),
         ("my go-to", "my go-to"),
         ("my top", "is my top"),
     ] {
         let Some(at) = after(t, &[cue]) else {
             continue;
         };
+        let clause = clause_words(s, cue);
         let key: Vec<String> = t[at..]
             .iter()
+            .take(clause)
             .map(|(l, _)| l.clone())
             .take_while(|l| {
                 !matches!(
@@ -1553,8 +1628,23 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
         {
             return slot("favorite", &key, Some(v));
         }
+        // The value before "is my favorite", "has become my favorite", "always my go-to".
+        let linked = find(t, cue).is_some_and(|k| {
+            k > 0
+                && matches!(
+                    t[k - 1].0.as_str(),
+                    "is" | "become" | "became" | "now" | "remains" | "still" | "always" | "it's"
+                )
+        });
+        // Or in apposition: "Still chess for me, my favorite board game by far".
+        let lower = s.to_lowercase();
+        let apposed = lower
+            .find(cue)
+            .is_some_and(|k| lower[..k].trim_end().ends_with(','));
         let v = if let Some(k) = after(t, &["nothing beats", "big"]) {
             value(t, k, 2).map(|v| v.trim_end_matches(" fan").to_string())
+        } else if !linked && !apposed {
+            None
         } else {
             clause_before(s, is_cue).or_else(|| {
                 clause_before(
@@ -1764,7 +1854,7 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
         {
             continue;
         }
-        if past_at(t, s) || future_at(t, s) || !own_subject(t, s.max(1)) && !cue.contains(&"i") {
+        if past_at(t, s) || future_at(t, s) || !own_subject(t, s) && !cue.contains(&"i") {
             continue;
         }
         if denied_at(t, s) || (e..t.len().min(e + 6)).any(|k| t[k].0 == "anymore") {
@@ -1793,7 +1883,6 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
             "hired me as",
             "position as",
             "role as",
-            "work as",
         ],
     ) {
         if past_at(t, s) || future_at(t, s) || denied_at(t, s) {
@@ -2152,10 +2241,47 @@ fn owns(t: &[(String, &str)]) -> Option<Slot> {
             "i still have",
             "i have a",
             "i have an",
+            "i've got a",
+            "i've got an",
+            "we've got a",
+            "we've got an",
+            "we have a",
+            "we have an",
+            "i have got a",
+            "i got myself a",
         ],
     ) {
         let v = value(t, at, 3)?;
         let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
+        // "I've got a tournament", "we have a question": no thing owned.
+        if is_plan_kind(&head)
+            || matches!(
+                head.as_str(),
+                "question"
+                    | "idea"
+                    | "feeling"
+                    | "lot"
+                    | "bit"
+                    | "chance"
+                    | "problem"
+                    | "date"
+                    | "job"
+                    | "friend"
+                    | "blast"
+                    | "plan"
+                    | "dream"
+                    | "goal"
+                    | "meeting"
+                    | "appointment"
+                    | "interview"
+                    | "favor"
+                    | "favour"
+                    | "sense"
+                    | "passion"
+            )
+        {
+            return None;
+        }
         return slot("owns", &head, Some(v));
     }
     None
