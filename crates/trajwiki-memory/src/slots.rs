@@ -973,6 +973,16 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
         "broke it off",
         "broke off",
         "my ex",
+        "not seeing",
+        "not dating",
+        "stopped seeing",
+        "stopped dating",
+        "no longer seeing",
+        "no longer dating",
+        "aren't together",
+        "are not together",
+        "and i separated",
+        "have separated",
     ];
     let parting = spans(t, &parted).into_iter().find(|&(s, e)| {
         let cue = &t[s..e];
@@ -984,9 +994,19 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
                 Some("the" | "a" | "it" | "our" | "everything" | "costs")
             );
         let an_ex = cue[0].0 == "my" && !has("now") && !has("anymore");
+        // "I'm not seeing Sam anymore", not "I'm not seeing the point".
+        let stopped = matches!(cue[0].0.as_str(), "not" | "stopped" | "no")
+            && matches!(cue.last().map(|x| x.0.as_str()), Some("seeing" | "dating"))
+            && !(has("anymore")
+                || has("each other")
+                || t.get(e).is_some_and(|x| {
+                    x.1.chars().next().is_some_and(char::is_uppercase)
+                        || matches!(x.0.as_str(), "him" | "her" | "them" | "anyone")
+                }));
         let a_divorce = cue.len() == 1 && cue[0].0 == "divorce" && !has("final") && !has("through");
         !shared
             && !an_ex
+            && !stopped
             && !a_divorce
             && !future_at(t, s)
             && !denied_at(t, s)
@@ -1216,12 +1236,16 @@ fn correction(t: &[(String, &str)]) -> Option<Slot> {
         "mixed up",
         "typo",
         "misspoke",
+        "correct myself",
+        "let me correct",
     ];
     let cue = spans(t, &cues).into_iter().next()?;
     let wrong = |from: usize| -> String {
         (from..t.len())
             .find(|&k| t[k].0 == "not")
             .and_then(|k| value(t, k + 1, 3))
+            // "I said Lisbon but I meant Porto".
+            .or_else(|| after(t, &["i said"]).and_then(|k| value(t, k, 2)))
             .unwrap_or_default()
     };
     if let Some(at) = after(t, &["i meant", "should have said", "should've said"]) {
@@ -1256,14 +1280,20 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             return slot("partner", "", Some(format!("engaged to {n}")));
         }
     }
-    let proposed = ["proposed", "popped the question", "asked me to marry"]
-        .iter()
-        .filter_map(|c| find(t, c).map(|i| (i, i + c.split(' ').count())))
-        .find(|&(_, e)| {
-            !matches!(t.get(e).map(|x| x.0.as_str()), Some(w) if !matches!(w,
+    let proposed = [
+        "proposed",
+        "popped the question",
+        "asked me to marry",
+        "getting married",
+    ]
+    .iter()
+    .filter_map(|c| find(t, c).map(|i| (i, i + c.split(' ').count())))
+    .find(|&(s, e)| {
+        t[s].0 != "proposed"
+            || !matches!(t.get(e).map(|x| x.0.as_str()), Some(w) if !matches!(w,
                 "to" | "on" | "at" | "in" | "last" | "yesterday" | "and" | "while" | "during"
                     | "this" | "over" | "him" | "her" | "me" | "after" | "so" | "when"))
-        });
+    });
     if (has("engaged") && !has("not engaged") && !denied_at(t, find(t, "engaged").unwrap_or(0)))
         || proposed.is_some()
         || has("said yes")
@@ -1421,9 +1451,9 @@ fn pet(t: &[(String, &str)]) -> Option<Slot> {
             })
             .unwrap_or(0);
         let is_pet = |l: &str| PETS.contains(&l.trim_end_matches("'s"));
-        let pet_word = t
-            .iter()
-            .any(|(l, _)| is_pet(l) || l == "name" || l == "renamed" || l == "nickname");
+        let pet_word = t.iter().any(|(l, _)| {
+            is_pet(l) || matches!(l.as_str(), "name" | "renamed" | "nickname" | "instead")
+        });
         if !pet_word || denied_at(t, cue_at) || future_at(t, cue_at) {
             return None;
         }
@@ -1766,6 +1796,7 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
     }
     let jobby = [
         "job",
+        "jobs",
         "role",
         "position",
         "team",
@@ -1819,6 +1850,8 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
             "joined",
             "join",
             "switched to",
+            "employer is",
+            "i'm at",
         ],
     ) {
         let cue = t[s..e].iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>();
@@ -1827,7 +1860,7 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
         };
         let loose = matches!(
             cue[0],
-            "joined" | "join" | "switched" | "moved" | "now" | "offer"
+            "joined" | "join" | "switched" | "moved" | "now" | "offer" | "i'm"
         );
         if loose
             && !t
@@ -1914,6 +1947,7 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
 fn home(t: &[(String, &str)]) -> Option<Slot> {
     let mut denied = false;
     let moves = [
+        "settled",
         "moved",
         "relocated",
         "moving",
@@ -1989,6 +2023,13 @@ fn home(t: &[(String, &str)]) -> Option<Slot> {
         "we call",
         "i reside in",
         "we reside in",
+        "address is in",
+        "home is",
+        "bought a house in",
+        "bought a flat in",
+        "bought an apartment in",
+        "i'm in",
+        "we're in",
     ];
     for (s, e) in spans(t, &stated) {
         let call =
@@ -1997,6 +2038,31 @@ fn home(t: &[(String, &str)]) -> Option<Slot> {
             continue;
         };
         if call && !t.iter().skip(e).any(|(l, _)| l == "home") {
+            continue;
+        }
+        // "I'm in Porto now" (not "I'm in Paris for a conference").
+        let visit = t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "trip"
+                    | "visiting"
+                    | "visit"
+                    | "vacation"
+                    | "holiday"
+                    | "conference"
+                    | "weekend"
+                    | "business"
+                    | "tour"
+                    | "week"
+                    | "days"
+                    | "stay"
+                    | "staying"
+            )
+        });
+        if matches!(t[s].0.as_str(), "i'm" | "we're")
+            && t.get(s + 1).is_some_and(|x| x.0 == "in")
+            && (visit || !t[e..].iter().any(|(l, _)| l == "now"))
+        {
             continue;
         }
         let owned = matches!(t[s].0.as_str(), "i" | "we" | "my" | "our" | "home" | "new")
@@ -2057,7 +2123,12 @@ fn own_subject(t: &[(String, &str)], at: usize) -> bool {
         ) {
             return true;
         }
-        if matches!(w, "my" | "our") && k + 1 == at {
+        // "my new employer", "my first day": the speaker's own.
+        if matches!(w, "my" | "our")
+            && t[k + 1..at]
+                .iter()
+                .all(|x| matches!(x.0.as_str(), "new" | "first" | "current" | "latest"))
+        {
             return true;
         }
         if matches!(
@@ -2215,7 +2286,28 @@ fn plan(t: &[(String, &str)]) -> Option<Slot> {
             .iter()
             .take(2)
             .any(|(l, _)| negated.contains(&l.as_str()));
-        if !words.is_empty() && !never {
+        // "I'm doing my part, volunteering at a shelter" is what the speaker does now; "next
+        // year I'm doing a cooking class" a plan.
+        let ongoing = find(t, "i'm doing").is_some_and(|k| k + 2 == at)
+            && !t.iter().any(|(l, _)| {
+                matches!(
+                    l.as_str(),
+                    "next"
+                        | "tomorrow"
+                        | "soon"
+                        | "later"
+                        | "year"
+                        | "spring"
+                        | "summer"
+                        | "autumn"
+                        | "fall"
+                        | "winter"
+                        | "weekend"
+                        | "month"
+                        | "week"
+                )
+            });
+        if !words.is_empty() && !never && !ongoing {
             return Some(Slot {
                 attribute: "plan",
                 key: String::new(),
@@ -2367,6 +2459,12 @@ mod tests {
             ),
             ("I've been living in Porto for two years.", "porto"),
             ("These days I'm based in Porto.", "porto"),
+            ("I'm in Porto now, the move was worth it.", "porto"),
+            ("We've settled into our new place in Porto.", "porto"),
+            (
+                "After ten years in Lisbon, I finally made the move to Porto.",
+                "porto",
+            ),
         ] {
             assert_eq!(v(s), some("home", "", city), "{s}");
         }
@@ -2378,6 +2476,7 @@ mod tests {
             "I'm thinking of moving to Porto.",
             "My sister moved to Paris last year.",
             "I moved in January.",
+            "I'm in Paris now for a conference.",
         ] {
             assert!(
                 slot_of(s).is_none_or(|x| x.attribute != "home" || x.value.is_none()),
@@ -2404,6 +2503,11 @@ mod tests {
             ),
             ("My first day at Summit Bank went well.", "summit bank"),
             ("I'm now at Summit Bank, new role and all.", "summit bank"),
+            ("My new employer is Summit Bank.", "summit bank"),
+            (
+                "Work at Summit Bank is busy, I'm a teller there.",
+                "summit bank",
+            ),
         ] {
             assert_eq!(v(s), some("work", "", employer), "{s}");
         }
@@ -2427,6 +2531,8 @@ mod tests {
     #[test]
     fn partners_pets_counts_however_said() {
         assert_eq!(v("Sam and I split up."), none("partner", ""));
+        assert_eq!(v("I'm not seeing Sam anymore."), none("partner", ""));
+        assert_eq!(slot_of("I'm not seeing the point."), None);
         assert_eq!(v("We called it quits in May."), none("partner", ""));
         assert_eq!(v("Sam and I went our separate ways."), none("partner", ""));
         assert_eq!(
