@@ -140,7 +140,7 @@ impl ClaimJudge for DeterministicJudge {
                 else {
                     continue;
                 };
-                if slots::plan_score(&plan, &words) >= 3 {
+                if slots::plan_score(&plan, &words) >= 3 && slots::carries_out(&plan, &new.quote) {
                     let named: Vec<&String> = words
                         .iter()
                         .filter(|w| plan.split(' ').any(|x| x == w.as_str()))

@@ -558,8 +558,8 @@ impl Fold {
     }
 
     /// A statement stating no slot may still restate a plan held, spoken of as still on ("still
-    /// on for the trip to Japan"). Else an ADD. (A thing owned named in passing, "fixing up my
-    /// sailboat", is an event of its own: its claim stays.)
+    /// on for the trip to Japan"), or name in passing where the subject lives or works or a thing
+    /// owned ("fixing up my sailboat"): a source of the claim holding it. Else an ADD.
     fn mention_edit(&self, subject: &str, quote: &str, at: Timestamp) -> SlotEdit {
         if slots::keeps_a_plan(quote) {
             let words = slots::plan_words(quote);
@@ -568,6 +568,21 @@ impl Fold {
                     return SlotEdit::Restated(k, h);
                 }
             }
+        }
+        // A passing mention of where the subject lives or works, or of a thing owned: a
+        // source of the claim holding it (it holds as long as that claim does).
+        let prefix = format!("{subject}|");
+        let mentioned = self
+            .held(&prefix)
+            .filter(|(_, h)| h.at <= at)
+            .find(|(k, h)| {
+                let mut parts = k[prefix.len()..].split('|');
+                let attribute = parts.next().unwrap_or("");
+                let head = parts.next().unwrap_or("");
+                slots::mentions(attribute, head, &h.value, quote)
+            });
+        if let Some((k, h)) = mentioned {
+            return SlotEdit::Restated(k.clone(), h.clone());
         }
         SlotEdit::Add(None)
     }
@@ -602,9 +617,27 @@ impl Fold {
                 .map(|(k, h)| (k.clone(), h.clone()))
         };
         let held = match (slot.attribute, slot.key.as_str(), &slot.value) {
-            ("latest", _, _) => latest_of(&[
-                "home", "work", "pet", "partner", "count", "favorite", "date",
-            ]),
+            ("latest", wrong, _) => {
+                // The slot holding the value corrected when it is named, else the latest.
+                let all = [
+                    "home", "work", "pet", "partner", "count", "favorite", "date", "about",
+                ];
+                let named = (!wrong.is_empty())
+                    .then(|| {
+                        self.held(&prefix)
+                            .filter(|(k, _)| {
+                                let attribute = k[prefix.len()..].split('|').next().unwrap_or("");
+                                all.contains(&attribute)
+                            })
+                            .filter(|(_, h)| {
+                                h.value == wrong || h.value.split(' ').any(|w| w == wrong)
+                            })
+                            .max_by_key(|(_, h)| h.order())
+                            .map(|(k, h)| (k.clone(), h.clone()))
+                    })
+                    .flatten();
+                named.or_else(|| latest_of(&all))
+            }
             ("plan", _, None) => {
                 // A cancellation: the subject's plan it names best.
                 self.plan_named(subject, &slot.words, 2)
@@ -622,7 +655,9 @@ impl Fold {
                 let favorites = format!("{prefix}favorite|");
                 let mut held = self.held(&favorites);
                 match (held.next(), held.next()) {
-                    (Some((k, h)), None) => Some((k.clone(), h.clone())),
+                    (Some((k, h)), None) if slots::changes_favorite(slot, k, &h.value) => {
+                        Some((k.clone(), h.clone()))
+                    }
                     _ => None,
                 }
             }
@@ -1183,6 +1218,115 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Folds `messages`, one exchange at a time: every delta, in order.
+    fn fold_all(messages: &[SourceMessage]) -> Vec<Delta> {
+        let config = MemoryConfig::default();
+        let (extractor, decider, judge) = (
+            DeterministicExtractor::new(config.clone()),
+            DeterministicDecider::new(config.clone()),
+            DeterministicJudge::new(config.clone()),
+        );
+        let b = Builders {
+            config: &config,
+            extractor: &extractor,
+            decider: &decider,
+            judge: &judge,
+        };
+        let embedder = HashingEmbedder::new(64);
+        let mut embed = |texts: &[&str]| {
+            let rows = embedder.embed(texts, EmbedKind::Document)?;
+            Ok(rows.rows().map(<[f32]>::to_vec).collect())
+        };
+        let mut fold = Fold::new(messages[0].namespace.clone());
+        let mut out = Vec::new();
+        for group in exchanges(messages) {
+            let group: Vec<&SourceMessage> = group.into_iter().map(|i| &messages[i]).collect();
+            let mut report = BuildReport::default();
+            out.push(fold_exchanges(&mut fold, &[group], &mut embed, &b, &mut report).unwrap());
+        }
+        out
+    }
+
+    #[test]
+    fn a_value_holds_until_revised_and_a_passing_mention_does_not_revive_it() {
+        let ns = Namespace::new("spans").unwrap();
+        let turns = [
+            "I live in Lisbon, in a flat by the river.",
+            "Lisbon is lovely this time of year, I'm glad I live here.",
+            "We moved from Lisbon to Porto last month!",
+            "I used to live in Lisbon, I miss it sometimes.",
+            "I spent the weekend in Lisbon with old friends.",
+        ];
+        let mut messages = Vec::new();
+        for (k, text) in turns.iter().enumerate() {
+            let session = k as u32 + 1;
+            let at = NaiveDate::from_ymd_opt(2024, 1, 1)
+                .unwrap()
+                .and_hms_opt(9, 0, 0)
+                .unwrap()
+                + chrono::Duration::days(i64::from(session) * 7);
+            for (seq, (speaker, text)) in [("Ann", *text), ("Ben", "Oh nice, tell me more.")]
+                .into_iter()
+                .enumerate()
+            {
+                messages.push(SourceMessage::new(
+                    ns.clone(),
+                    session,
+                    seq as u32 + 1,
+                    speaker.to_string(),
+                    text.to_string(),
+                    at + chrono::Duration::minutes(seq as i64),
+                    vec![],
+                    Some(format!("D{session}:{}", seq + 1)),
+                ));
+            }
+        }
+        let deltas = fold_all(&messages);
+        let claims: Vec<&Claim> = deltas.iter().flat_map(|d| &d.claims).collect();
+        let ops: Vec<&ClaimOp> = deltas.iter().flat_map(|d| &d.ops).collect();
+        let when: BTreeMap<&SnapshotId, Timestamp> = deltas
+            .iter()
+            .flat_map(|d| &d.snapshots)
+            .map(|s| (&s.id, s.timestamp))
+            .collect();
+        let source = |r: &str| {
+            messages
+                .iter()
+                .find(|m| m.external_ref.as_deref() == Some(r))
+        };
+        let lisbon = claims
+            .iter()
+            .find(|c| c.source_message_ids[0] == source("D1:1").unwrap().id)
+            .expect("a claim of D1:1");
+        // Session 2 is a source of the Lisbon claim, not a claim of its own.
+        assert!(ops.iter().any(|o| o.op == OpKind::Add
+            && o.new_claim.as_ref() == Some(&lisbon.id)
+            && o.source_message_ids[0] == source("D2:1").unwrap().id));
+        let edits: Vec<&&ClaimOp> = ops.iter().filter(|o| o.op != OpKind::Add).collect();
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        assert_eq!(edits[0].op, OpKind::Revise);
+        assert_eq!(edits[0].target.as_ref(), Some(&lisbon.id));
+        assert_eq!(edits[0].source_message_ids[0], source("D3:1").unwrap().id);
+        // As of each session's end: the Lisbon claim holds until the move, and no later mention
+        // of Lisbon brings it back.
+        let initial: BTreeMap<&ClaimId, ClaimStatus> =
+            claims.iter().map(|c| (&c.id, c.status)).collect();
+        for (session, held) in [(1, true), (2, true), (3, false), (4, false), (5, false)] {
+            let cut = source(&format!("D{session}:2")).unwrap().timestamp;
+            let state = trajwiki_core::replay_ops(
+                ops.iter().copied().filter(|o| when[&o.snapshot] <= cut),
+                |c| initial.get(c).copied(),
+            )
+            .unwrap();
+            assert_eq!(
+                state.get(&lisbon.id) != Some(&ClaimStatus::Deprecated),
+                held,
+                "session {session}: {:?}",
+                state.get(&lisbon.id)
+            );
+        }
     }
 
     /// Folds the sessions in `order`, one exchange at a time; after each append the index of

@@ -37,6 +37,10 @@ impl Slot {
 
 const STOPS: &[&str] = &[
     "just",
+    "over",
+    "than",
+    "these",
+    "nowadays",
     "it's",
     "go",
     "and",
@@ -82,6 +86,16 @@ const STOPS: &[&str] = &[
     "it",
     "that",
     "recently",
+    "i",
+    "we",
+    "you",
+    "he",
+    "she",
+    "they",
+    "me",
+    "off",
+    "barely",
+    "rarely",
     "lately",
     "today",
     "yesterday",
@@ -93,7 +107,10 @@ const STOPS: &[&str] = &[
 /// Words that negate what follows them.
 const NEGATIONS: [&str; 5] = ["not", "don't", "didn't", "never", "no"];
 
-const DETERMINERS: &[&str] = &["a", "an", "the", "my", "our", "his", "her", "their", "new"];
+const DETERMINERS: &[&str] = &[
+    "a", "an", "the", "my", "our", "his", "her", "their", "new", "some", "another", "this",
+    "these", "those",
+];
 
 const PETS: &[&str] = &[
     "dog", "cat", "puppy", "kitten", "pup", "parrot", "bird", "hamster", "rabbit", "bunny",
@@ -243,6 +260,37 @@ pub fn plan_score(plan: &str, words: &[String]) -> usize {
         .sum()
 }
 
+/// Whether `s` tells of plan `plan` (its words, space-separated) as done: a verb of doing
+/// ("went", "did", "attended", "was") or the plan's own verb in a past form ("volunteering" →
+/// "volunteered"); not a story that only shares its words ("I saw the workshop's flyer").
+pub fn carries_out(plan: &str, s: &str) -> bool {
+    let done = [
+        "went",
+        "did",
+        "attended",
+        "finished",
+        "completed",
+        "took",
+        "had",
+        "tried",
+        "visited",
+        "joined",
+        "ran",
+        "was",
+        "were",
+        "made",
+        "started",
+        "done",
+        "finally",
+        "booked",
+    ];
+    let plan_stems: Vec<String> = plan.split(' ').map(crate::text::stem).collect();
+    tokens(s).iter().any(|(l, _)| {
+        done.contains(&l.as_str())
+            || (l.len() > 4 && l.ends_with("ed") && plan_stems.contains(&crate::text::stem(l)))
+    })
+}
+
 /// Past forms that do not end in -ed.
 const PAST: &[&str] = &[
     "went", "got", "took", "made", "saw", "did", "had", "ran", "came", "gave", "met", "won",
@@ -285,6 +333,116 @@ fn after(t: &[(String, &str)], cues: &[&str]) -> Option<usize> {
         .map(|(_, end)| end.0)
 }
 
+/// Every (start, end) of any of `cues` in `t`, by start (the longest cue first at a start).
+fn spans(t: &[(String, &str)], cues: &[&str]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for c in cues {
+        let cue: Vec<&str> = c.split(' ').collect();
+        for i in 0..t.len() {
+            if i + cue.len() <= t.len() && cue.iter().enumerate().all(|(k, c)| t[i + k].0 == *c) {
+                out.push((i, i + cue.len()));
+            }
+        }
+    }
+    out.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+    out.dedup_by_key(|x| x.0);
+    out
+}
+
+/// Whether any of `words` is among the `n` tokens before `at`.
+fn before_within(t: &[(String, &str)], at: usize, n: usize, words: &[&str]) -> bool {
+    t[at.saturating_sub(n)..at.min(t.len())]
+        .iter()
+        .any(|(l, _)| words.contains(&l.as_str()))
+}
+
+/// Whether the statement at `at` is denied: a negation just before it ("I don't live in").
+fn denied_at(t: &[(String, &str)], at: usize) -> bool {
+    before_within(
+        t,
+        at,
+        3,
+        &[
+            "not", "don't", "didn't", "never", "no", "longer", "doesn't", "isn't", "aren't",
+            "wasn't", "haven't", "hasn't", "can't", "won't",
+        ],
+    )
+}
+
+/// Whether the statement at `at` tells of the past, not of now: "I used to live in", "I miss
+/// living in", "back when I lived in", "since leaving".
+fn past_at(t: &[(String, &str)], at: usize) -> bool {
+    let used_to = (at.saturating_sub(4)..at)
+        .any(|k| t[k].0 == "used" && t.get(k + 1).is_some_and(|x| x.0 == "to"));
+    used_to
+        || before_within(
+            t,
+            at,
+            4,
+            &[
+                "miss",
+                "missed",
+                "back",
+                "once",
+                "formerly",
+                "originally",
+                "former",
+            ],
+        )
+}
+
+/// Whether the statement at `at` is only wished or planned: "I'm thinking of moving to", "we
+/// might move to", "I want to work at".
+fn future_at(t: &[(String, &str)], at: usize) -> bool {
+    before_within(
+        t,
+        at,
+        4,
+        &[
+            "planning",
+            "plan",
+            "plans",
+            "want",
+            "wants",
+            "wanted",
+            "hope",
+            "hoping",
+            "might",
+            "may",
+            "will",
+            "i'll",
+            "we'll",
+            "gonna",
+            "thinking",
+            "considering",
+            "would",
+            "could",
+            "should",
+            "if",
+            "dream",
+            "dreaming",
+            "someday",
+            "eventually",
+            "maybe",
+            "wish",
+            "unless",
+            "whether",
+            "apply",
+            "applying",
+            "applied",
+            "interview",
+            "interviewing",
+        ],
+    ) || (at.saturating_sub(4)..at)
+        .any(|k| t[k].0 == "going" && t.get(k + 1).is_some_and(|x| x.0 == "to"))
+        || t[at..]
+            .iter()
+            .take(8)
+            .any(|(l, _)| matches!(l.as_str(), "soon" | "tomorrow" | "someday" | "eventually"))
+        || (at..t.len().min(at + 8))
+            .any(|k| t[k].0 == "next" && t.get(k + 1).is_none_or(|x| x.0 != "to" && x.0 != "door"))
+}
+
 /// The value starting at `from`: determiners skipped, up to `max` words, cut at a stop word.
 fn value(t: &[(String, &str)], from: usize, max: usize) -> Option<String> {
     let mut i = from;
@@ -314,7 +472,7 @@ fn name_at(t: &[(String, &str)], i: usize) -> Option<String> {
         return None;
     }
     let mut end = i + 1;
-    while capital(end) && end - i < 3 {
+    while capital(end) && end - i < 3 && !NOT_NAMES.contains(&t[end].0.as_str()) {
         end += 1;
     }
     Some(
@@ -334,8 +492,27 @@ fn a_name(t: &[(String, &str)]) -> Option<String> {
     ];
     (0..t.len())
         .filter(|&k| !not_names.contains(&t[k].0.as_str()))
-        .filter(|&k| k > 0 || matches!(t.get(1).map(|x| x.0.as_str()), Some("and" | "proposed")))
+        .filter(|&k| {
+            k > 0
+                || matches!(
+                    t.get(1).map(|x| x.0.as_str()),
+                    Some("and" | "proposed" | "popped" | "asked")
+                )
+        })
         .find_map(|k| name_at(t, k))
+}
+
+/// How many words follow `phrase` in `s` before the clause ends (a comma, a stop, a dash).
+fn clause_words(s: &str, phrase: &str) -> usize {
+    let lower = s.to_lowercase();
+    let Some(at) = lower.find(phrase) else {
+        return usize::MAX;
+    };
+    let rest = &lower[at + phrase.len()..];
+    let end = rest
+        .find([',', ';', ':', '.', '!', '?', '('])
+        .unwrap_or(rest.len());
+    words(&rest[..end]).len()
 }
 
 /// The words of the clause of `s` before `phrase` (after its last comma, colon or dash), less
@@ -344,8 +521,37 @@ fn clause_before(s: &str, phrase: &str) -> Option<String> {
     let lower = s.to_lowercase();
     let at = lower.find(phrase)?;
     let fillers = [
-        "still", "like", "i", "said", "for", "me", "always", "just", "these", "days", "honestly",
-        "nothing", "beats", "and", "so", "my", "our", "it's", "is", "by", "far", "the", "a",
+        "still",
+        "like",
+        "i",
+        "said",
+        "for",
+        "me",
+        "always",
+        "just",
+        "these",
+        "days",
+        "honestly",
+        "nothing",
+        "beats",
+        "and",
+        "so",
+        "my",
+        "our",
+        "it's",
+        "is",
+        "by",
+        "far",
+        "the",
+        "a",
+        "has",
+        "have",
+        "become",
+        "became",
+        "now",
+        "officially",
+        "definitely",
+        "totally",
     ];
     lower[..at]
         .rsplit([',', ':', ';', '-', '.', '!'])
@@ -402,14 +608,53 @@ fn date_at(t: &[(String, &str)], from: usize) -> Option<String> {
     let has_month = t[start..i]
         .iter()
         .any(|(l, _)| MONTHS.contains(&l.as_str()));
-    (has_month && i > start).then(|| {
-        t[start..i]
-            .iter()
-            .filter(|(l, _)| l != "of")
-            .map(|(l, _)| l.as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
-    })
+    if !has_month || i <= start {
+        return None;
+    }
+    // One spelling for a date however said: "12 June", "June 12th", "the 12th of June" →
+    // "june 12" (and its year when said).
+    let mut month = None;
+    let mut day = None;
+    let mut year = None;
+    for (l, _) in &t[start..i] {
+        if let Some(m) = MONTHS.iter().position(|m| m == l) {
+            month = Some(MONTHS[if m >= 12 { full_month(m) } else { m }]);
+        } else if let Ok(n) = l
+            .trim_end_matches(['s', 't', 'n', 'd', 'r', 'h'])
+            .parse::<u32>()
+        {
+            if n > 31 {
+                year = Some(n);
+            } else if day.is_none() {
+                day = Some(n);
+            }
+        }
+    }
+    let mut out = month?.to_string();
+    if let Some(d) = day {
+        out.push_str(&format!(" {d}"));
+    }
+    if let Some(y) = year {
+        out.push_str(&format!(" {y}"));
+    }
+    Some(out)
+}
+
+/// The full month of an abbreviation's index in [`MONTHS`].
+fn full_month(abbreviation: usize) -> usize {
+    match MONTHS[abbreviation] {
+        "jan" => 0,
+        "feb" => 1,
+        "mar" => 2,
+        "apr" => 3,
+        "jun" => 5,
+        "jul" => 6,
+        "aug" => 7,
+        "sep" | "sept" => 8,
+        "oct" => 9,
+        "nov" => 10,
+        _ => 11,
+    }
 }
 
 /// The event a date sentence is about: the first event word.
@@ -443,6 +688,12 @@ pub fn keeps_a_plan(s: &str) -> bool {
         "preparing for",
         "looking forward to",
         "can't wait for",
+        "excited about",
+        "excited for",
+        "reading up on",
+        "counting down to",
+        "getting ready for",
+        "all set for",
     ]
     .iter()
     .any(|c| find(&t, c).is_some())
@@ -455,6 +706,103 @@ pub fn plan_words(s: &str) -> Vec<String> {
         .map(|(l, _)| l)
         .filter(|l| !crate::text::is_stopword(l) && l.len() > 2)
         .collect()
+}
+
+/// Whether favourite `slot` of unsaid kind ("I prefer tea now") replaces the favourite held
+/// under `key` (`subject|favorite|kind`) with `held`: its sentence names the old value or the
+/// kind, or says that it changed ("now", "these days", "anymore", "instead").
+pub fn changes_favorite(slot: &Slot, key: &str, held: &str) -> bool {
+    let has = |phrase: &str| {
+        let p: Vec<&str> = phrase.split(' ').filter(|w| !w.is_empty()).collect();
+        !p.is_empty()
+            && slot
+                .words
+                .windows(p.len())
+                .any(|w| w.iter().zip(&p).all(|(a, b)| a == b))
+    };
+    let kind = key.rsplit('|').next().unwrap_or("");
+    has(held)
+        || has(kind)
+        || slot.words.iter().any(|w| {
+            matches!(
+                w.as_str(),
+                "now" | "nowadays" | "anymore" | "instead" | "switched" | "lately" | "new"
+            )
+        })
+        || has("these days")
+        || has("gone off")
+}
+
+/// Whether `quote`, stating no slot, speaks again of value `value` held by attribute
+/// `attribute` (`home`, `work`, `owns` keyed `head`): "Tallinn is lovely, I'm glad I live here",
+/// "another long shift at Harbor Clinic", "I spent Sunday fixing up my sailboat". Such a passing
+/// mention is a source of the claim holding the value, so that it holds as long as that claim.
+pub fn mentions(attribute: &str, head: &str, value: &str, quote: &str) -> bool {
+    let t = tokens(quote);
+    if quote.trim_end().ends_with('?') {
+        return false;
+    }
+    let cues: &[&str] = match attribute {
+        "home" => &[
+            "live",
+            "living",
+            "here",
+            "home",
+            "still",
+            "city",
+            "town",
+            "neighbourhood",
+            "neighborhood",
+            "flat",
+            "apartment",
+            "place",
+            "local",
+            "settled",
+            "moved",
+            "glad",
+            "love",
+            "loving",
+        ],
+        "work" => &[
+            "work",
+            "working",
+            "job",
+            "shift",
+            "shifts",
+            "office",
+            "colleague",
+            "colleagues",
+            "coworker",
+            "coworkers",
+            "boss",
+            "team",
+            "still",
+            "at",
+            "for",
+            "manager",
+            "clients",
+            "patients",
+            "customers",
+        ],
+        "owns" => &["my", "our"],
+        _ => return false,
+    };
+    match attribute {
+        "owns" => (0..t.len()).any(|k| {
+            t[k].0 == head
+                && before_within(&t, k, 3, cues)
+                && !past_at(&t, k)
+                && !denied_at(&t, k.saturating_sub(1))
+        }),
+        _ => {
+            let Some(at) = find(&t, value) else {
+                return false;
+            };
+            !past_at(&t, at)
+                && !denied_at(&t, at)
+                && t.iter().any(|(l, _)| cues.contains(&l.as_str()))
+        }
+    }
 }
 
 /// What first-person sentence `s` states about its speaker, if it states one slot.
@@ -484,17 +832,44 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         return Some(slot);
     }
     if !first_person {
-        return None;
+        // A thing owned, gone ("A neighbour bought the sailboat", "The Vespa is gone"), and not
+        // another's.
+        let others = t
+            .iter()
+            .any(|(l, _)| matches!(l.as_str(), "his" | "her" | "their" | "your" | "its"));
+        return correction(t)
+            .or_else(|| {
+                withdrawal(t)
+                    .filter(|x| x.attribute == "owns" && !others && find(t, "the").is_some())
+            })
+            .or_else(|| home(t).filter(|x| x.value.is_some()))
+            .or_else(|| {
+                // "The kitten answers to Ziggy now": the household's pet.
+                let the_pet = (1..t.len())
+                    .any(|k| t[k - 1].0 == "the" && PETS.contains(&t[k].0.trim_end_matches("'s")));
+                (the_pet && !others).then(|| pet(t)).flatten()
+            })
+            .or_else(|| cancellation(t))
+            .or_else(|| {
+                // "That makes three parrots at home now".
+                ["that makes", "makes it", "up to"]
+                    .iter()
+                    .any(|c| find(t, c).is_some())
+                    .then(|| count(t))
+                    .flatten()
+            });
     }
-    withdrawal(t)
-        .or_else(|| correction(t))
+    let stated = withdrawal(t)
         .or_else(|| partner(t))
         .or_else(|| pet(t))
         .or_else(|| count(t))
         .or_else(|| favorite(t, s))
         .or_else(|| about(t))
         .or_else(|| work(t))
-        .or_else(|| home(t))
+        .or_else(|| home(t));
+    stated
+        .or_else(|| correction(t))
+        .or_else(|| cancellation(t))
         .or_else(|| plan(t))
         .or_else(|| owns(t))
 }
@@ -517,6 +892,16 @@ fn dates(t: &[(String, &str)]) -> Option<Slot> {
             "happening on",
             "is now on",
             "be on",
+            "new date",
+            "bumped",
+            "shifted",
+            "pushed back",
+            "moved back",
+            "now on",
+            "now happening",
+            "taking place on",
+            "takes place on",
+            "booked for",
         ]
         .iter()
         .filter_map(|c| find(t, c))
@@ -524,6 +909,12 @@ fn dates(t: &[(String, &str)]) -> Option<Slot> {
         let from = verb.or_else(|| t.iter().position(|(l, _)| *l == ev));
         if let Some(v) = from {
             if let Some(d) = (v + 1..t.len()).find_map(|k| date_at(t, k)) {
+                return slot("date", &ev, Some(d));
+            }
+        }
+        // The date first: "June 3 is the new date for the wedding".
+        if find(t, "new date").is_some() || find(t, "the date for").is_some() {
+            if let Some(d) = (0..t.len()).find_map(|k| date_at(t, k)) {
                 return slot("date", &ev, Some(d));
             }
         }
@@ -548,6 +939,226 @@ fn pet_by_name(t: &[(String, &str)]) -> Option<Slot> {
 /// A withdrawal: a break-up, a sale, a lost job, a cancelled plan (read before any value).
 fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
     let has = |cue: &str| find(t, cue).is_some();
+    let parted = [
+        "broke up",
+        "broken up",
+        "break up",
+        "split up",
+        "divorced",
+        "divorce",
+        "separated from",
+        "we separated",
+        "we've separated",
+        "single again",
+        "i'm single",
+        "single now",
+        "it's over with",
+        "it's over between",
+        "ended things",
+        "ended it with",
+        "ended our relationship",
+        "ended the relationship",
+        "called it quits",
+        "went our separate ways",
+        "gone our separate ways",
+        "parted ways",
+        "not together anymore",
+        "no longer together",
+        "not together any more",
+        "dumped me",
+        "we split",
+        "we've split",
+        "have split",
+        "and i split",
+        "broke it off",
+        "broke off",
+        "my ex",
+        "not seeing",
+        "not dating",
+        "stopped seeing",
+        "stopped dating",
+        "no longer seeing",
+        "no longer dating",
+        "aren't together",
+        "are not together",
+        "and i separated",
+        "have separated",
+    ];
+    let parting = spans(t, &parted).into_iter().find(|&(s, e)| {
+        let cue = &t[s..e];
+        // "we split the bill", "my ex's new car": no parting.
+        let object = t.get(e).map(|x| x.0.as_str());
+        let shared = cue.last().is_some_and(|x| x.0 == "split")
+            && matches!(
+                object,
+                Some("the" | "a" | "it" | "our" | "everything" | "costs")
+            );
+        let an_ex = cue[0].0 == "my" && !has("now") && !has("anymore");
+        // "I'm not seeing Sam anymore", not "I'm not seeing the point".
+        let stopped = matches!(cue[0].0.as_str(), "not" | "stopped" | "no")
+            && matches!(cue.last().map(|x| x.0.as_str()), Some("seeing" | "dating"))
+            && !(has("anymore")
+                || has("each other")
+                || t.get(e).is_some_and(|x| {
+                    x.1.chars().next().is_some_and(char::is_uppercase)
+                        || matches!(x.0.as_str(), "him" | "her" | "them" | "anyone")
+                }));
+        let a_divorce = cue.len() == 1 && cue[0].0 == "divorce" && !has("final") && !has("through");
+        !shared
+            && !an_ex
+            && !stopped
+            && !a_divorce
+            && !future_at(t, s)
+            && !denied_at(t, s)
+            && (cue.iter().any(|x| {
+                matches!(
+                    x.0.as_str(),
+                    "i" | "me" | "we" | "i'm" | "we've" | "our" | "my"
+                )
+            }) || own_subject(t, s))
+    });
+    if parting.is_some() {
+        return slot("partner", "", None);
+    }
+    if let Some(at) = after(
+        t,
+        &[
+            "sold",
+            "got rid of",
+            "gave away",
+            "given away",
+            "traded in",
+            "no more",
+            "let the",
+            "let my",
+            "parted with",
+            "said goodbye to the",
+            "said goodbye to my",
+            "donated the",
+            "donated my",
+            "found a new home for",
+            "found a buyer for",
+            "sold off",
+            "selling off",
+            "bought the",
+            "bought my",
+            "don't have the",
+            "don't have my",
+            "don't own the",
+            "no longer have the",
+            "no longer have my",
+            "no longer own the",
+            "no longer own my",
+        ],
+    ) {
+        // "a neighbour bought the sailboat": the speaker's only when another bought it.
+        let cue_at = (0..at)
+            .rev()
+            .find(|&k| matches!(t[k].0.as_str(), "bought" | "have" | "own"))
+            .unwrap_or(at);
+        if cue_at < at
+            && t[cue_at].0 == "bought"
+            && !before_within(
+                t,
+                cue_at,
+                3,
+                &[
+                    "someone",
+                    "neighbour",
+                    "neighbor",
+                    "buyer",
+                    "guy",
+                    "woman",
+                    "man",
+                    "family",
+                    "friend",
+                    "couple",
+                    "collector",
+                    "who",
+                ],
+            )
+        {
+            return None;
+        }
+        let named = after(
+            t,
+            &[
+                "no more",
+                "let the",
+                "let my",
+                "sold the",
+                "sold my",
+                "rid of the",
+                "rid of my",
+                "away the",
+                "away my",
+                "in the",
+                "in my",
+                "with the",
+                "with my",
+                "to the",
+                "to my",
+                "home for the",
+                "home for my",
+                "buyer for the",
+                "buyer for my",
+                "off the",
+                "off my",
+            ],
+        )
+        .unwrap_or(at);
+        let v =
+            value(t, named, 2).filter(|v| !matches!(v.as_str(), "it" | "them" | "it online"))?;
+        let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
+        return slot("owns", &head, None);
+    }
+    for cue in [
+        "is gone",
+        "has gone",
+        "went to a new",
+        "has a new owner",
+        "is sold",
+        "got sold",
+        "found a new owner",
+        "was sold",
+    ] {
+        if let Some(gone) = find(t, cue) {
+            if gone >= 1 && (0..gone).any(|d| matches!(t[d].0.as_str(), "the" | "my" | "our")) {
+                return slot("owns", &t[gone - 1].0, None);
+            }
+        }
+    }
+    if after(
+        t,
+        &[
+            "quit my job",
+            "lost my job",
+            "got fired",
+            "got laid off",
+            "was laid off",
+            "left my job",
+            "i retired",
+            "i'm retired",
+            "resigned",
+            "got let go",
+            "was let go",
+            "i'm unemployed",
+            "between jobs",
+            "handed in my notice",
+            "quit my position",
+            "left my position",
+        ],
+    )
+    .is_some()
+    {
+        return slot("work", "", None);
+    }
+    None
+}
+
+/// A plan withdrawn: cancelled, called off, fallen through (read after a home or a job denied).
+fn cancellation(t: &[(String, &str)]) -> Option<Slot> {
+    let has = |cue: &str| find(t, cue).is_some();
     let cancelled = [
         "cancelled",
         "canceled",
@@ -565,60 +1176,27 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
         "not doing",
         "is off",
         "dropped the idea",
+        "fell through",
+        "fallen through",
+        "isn't happening",
+        "won't happen",
+        "won't be happening",
+        "pulled out of",
+        "backed out of",
+        "dropped out of",
+        "gave up on",
+        "given up on",
+        "shelved",
+        "off the table",
+        "not going ahead",
+        "bailed on",
+        "on hold",
+        "not going anymore",
+        "skipping",
+        "we're skipping",
+        "decided against",
+        "axed",
     ];
-    let parted = [
-        "broke up",
-        "split up",
-        "divorced",
-        "separated from",
-        "we separated",
-        "single again",
-        "it's over with",
-        "ended things",
-    ];
-    if after(t, &parted).is_some() {
-        return slot("partner", "", None);
-    }
-    if let Some(at) = after(
-        t,
-        &[
-            "sold",
-            "got rid of",
-            "gave away",
-            "traded in",
-            "no more",
-            "let the",
-        ],
-    ) {
-        let named = after(t, &["no more", "let the", "sold the", "sold my"]).unwrap_or(at);
-        let v =
-            value(t, named, 2).filter(|v| !matches!(v.as_str(), "it" | "them" | "it online"))?;
-        let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
-        return slot("owns", &head, None);
-    }
-    if let Some(gone) = find(t, "is gone") {
-        if gone >= 1 && find(t, "the").is_some_and(|d| d < gone) {
-            return slot("owns", &t[gone - 1].0, None);
-        }
-    }
-    if after(
-        t,
-        &[
-            "quit my job",
-            "lost my job",
-            "got fired",
-            "got laid off",
-            "was laid off",
-            "left my job",
-            "i retired",
-            "i'm retired",
-            "resigned",
-        ],
-    )
-    .is_some()
-    {
-        return slot("work", "", None);
-    }
     if cancelled.iter().any(|c| has(c)) {
         let words: Vec<String> = t
             .iter()
@@ -638,11 +1216,57 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
     None
 }
 
-/// A correction of the latest thing said: "I meant Porto".
+/// A correction of something said: "I meant Porto", "quick correction: it's nurse, not baker",
+/// "not Lisbon but Porto". The key is the value corrected when named ("baker"), else empty (the
+/// latest slot).
 fn correction(t: &[(String, &str)]) -> Option<Slot> {
-    if let Some(at) = after(t, &["i meant"]) {
+    let cues = [
+        "i meant",
+        "correction",
+        "i misspoke",
+        "got that wrong",
+        "got it wrong",
+        "i was wrong",
+        "my mistake",
+        "scratch that",
+        "should have said",
+        "should've said",
+        "my bad",
+        "a slip",
+        "mixed up",
+        "typo",
+        "misspoke",
+        "correct myself",
+        "let me correct",
+    ];
+    let cue = spans(t, &cues).into_iter().next()?;
+    let wrong = |from: usize| -> String {
+        (from..t.len())
+            .find(|&k| t[k].0 == "not")
+            .and_then(|k| value(t, k + 1, 3))
+            // "I said Lisbon but I meant Porto".
+            .or_else(|| after(t, &["i said"]).and_then(|k| value(t, k, 2)))
+            .unwrap_or_default()
+    };
+    if let Some(at) = after(t, &["i meant", "should have said", "should've said"]) {
         if let Some(v) = value(t, at, 3) {
-            return slot("latest", "", Some(v));
+            return slot("latest", &wrong(at), Some(v));
+        }
+    }
+    if let Some(at) = after(t, &["it's", "it is", "it was", "it should be"]) {
+        let not = wrong(at);
+        if at >= cue.0 && !not.is_empty() {
+            if let Some(v) = value(t, at, 3) {
+                return slot("latest", &not, Some(v));
+            }
+        }
+    }
+    // "not Lisbon but Porto".
+    if let Some(n) = find(t, "not") {
+        if let Some(b) = (n + 1..t.len().min(n + 5)).find(|&k| t[k].0 == "but") {
+            if let Some(v) = value(t, b + 1, 3) {
+                return slot("latest", &value(t, n + 1, 3).unwrap_or_default(), Some(v));
+            }
         }
     }
     None
@@ -656,7 +1280,24 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             return slot("partner", "", Some(format!("engaged to {n}")));
         }
     }
-    if has("engaged") && !has("not engaged") {
+    let proposed = [
+        "proposed",
+        "popped the question",
+        "asked me to marry",
+        "getting married",
+    ]
+    .iter()
+    .filter_map(|c| find(t, c).map(|i| (i, i + c.split(' ').count())))
+    .find(|&(s, e)| {
+        t[s].0 != "proposed"
+            || !matches!(t.get(e).map(|x| x.0.as_str()), Some(w) if !matches!(w,
+                "to" | "on" | "at" | "in" | "last" | "yesterday" | "and" | "while" | "during"
+                    | "this" | "over" | "him" | "her" | "me" | "after" | "so" | "when"))
+    });
+    if (has("engaged") && !has("not engaged") && !denied_at(t, find(t, "engaged").unwrap_or(0)))
+        || proposed.is_some()
+        || has("said yes")
+    {
         if let Some(n) = a_name(t) {
             return slot("partner", "", Some(format!("engaged to {n}")));
         }
@@ -682,6 +1323,49 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             return slot("partner", "", Some(format!("married to {n}")));
         }
     }
+    if [
+        "we got married",
+        "we're married",
+        "i got married",
+        "we tied the knot",
+        "and i got married",
+        "and i tied the knot",
+        "and i are married",
+        "we just got married",
+    ]
+    .iter()
+    .any(|c| has(c))
+    {
+        if let Some(n) = a_name(t) {
+            return slot("partner", "", Some(format!("married to {n}")));
+        }
+    }
+    // "Sam is my girlfriend", "Sam and I are together", "Sam and I started dating".
+    for (noun, relation) in PARTNERS {
+        for (s, _) in spans(t, &[&format!("is my {noun}"), &format!("is my new {noun}")]) {
+            if let Some(n) = name_before(t, s) {
+                return slot("partner", "", Some(format!("{relation} {n}")));
+            }
+        }
+    }
+    if [
+        "and i are together",
+        "and i have been together",
+        "and i've been together",
+        "and i started dating",
+        "and i started seeing",
+        "and i got together",
+        "and i are a couple",
+        "and i are seeing",
+        "and i are going out",
+    ]
+    .iter()
+    .any(|c| has(c))
+    {
+        if let Some(n) = a_name(t) {
+            return slot("partner", "", Some(format!("dating {n}")));
+        }
+    }
     if let Some(at) = after(
         t,
         &[
@@ -689,6 +1373,9 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             "seeing",
             "going out with",
             "in a relationship with",
+            "together with",
+            "started dating",
+            "started seeing",
         ],
     ) {
         if let Some(n) = name_at(t, at) {
@@ -721,13 +1408,57 @@ fn pet(t: &[(String, &str)]) -> Option<Slot> {
             "i call",
             "now called",
             "now named",
+            "changed his name to",
+            "changed her name to",
+            "changed its name to",
+            "changed their name to",
+            "changed the name to",
+            "name to",
+            "name is now",
+            "name's now",
+            "answers to",
+            "started calling him",
+            "started calling her",
+            "started calling it",
+            "calling him",
+            "calling her",
+            "calling it",
+            "call him",
+            "call her",
+            "call it",
+            "is called",
+            "go by",
+            "going by",
         ],
     ) {
+        let cue_at = (0..at)
+            .rev()
+            .find(|&k| {
+                matches!(
+                    t[k].0.as_str(),
+                    "renamed"
+                        | "call"
+                        | "calling"
+                        | "called"
+                        | "named"
+                        | "name"
+                        | "name's"
+                        | "answers"
+                        | "goes"
+                        | "go"
+                        | "going"
+                )
+            })
+            .unwrap_or(0);
+        let is_pet = |l: &str| PETS.contains(&l.trim_end_matches("'s"));
+        let pet_word = t.iter().any(|(l, _)| {
+            is_pet(l) || matches!(l.as_str(), "name" | "renamed" | "nickname" | "instead")
+        });
+        if !pet_word || denied_at(t, cue_at) || future_at(t, cue_at) {
+            return None;
+        }
         let mut i = at;
-        let kind_from = t[..at]
-            .iter()
-            .rposition(|(l, _)| PETS.contains(&l.as_str()))
-            .unwrap_or(at);
+        let kind_from = t[..at].iter().rposition(|(l, _)| is_pet(l)).unwrap_or(at);
         while i < t.len()
             && (DETERMINERS.contains(&t[i].0.as_str())
                 || PETS.contains(&t[i].0.as_str())
@@ -738,16 +1469,29 @@ fn pet(t: &[(String, &str)]) -> Option<Slot> {
         {
             i += 1;
         }
-        if let Some(n) = name_at(t, i) {
-            let kind = t[kind_from.min(at)..i]
-                .iter()
-                .find(|(l, _)| PETS.contains(&l.as_str()));
-            return slot("pet", kind.map_or("", |(l, _)| l), Some(n));
+        if let Some(mut n) = name_at(t, i) {
+            // "We renamed Max to Buddy", "from Max to Buddy".
+            let end = i + n.split(' ').count();
+            if t.get(end).is_some_and(|x| x.0 == "to") {
+                if let Some(m) = name_at(t, end + 1) {
+                    n = m;
+                }
+            }
+            let kind = t[kind_from.min(at)..i].iter().find(|(l, _)| is_pet(l));
+            return slot(
+                "pet",
+                kind.map_or("", |(l, _)| l.trim_end_matches("'s")),
+                Some(n),
+            );
         }
     }
     for pet in PETS {
         // "Max, my dog, ..." and "Max the dog".
-        for cue in [format!("my {pet}"), format!("the {pet}")] {
+        for cue in [
+            format!("my {pet}"),
+            format!("our {pet}"),
+            format!("the {pet}"),
+        ] {
             if let Some(at) = find(t, &cue) {
                 if at >= 1 && (at == 1 || cue.starts_with("the")) {
                     if let Some(n) = name_at(t, at - 1) {
@@ -788,9 +1532,26 @@ fn count(t: &[(String, &str)]) -> Option<Slot> {
     let negated = NEGATIONS;
     for (k, (l, _)) in t.iter().enumerate() {
         let prior = k.checked_sub(1).map(|p| t[p].0.as_str()).unwrap_or("");
-        let owning = !matches!(prior, "a" | "an" | "the");
+        let owning = !matches!(prior, "a" | "an" | "the" | "of" | "first" | "last")
+            && !before_within(
+                t,
+                k,
+                2,
+                &["had", "lost", "walked", "saw", "sold", "minus", "than"],
+            )
+            && !past_at(t, k)
+            && !future_at(t, k);
+        let adopted = before_within(
+            t,
+            k,
+            4,
+            &[
+                "adopted", "got", "welcomed", "brought", "added", "rescued", "took",
+            ],
+        );
         let n = if let Some((_, n)) = ORDINALS.iter().find(|(o, _)| o == l) {
-            (prior == "a" || prior == "our" || prior == "my").then_some(*n)
+            (prior == "a" || prior == "our" || prior == "my" || (prior == "the" && adopted))
+                .then_some(*n)
         } else if owning {
             number(l)
         } else {
@@ -829,6 +1590,36 @@ fn count(t: &[(String, &str)]) -> Option<Slot> {
             }
         }
     }
+    // "We adopted another cat, so we have five now", "that makes four".
+    let kind = t
+        .iter()
+        .map(|(l, _)| singular(l))
+        .find(|l| PETS.contains(&l.as_str()) && l != "guinea")?;
+    for (s, e) in spans(
+        t,
+        &[
+            "have",
+            "makes",
+            "up to",
+            "now have",
+            "we've got",
+            "i've got",
+        ],
+    ) {
+        let Some(n) = t.get(e).and_then(|x| number(&x.0)) else {
+            continue;
+        };
+        let next = t.get(e + 1).map(|x| x.0.as_str());
+        if matches!(
+            next,
+            None | Some("now" | "in" | "total" | "of" | "altogether" | "at")
+        ) && !denied_at(t, s)
+            && !past_at(t, s)
+            && (1..=20).contains(&n)
+        {
+            return slot("count", &kind, Some(n.to_string()));
+        }
+    }
     None
 }
 
@@ -838,17 +1629,19 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
     // coffee, it's my favorite drink", "I'm a big coffee fan, always my go-to drink", "I prefer
     // tea now", "I've switched to tea", "tea is my top drink".
     for (cue, is_cue) in [
-        ("my favorite", "is my favorite"),
-        ("my favourite", "is my favourite"),
-        ("my new favorite", "is my new favorite"),
+        ("my favorite", "my favorite"),
+        ("my favourite", "my favourite"),
+        ("my new favorite", "my new favorite"),
         ("my go-to", "my go-to"),
         ("my top", "is my top"),
     ] {
         let Some(at) = after(t, &[cue]) else {
             continue;
         };
+        let clause = clause_words(s, cue);
         let key: Vec<String> = t[at..]
             .iter()
+            .take(clause)
             .map(|(l, _)| l.clone())
             .take_while(|l| {
                 !matches!(
@@ -865,8 +1658,23 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
         {
             return slot("favorite", &key, Some(v));
         }
+        // The value before "is my favorite", "has become my favorite", "always my go-to".
+        let linked = find(t, cue).is_some_and(|k| {
+            k > 0
+                && matches!(
+                    t[k - 1].0.as_str(),
+                    "is" | "become" | "became" | "now" | "remains" | "still" | "always" | "it's"
+                )
+        });
+        // Or in apposition: "Still chess for me, my favorite board game by far".
+        let lower = s.to_lowercase();
+        let apposed = lower
+            .find(cue)
+            .is_some_and(|k| lower[..k].trim_end().ends_with(','));
         let v = if let Some(k) = after(t, &["nothing beats", "big"]) {
             value(t, k, 2).map(|v| v.trim_end_matches(" fan").to_string())
+        } else if !linked && !apposed {
+            None
         } else {
             clause_before(s, is_cue).or_else(|| {
                 clause_before(
@@ -892,10 +1700,38 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
             "i'm more into",
             "i like better",
             "switched to",
+            "i've switched to",
+            "come to prefer",
+            "i'm really into",
+            "i'm all about",
+            "i'm totally into",
+            "i've moved on to",
+            "moved on to",
+            "i'd pick",
+            "i'd choose",
+            "i'm more of a",
+            "i've gotten into",
+            "i've got into",
         ],
     ) {
-        if let Some(v) = value(t, at, 3) {
-            return slot("favorite", "", Some(v));
+        let jobby = t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "job" | "role" | "position" | "employer" | "company" | "hired"
+            )
+        });
+        if !jobby && !denied_at(t, at.saturating_sub(2)) && !future_at(t, at.saturating_sub(2)) {
+            if let Some(v) = value(t, at, 3) {
+                let v = v.trim_end_matches(" person").to_string();
+                // The sentence's words: the fold revises a favourite of unsaid kind only when they
+                // name the old one or say that it changed.
+                return Some(Slot {
+                    attribute: "favorite",
+                    key: String::new(),
+                    value: Some(v),
+                    words: t.iter().map(|(l, _)| l.clone()).collect(),
+                });
+            }
         }
     }
     None
@@ -929,40 +1765,138 @@ fn about(t: &[(String, &str)]) -> Option<Slot> {
     None
 }
 
-/// Where or as what the speaker works.
+/// Where or as what the speaker works: the employer when named ("I started at Summit Bank",
+/// "Summit Bank hired me", "I left Harbor Clinic for Summit Bank", "I joined Summit Bank as a
+/// nurse"), else the role ("I work as a nurse"); not a past one ("I used to work at"), a wished
+/// one ("I applied for a job at") or a denied one, which withdraws it ("I don't work at Harbor
+/// Clinic anymore").
 fn work(t: &[(String, &str)]) -> Option<Slot> {
     // Work: the employer when named ("at Riverside Hospital"), else the role.
     let employer = |from: usize| -> Option<String> {
         let at = (from..t.len()).find(|&k| matches!(t[k].0.as_str(), "at" | "for"))?;
-        name_at(t, at + 1)
+        place_at(t, at + 1)
     };
-    if let Some(k) = find(t, "hired me") {
+    if let Some(k) = find(t, "hired me").or_else(|| find(t, "took me on")) {
         if let Some(n) = (0..k).find_map(|i| name_at(t, i).filter(|_| i > 0 || k <= 3)) {
             return slot("work", "", Some(n));
         }
     }
-    if let Some(at) = after(
+    let mut denied = false;
+    // "I left Harbor Clinic for Summit Bank", "I quit Harbor Clinic to join Summit Bank".
+    for (_, e) in spans(t, &["left", "quit", "leaving"]) {
+        if let Some(old) = place_at(t, e) {
+            let after_old = e + old.split(' ').count();
+            if let Some(n) = (after_old..t.len().min(after_old + 4))
+                .filter(|&k| matches!(t[k].0.as_str(), "for" | "join" | "at"))
+                .find_map(|k| place_at(t, k + 1))
+            {
+                return slot("work", "", Some(n));
+            }
+        }
+    }
+    let jobby = [
+        "job",
+        "jobs",
+        "role",
+        "position",
+        "team",
+        "company",
+        "firm",
+        "staff",
+        "as",
+        "hired",
+        "employer",
+        "colleagues",
+        "coworkers",
+        "work",
+        "working",
+        "office",
+        "shift",
+    ];
+    for (s, e) in spans(
         t,
         &[
             "new job at",
+            "new job with",
             "job at",
+            "job with",
             "i work at",
             "i work for",
+            "we work at",
+            "work at",
             "working at",
             "working for",
             "started at",
+            "started with",
             "hired at",
             "hired by",
             "employed at",
             "employed by",
             "work for",
+            "position at",
+            "role at",
+            "post at",
+            "i've worked at",
+            "i've worked for",
+            "have worked at",
+            "i teach at",
+            "teaching at",
+            "i'm now at",
+            "now at",
+            "first day at",
+            "first week at",
+            "first shift at",
+            "offer from",
+            "joined",
+            "join",
+            "switched to",
+            "employer is",
+            "i'm at",
         ],
     ) {
-        if let Some(n) = name_at(t, at) {
-            return slot("work", "", Some(n));
+        let cue = t[s..e].iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>();
+        let Some(n) = place_at(t, e) else {
+            continue;
+        };
+        let loose = matches!(
+            cue[0],
+            "joined" | "join" | "switched" | "moved" | "now" | "offer" | "i'm"
+        );
+        if loose
+            && !t
+                .iter()
+                .any(|(l, _)| jobby.contains(&l.as_str()) && *l != cue[0])
+        {
+            continue;
         }
+        if loose
+            && cue[0] == "switched"
+            && !t.iter().any(|(l, _)| {
+                matches!(
+                    l.as_str(),
+                    "job" | "role" | "position" | "employer" | "company" | "as"
+                )
+            })
+        {
+            continue;
+        }
+        if cue[0] == "offer"
+            && !t
+                .iter()
+                .any(|(l, _)| matches!(l.as_str(), "accepted" | "took"))
+        {
+            continue;
+        }
+        if past_at(t, s) || future_at(t, s) || !own_subject(t, s) && !cue.contains(&"i") {
+            continue;
+        }
+        if denied_at(t, s) || (e..t.len().min(e + 6)).any(|k| t[k].0 == "anymore") {
+            denied = true;
+            continue;
+        }
+        return slot("work", "", Some(n));
     }
-    if let Some(at) = after(
+    for (s, e) in spans(
         t,
         &[
             "i work as",
@@ -975,52 +1909,344 @@ fn work(t: &[(String, &str)]) -> Option<Slot> {
             "i'm still a",
             "i'm still an",
             "i became a",
+            "i became an",
             "started working as",
             "being a",
             "being an",
+            "hired me as",
+            "position as",
+            "role as",
         ],
     ) {
-        if let Some(n) = employer(at) {
+        if past_at(t, s) || future_at(t, s) || denied_at(t, s) {
+            continue;
+        }
+        if let Some(n) = employer(e) {
             return slot("work", "", Some(n));
         }
-        if find(t, "i work as").is_some() || find(t, "job as").is_some() {
-            if let Some(v) = value(t, at, 3) {
+        let cue = t[s..e].iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>();
+        if matches!(cue.as_slice(), [.., "as"]) && !matches!(cue[0], "being") {
+            if let Some(v) = value(t, e, 3) {
                 return slot("work", "", Some(v));
             }
         }
     }
-    None
+    denied.then(|| Slot {
+        attribute: "work",
+        key: String::new(),
+        value: None,
+        words: Vec::new(),
+    })
 }
 
-/// Where the speaker lives.
+/// Where the speaker lives: a move's destination ("we moved from Lisbon to Porto", "I just
+/// moved into a small flat in Porto"), a home stated ("I've been living in Porto", "home for me
+/// is Porto", "Porto is home now"); not a past one ("I used to live in Lisbon", "I miss living
+/// in Lisbon"), a wished one ("we might move to Porto") or a denied one, which withdraws it
+/// ("I don't live in Lisbon anymore").
 fn home(t: &[(String, &str)]) -> Option<Slot> {
-    if let Some(at) = after(
-        t,
-        &[
-            "moved to",
-            "relocated to",
-            "i live in",
-            "we live in",
-            "i'm living in",
-            "we're living in",
-            "now live in",
-            "settled in",
-            "living in",
-            "new place is in",
-            "home for me is",
-            "my home is",
-            "i'm based in",
-            "our new place in",
-            "my new place in",
-            "moving to",
-            "move to",
-        ],
-    ) {
-        if let Some(n) = name_at(t, at) {
-            return slot("home", "", Some(n));
+    let mut denied = false;
+    let moves = [
+        "settled",
+        "moved",
+        "relocated",
+        "moving",
+        "move",
+        "relocating",
+        "relocate",
+    ];
+    let mut found: Vec<(usize, String)> = Vec::new();
+    for (s, e) in spans(t, &moves) {
+        if matches!(
+            t.get(e).map(|x| x.0.as_str()),
+            Some("on" | "up" | "forward" | "back")
+        ) {
+            continue;
+        }
+        if denied_at(t, s) || future_at(t, s) || !own_subject(t, s) {
+            continue;
+        }
+        // The destination: after "to", "into ... in", "here to", past a "from X".
+        let mut k = e;
+        while k < t.len() && k < e + 9 {
+            let w = t[k].0.as_str();
+            if matches!(
+                w,
+                "and" | "but" | "because" | "so" | "which" | "when" | "with"
+            ) && k > e
+            {
+                break;
+            }
+            if matches!(w, "to" | "in" | "into" | "over" | "across") {
+                if let Some(n) = place_at(t, k + 1) {
+                    found.push((s, n));
+                    break;
+                }
+            }
+            k += 1;
         }
     }
-    None
+    let stated = [
+        "i live in",
+        "we live in",
+        "live in",
+        "i'm living in",
+        "we're living in",
+        "living in",
+        "now live in",
+        "settled in",
+        "new place is in",
+        "home for me is",
+        "home for us is",
+        "my home is",
+        "our home is",
+        "i'm based in",
+        "we're based in",
+        "based in",
+        "our new place in",
+        "my new place in",
+        "my place in",
+        "our place in",
+        "my flat in",
+        "our flat in",
+        "my apartment in",
+        "our apartment in",
+        "my house in",
+        "our house in",
+        "i've lived in",
+        "we've lived in",
+        "have lived in",
+        "my new home in",
+        "our new home in",
+        "new home is in",
+        "i call",
+        "we call",
+        "i reside in",
+        "we reside in",
+        "address is in",
+        "home is",
+        "bought a house in",
+        "bought a flat in",
+        "bought an apartment in",
+        "i'm in",
+        "we're in",
+    ];
+    for (s, e) in spans(t, &stated) {
+        let call =
+            matches!(t[s].0.as_str(), "i" | "we") && t.get(s + 1).is_some_and(|x| x.0 == "call");
+        let Some(n) = place_at(t, e) else {
+            continue;
+        };
+        if call && !t.iter().skip(e).any(|(l, _)| l == "home") {
+            continue;
+        }
+        // "I'm in Porto now" (not "I'm in Paris for a conference").
+        let visit = t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "trip"
+                    | "visiting"
+                    | "visit"
+                    | "vacation"
+                    | "holiday"
+                    | "conference"
+                    | "weekend"
+                    | "business"
+                    | "tour"
+                    | "week"
+                    | "days"
+                    | "stay"
+                    | "staying"
+            )
+        });
+        if matches!(t[s].0.as_str(), "i'm" | "we're")
+            && t.get(s + 1).is_some_and(|x| x.0 == "in")
+            && (visit || !t[e..].iter().any(|(l, _)| l == "now"))
+        {
+            continue;
+        }
+        let owned = matches!(t[s].0.as_str(), "i" | "we" | "my" | "our" | "home" | "new")
+            || t[s].0.starts_with("i'")
+            || t[s].0.starts_with("we'");
+        if !owned && !own_subject(t, s) {
+            continue;
+        }
+        if past_at(t, s) || future_at(t, s) {
+            continue;
+        }
+        if denied_at(t, s) || (e..t.len().min(e + 6)).any(|k| t[k].0 == "anymore") {
+            denied = true;
+            continue;
+        }
+        found.push((s, n));
+    }
+    // The value before the verb: "Porto is home now", "Porto is where I live".
+    for (s, _) in spans(
+        t,
+        &[
+            "is home",
+            "is my home",
+            "is my new home",
+            "is our home",
+            "is our new home",
+            "is where i live",
+            "is where we live",
+            "has been home",
+            "feels like home",
+        ],
+    ) {
+        if let Some(n) = name_before(t, s) {
+            if !denied_at(t, s + 1) && !past_at(t, s) {
+                found.push((s, n));
+            }
+        }
+    }
+    if let Some((_, n)) = found.into_iter().min_by_key(|(s, _)| *s) {
+        return slot("home", "", Some(n));
+    }
+    denied.then(|| Slot {
+        attribute: "home",
+        key: String::new(),
+        value: None,
+        words: Vec::new(),
+    })
+}
+
+/// Whether the verb at `at` is the speaker's: the nearest subject before it is "I" or "we" (or
+/// none: "Moved to Porto last week!"), not another's ("my sister moved to Paris").
+fn own_subject(t: &[(String, &str)], at: usize) -> bool {
+    for k in (at.saturating_sub(8)..at).rev() {
+        let w = t[k].0.as_str();
+        if matches!(
+            w,
+            "i" | "we" | "i've" | "we've" | "i'm" | "we're" | "i'd" | "we'd" | "me" | "us"
+        ) {
+            return true;
+        }
+        // "my new employer", "my first day": the speaker's own.
+        if matches!(w, "my" | "our")
+            && t[k + 1..at]
+                .iter()
+                .all(|x| matches!(x.0.as_str(), "new" | "first" | "current" | "latest"))
+        {
+            return true;
+        }
+        if matches!(
+            w,
+            "he" | "she"
+                | "they"
+                | "he's"
+                | "she's"
+                | "they're"
+                | "they've"
+                | "you"
+                | "you're"
+                | "it"
+                | "who"
+                | "my"
+                | "our"
+                | "his"
+                | "her"
+                | "their"
+                | "your"
+        ) {
+            return false;
+        }
+    }
+    (0..at).all(|k| {
+        matches!(
+            t[k].0.as_str(),
+            "finally"
+                | "just"
+                | "recently"
+                | "officially"
+                | "big"
+                | "news"
+                | "so"
+                | "well"
+                | "guess"
+                | "what"
+                | "yes"
+                | "also"
+                | "actually"
+                | "and"
+                | "still"
+                | "now"
+                | "update"
+                | "oh"
+                | "yeah"
+                | "since"
+                | "after"
+        )
+    })
+}
+
+/// Words that are capitalised but name no place or person.
+const NOT_NAMES: &[&str] = &[
+    "i",
+    "i'm",
+    "i've",
+    "i'd",
+    "i'll",
+    "this",
+    "that",
+    "it",
+    "here",
+    "there",
+    "which",
+    "what",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "we",
+    "my",
+    "our",
+    "the",
+    "a",
+    "an",
+    "home",
+    "now",
+    "so",
+    "and",
+    "but",
+    "honestly",
+    "yes",
+    "no",
+    "well",
+];
+
+/// A place named at `i` ("the" skipped): not a month or a day.
+fn place_at(t: &[(String, &str)], i: usize) -> Option<String> {
+    let i = if t.get(i).is_some_and(|x| x.0 == "the") {
+        i + 1
+    } else {
+        i
+    };
+    let first = t.get(i)?.0.as_str();
+    if MONTHS.contains(&first) || NOT_NAMES.contains(&first) {
+        return None;
+    }
+    name_at(t, i)
+}
+
+/// The capitalised name that ends just before `at` ("Porto is home now").
+fn name_before(t: &[(String, &str)], at: usize) -> Option<String> {
+    let capital = |k: usize| t[k].1.chars().next().is_some_and(char::is_uppercase);
+    let mut k = at;
+    while k > 0 && at - k < 3 && capital(k - 1) && !NOT_NAMES.contains(&t[k - 1].0.as_str()) {
+        k -= 1;
+    }
+    (k < at && !MONTHS.contains(&t[k].0.as_str())).then(|| {
+        t[k..at]
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
 }
 
 /// A plan.
@@ -1060,7 +2286,28 @@ fn plan(t: &[(String, &str)]) -> Option<Slot> {
             .iter()
             .take(2)
             .any(|(l, _)| negated.contains(&l.as_str()));
-        if !words.is_empty() && !never {
+        // "I'm doing my part, volunteering at a shelter" is what the speaker does now; "next
+        // year I'm doing a cooking class" a plan.
+        let ongoing = find(t, "i'm doing").is_some_and(|k| k + 2 == at)
+            && !t.iter().any(|(l, _)| {
+                matches!(
+                    l.as_str(),
+                    "next"
+                        | "tomorrow"
+                        | "soon"
+                        | "later"
+                        | "year"
+                        | "spring"
+                        | "summer"
+                        | "autumn"
+                        | "fall"
+                        | "winter"
+                        | "weekend"
+                        | "month"
+                        | "week"
+                )
+            });
+        if !words.is_empty() && !never && !ongoing {
             return Some(Slot {
                 attribute: "plan",
                 key: String::new(),
@@ -1086,10 +2333,47 @@ fn owns(t: &[(String, &str)]) -> Option<Slot> {
             "i still have",
             "i have a",
             "i have an",
+            "i've got a",
+            "i've got an",
+            "we've got a",
+            "we've got an",
+            "we have a",
+            "we have an",
+            "i have got a",
+            "i got myself a",
         ],
     ) {
         let v = value(t, at, 3)?;
         let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
+        // "I've got a tournament", "we have a question": no thing owned.
+        if is_plan_kind(&head)
+            || matches!(
+                head.as_str(),
+                "question"
+                    | "idea"
+                    | "feeling"
+                    | "lot"
+                    | "bit"
+                    | "chance"
+                    | "problem"
+                    | "date"
+                    | "job"
+                    | "friend"
+                    | "blast"
+                    | "plan"
+                    | "dream"
+                    | "goal"
+                    | "meeting"
+                    | "appointment"
+                    | "interview"
+                    | "favor"
+                    | "favour"
+                    | "sense"
+                    | "passion"
+            )
+        {
+            return None;
+        }
         return slot("owns", &head, Some(v));
     }
     None
@@ -1150,10 +2434,223 @@ mod tests {
         assert_eq!(v("I sold my Honda."), ("owns".into(), "honda".into(), None));
         assert_eq!(v("Sadly we broke up."), ("partner".into(), "".into(), None));
         assert_eq!(v("I cancelled the trip to Japan.").0, "plan");
+    }
+
+    fn none(a: &str, k: &str) -> (String, String, Option<String>) {
+        (a.into(), k.into(), None)
+    }
+
+    #[test]
+    fn moves_however_said() {
+        for (s, city) in [
+            ("We moved from Lisbon to Porto in the spring.", "porto"),
+            ("I just moved into a small apartment in Lisbon.", "lisbon"),
+            ("I've moved to Porto, finally!", "porto"),
+            ("Since moving to Porto I cycle everywhere.", "porto"),
+            (
+                "I packed everything up and we relocated to the Hague.",
+                "hague",
+            ),
+            ("Porto is home now.", "porto"),
+            ("Porto is where I live these days.", "porto"),
+            (
+                "I don't live in Lisbon anymore, I live in Porto now.",
+                "porto",
+            ),
+            ("I've been living in Porto for two years.", "porto"),
+            ("These days I'm based in Porto.", "porto"),
+            ("I'm in Porto now, the move was worth it.", "porto"),
+            ("We've settled into our new place in Porto.", "porto"),
+            (
+                "After ten years in Lisbon, I finally made the move to Porto.",
+                "porto",
+            ),
+        ] {
+            assert_eq!(v(s), some("home", "", city), "{s}");
+        }
+        // Not the speaker's home now: past, wished, another's.
+        for s in [
+            "I used to live in Lisbon.",
+            "I miss living in Lisbon.",
+            "We might move to Porto next year.",
+            "I'm thinking of moving to Porto.",
+            "My sister moved to Paris last year.",
+            "I moved in January.",
+            "I'm in Paris now for a conference.",
+        ] {
+            assert!(
+                slot_of(s).is_none_or(|x| x.attribute != "home" || x.value.is_none()),
+                "{s}: {:?}",
+                slot_of(s)
+            );
+        }
+        assert_eq!(v("I no longer live in Lisbon."), none("home", ""));
+    }
+
+    #[test]
+    fn jobs_however_said() {
+        for (s, employer) in [
+            ("I left Harbor Clinic for Summit Bank.", "summit bank"),
+            (
+                "I joined Summit Bank as an analyst last month.",
+                "summit bank",
+            ),
+            ("I got a job at Summit Bank!", "summit bank"),
+            ("Summit Bank took me on as a cashier.", "summit bank"),
+            (
+                "I've been working at Summit Bank since March.",
+                "summit bank",
+            ),
+            ("My first day at Summit Bank went well.", "summit bank"),
+            ("I'm now at Summit Bank, new role and all.", "summit bank"),
+            ("My new employer is Summit Bank.", "summit bank"),
+            (
+                "Work at Summit Bank is busy, I'm a teller there.",
+                "summit bank",
+            ),
+        ] {
+            assert_eq!(v(s), some("work", "", employer), "{s}");
+        }
+        for s in [
+            "I used to work at Harbor Clinic.",
+            "I applied for a job at Summit Bank.",
+            "I'd love to work at Summit Bank someday.",
+        ] {
+            assert!(
+                slot_of(s).is_none_or(|x| x.attribute != "work" || x.value.is_none()),
+                "{s}: {:?}",
+                slot_of(s)
+            );
+        }
+        assert_eq!(
+            v("I don't work at Harbor Clinic anymore."),
+            none("work", "")
+        );
+    }
+
+    #[test]
+    fn partners_pets_counts_however_said() {
+        assert_eq!(v("Sam and I split up."), none("partner", ""));
+        assert_eq!(v("I'm not seeing Sam anymore."), none("partner", ""));
+        assert_eq!(slot_of("I'm not seeing the point."), None);
+        assert_eq!(v("We called it quits in May."), none("partner", ""));
+        assert_eq!(v("Sam and I went our separate ways."), none("partner", ""));
+        assert_eq!(
+            v("Sam popped the question and I said yes!"),
+            some("partner", "", "engaged to sam")
+        );
+        assert_eq!(
+            v("Sam and I got married in June."),
+            some("partner", "", "married to sam")
+        );
+        assert_eq!(
+            v("Sam is my girlfriend now."),
+            some("partner", "", "dating sam")
+        );
+        assert_ne!(
+            slot_of("We split the bill."),
+            Some(Slot {
+                attribute: "partner",
+                key: String::new(),
+                value: None,
+                words: Vec::new()
+            })
+        );
+        assert!(
+            slot_of("My parents divorced when I was ten.").is_none_or(|x| x.attribute != "partner")
+        );
+        assert_eq!(v("We renamed Max to Buddy."), some("pet", "", "buddy"));
+        assert_eq!(
+            v("We changed the dog's name to Buddy."),
+            some("pet", "dog", "buddy")
+        );
+        assert_eq!(
+            v("The kitten answers to Ziggy now."),
+            some("pet", "kitten", "ziggy")
+        );
+        assert_eq!(v("We're up to five cats now."), some("count", "cat", "5"));
+        assert_eq!(
+            v("We adopted another cat, so we have four now."),
+            some("count", "cat", "4")
+        );
+        assert!(slot_of("We used to have three cats.").is_none_or(|x| x.attribute != "count"));
+    }
+
+    #[test]
+    fn favorites_dates_sales_corrections_however_said() {
+        let x = slot_of("I'm really into green tea these days.").unwrap();
+        assert_eq!(
+            (x.attribute, x.value.clone()),
+            ("favorite", Some("green tea".into()))
+        );
+        assert!(changes_favorite(&x, "ann|favorite|drink", "coffee"));
+        let y = slot_of("I'm more into reading and fantasy novels.").unwrap();
+        assert!(!changes_favorite(&y, "ann|favorite|one to jam", "theme"));
+        // One spelling for a date.
+        assert_eq!(
+            v("Our wedding is on June 12th."),
+            some("date", "wedding", "june 12")
+        );
+        assert_eq!(
+            v("The wedding is on 12 June."),
+            some("date", "wedding", "june 12")
+        );
+        assert_eq!(
+            v("July 3 is the new date for the wedding."),
+            some("date", "wedding", "july 3")
+        );
+        assert_eq!(v("I got rid of my old piano."), none("owns", "piano"));
+        assert_eq!(
+            v("A neighbour bought the sailboat."),
+            none("owns", "sailboat")
+        );
+        assert_eq!(v("I don't have the Vespa anymore."), none("owns", "vespa"));
+        assert_eq!(
+            v("The trip to Japan fell through."),
+            ("plan".into(), "".into(), None)
+        );
+        assert_eq!(
+            v("Quick correction: it's nurse, not baker."),
+            some("latest", "baker", "nurse")
+        );
         assert_eq!(
             v("Sorry, I meant Porto, not Lisbon."),
-            some("latest", "", "porto")
+            some("latest", "lisbon", "porto")
         );
+    }
+
+    #[test]
+    fn passing_mentions() {
+        assert!(mentions(
+            "home",
+            "",
+            "tallinn",
+            "Tallinn is lovely, I'm glad I live here."
+        ));
+        assert!(!mentions(
+            "home",
+            "",
+            "tallinn",
+            "I used to live in Tallinn."
+        ));
+        assert!(mentions(
+            "work",
+            "",
+            "harbor clinic",
+            "Another long shift at Harbor Clinic today."
+        ));
+        assert!(mentions(
+            "owns",
+            "sailboat",
+            "small sailboat",
+            "I spent Sunday fixing up my sailboat."
+        ));
+        assert!(!mentions(
+            "owns",
+            "sailboat",
+            "small sailboat",
+            "Is your sailboat ok?"
+        ));
     }
 
     #[test]
@@ -1166,5 +2663,7 @@ mod tests {
         ] {
             assert_eq!(slot_of(s), None, "{s}");
         }
+        // "I mean" is a filler, not a correction.
+        assert_eq!(slot_of("I mean, it's so great to see you."), None);
     }
 }

@@ -121,6 +121,20 @@ impl Index {
         m.external_ref.clone().unwrap_or_else(|| m.id.to_string())
     }
 
+    /// The messages that revised the superseded statements of message `i` (by their refs).
+    fn revisers(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        self.superseded[i]
+            .iter()
+            .filter_map(|s| s.by.as_deref())
+            .filter_map(|by| {
+                self.records.messages.iter().position(|m| {
+                    m.external_ref
+                        .as_deref()
+                        .map_or(m.id.as_str() == by, |r| r == by)
+                })
+            })
+    }
+
     fn session_heading(&self, i: usize) -> String {
         let m = &self.records.messages[i];
         format!("## {}", fmt_day(m.timestamp.date()))
@@ -141,19 +155,29 @@ impl Index {
             if used + self.line(i).1 > budget {
                 continue;
             }
-            let session = self.records.messages[i].session;
-            let cost = self.line(i).1
-                + if sessions.contains(&session) {
-                    0
-                } else {
-                    tokens(&self.session_heading(i))
-                };
+            // A superseded statement comes with the statements that revised it (the change is
+            // shown, not only its marked old side), or not at all.
+            let mut group = vec![i];
+            group.extend(self.revisers(i).filter(|r| !chosen.contains(r)));
+            group.dedup();
+            let mut heads: BTreeSet<u32> = BTreeSet::new();
+            let mut cost = 0;
+            for &k in &group {
+                let session = self.records.messages[k].session;
+                cost += self.line(k).1;
+                if !sessions.contains(&session) && heads.insert(session) {
+                    cost += tokens(&self.session_heading(k));
+                }
+            }
             if used + cost > budget {
                 continue;
             }
             used += cost;
-            chosen.insert(i);
-            sessions.insert(session);
+            for k in group {
+                seen.insert(k);
+                chosen.insert(k);
+                sessions.insert(self.records.messages[k].session);
+            }
         }
         // Conversation order: messages are stored by session and position.
         let mut text = String::new();
