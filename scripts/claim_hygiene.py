@@ -27,15 +27,22 @@ its second when the first is a condition ("if …", "when …", "whenever …", 
   up|going|pushing|at it|rocking|shining|doing|on)|stay (strong|positive|safe|tuned)|don't (forget|
   give up|hesitate|worry|stop)|never give up|remember to|make sure|hang in there|look at";
 - chatter: "can't wait", "cannot wait", "can not wait", "(S )?hope(s)? (you|A|it|that|things|
-  everything|this|they|the|your|all|we)", "hopefully", "wish(es)? (you|A)", "good luck",
-  "best of luck", "fingers crossed", "thank", "thanks", "happy birthday", "congrat",
-  "hi", "hey", "hello", "bye", "goodbye", "see you", "talk (soon|later)", "catch you".
+  everything|this|they|the|your|all|we)", "hopefully", "wish you", "good luck",
+  "best of luck", "fingers crossed", "thank you", "thanks", "happy birthday", "congrats",
+  "congratulations", "appreciate", "hi", "hey", "hello", "bye", "goodbye", "see you",
+  "talk (soon|later)", "catch you".
+
+A claim that reports such an act as a statement about the exchange — "S (invites|encourages|
+asks|advises|suggests|thanks|congratulates|wishes|will see) A …", "S is eager …" — is counted
+apart ("reported") and not in the share: it states what happened ("Tim congratulates John on
+the new team", "Jon invites Gina to go to a dance class"), as LoCoMo's annotated observations do
+("Maria congratulated John on finishing his degree"). Its count is printed beside the share.
 
 Junk counts: the "N word …" entries of the pages' "Items and counts" sections (each entry once
 per namespace) that are a count of one (a "one" is an article or a pronoun far more often than a
-count: "one arm", "one another") or whose word after the number is no noun: a function word, an
-adjective, adverb or verb form of a closed list ("small", "new", "obviously", "gave"), a word
-ending in -ly, -ing or -ed, or a speaker's name.
+count: "one arm", "one another") or whose last word (the head: "3 small dogs" counts dogs) is no
+noun: a function word, an adjective, adverb or verb form of a closed list ("small", "new",
+"obviously", "gave"), a word ending in -ly, -ing or -ed, or a speaker's name.
 """
 
 from __future__ import annotations
@@ -90,22 +97,31 @@ def patterns(speaker: str, others: list[str]):
         r"(?:can'?t|cannot|can not) wait\b",
         rf"(?:{name} )?(?:really )?hopes? (?:you|{a}|it|that|things|everything|this|they|the|your|all|we)\b",
         r"hopefully\b",
-        rf"wish(?:es)? (?:you|{a})\b",
+        r"wish you\b",
         r"good luck\b",
         r"best of luck\b",
         r"fingers crossed\b",
-        r"thanks?\b",
+        rf"thank (?:you|{a})\b",
+        r"thanks\b",
         r"happy birthday\b",
-        r"congrat",
+        r"congrats\b",
+        r"congratulations\b",
+        r"appreciate\b",
         r"(?:hi|hey|hello|bye|goodbye)\b",
         r"see you\b",
         r"talk (?:soon|later)\b",
         r"catch you\b",
     ]
     subject = rf"(?:{name} )?"
+    interjection = {r"thanks\b", r"congrats\b", r"congratulations\b", r"appreciate\b"}
+    reported = re.compile(
+        rf"{s} (?:invites|encourages|asks|advises|suggests|thanks|congratulates|wishes|will see|"
+        r"is eager)\b"
+    )
     return (
         [re.compile(subject + p) for p in request],
-        [re.compile(subject + p) for p in chatter],
+        [re.compile(p if p in interjection else subject + p) for p in chatter],
+        reported,
     )
 
 
@@ -135,12 +151,14 @@ def clause_starts(body: str):
 
 
 def kind(text: str, speaker: str, others: list[str]):
-    """'question', 'request', 'chatter' or None for one claim text."""
+    """'question', 'request', 'chatter', 'reported' or None for one claim text."""
     t = text.replace("’", "'").strip()
     if t.rstrip("\"') ").endswith("?"):
         return "question"
     low = body_of(t).lower()
-    request, chatter = patterns(speaker.lower(), [o.lower() for o in others])
+    request, chatter, reported = patterns(speaker.lower(), [o.lower() for o in others])
+    if reported.match(low):
+        return "reported"
     for c in clause_starts(low):
         if any(p.match(c) for p in request):
             return "request"
@@ -170,7 +188,7 @@ def junk_count(entry: str, names: set[str]) -> bool:
         return False
     if parts[0] == "1":
         return True
-    w = parts[1].lower()
+    w = parts[-1].lower()
     return (
         w in NOT_NOUN
         or w in names
@@ -230,14 +248,16 @@ def main(argv: list[str]) -> int:
                         if m and re.match(r"\d+ ", m.group(1)):
                             counts.add(m.group(1))
         bad = sorted(c for c in counts if junk_count(c, names))
-        n = sum(len(v) for v in found.values())
-        per = ", ".join(f"{k} {len(found[k])}" for k in ("request", "chatter", "question"))
+        n = sum(len(v) for k, v in found.items() if k != "reported")
+        per = ", ".join(
+            f"{k} {len(found[k])}" for k in ("request", "chatter", "question", "reported")
+        )
         print(
             f"{ns}: {active} active claims, {n} requests/invitations/chatter "
             f"({n / max(1, active):.2%}: {per}); counts {len(counts)}, junk {len(bad)} "
             f"({len(bad) / max(1, len(counts)):.0%})"
         )
-        for k in ("request", "chatter", "question"):
+        for k in ("request", "chatter", "question", "reported"):
             for t in rnd.sample(found[k], min(nsamples, len(found[k]))):
                 print(f"   {k}: {t}")
         if bad:
@@ -251,7 +271,8 @@ def main(argv: list[str]) -> int:
     print(
         f"ALL: {total['active']} active claims, {total['n']} requests/invitations/chatter "
         f"({total['n'] / max(1, total['active']):.2%}: request {total['request']}, chatter "
-        f"{total['chatter']}, question {total['question']}); counts {junk_total['counts']}, "
+        f"{total['chatter']}, question {total['question']}; reported apart "
+        f"{total['reported']}); counts {junk_total['counts']}, "
         f"junk {junk_total['junk']} ({junk_total['junk'] / max(1, junk_total['counts']):.0%})"
     )
     return 0
