@@ -420,6 +420,374 @@ pub fn is_question(s: &str) -> bool {
     s.trim_end_matches(['"', '\'', ')', ' ']).ends_with('?')
 }
 
+/// Openings of a clause that asks, invites, offers or urges rather than states (lower-case
+/// words; a sentence is [`is_request`] when its first clause opens so).
+const REQUEST_CUES: &[&str] = &[
+    "let's",
+    "lets",
+    "let us",
+    "let me know",
+    "let me see",
+    "let me hear",
+    "let me show",
+    "would you like",
+    "would you want",
+    "would you love",
+    "would you be",
+    "do you want",
+    "wanna",
+    "how about",
+    "why don't",
+    "why not",
+    "feel free",
+    "don't hesitate",
+    "keep me posted",
+    "keep me updated",
+    "keep me in the loop",
+    "keep us posted",
+    "keep us updated",
+    "hit me up",
+    "count me in",
+    "you should",
+    "you must",
+    "you need to",
+    "you have to",
+    "you gotta",
+    "you ought to",
+    "you've got to",
+    "you got to",
+    "we should",
+    "i'll let you know",
+    "i will let you know",
+    "will let you know",
+    "check out",
+    "check it",
+    "check this",
+    "check these",
+    "check that",
+    "check my",
+    "check our",
+    "check the",
+    "try it",
+    "try this",
+    "try that",
+    "try one",
+    "try some",
+    "come over",
+    "come with",
+    "come join",
+    "come visit",
+    "join me",
+    "join us",
+    "tell me",
+    "send me",
+    "show me",
+    "give it a",
+    "go for it",
+    "take care",
+    "enjoy",
+    "have fun",
+    "have a great",
+    "have a good",
+    "have a nice",
+    "have a blast",
+    "have a wonderful",
+    "have a fantastic",
+    "have an awesome",
+    "have an amazing",
+    "keep it up",
+    "keep up",
+    "keep going",
+    "keep pushing",
+    "keep at it",
+    "keep rocking",
+    "keep shining",
+    "keep doing",
+    "keep on",
+    "keep chasing",
+    "keep believing",
+    "keep me",
+    "stay strong",
+    "stay positive",
+    "stay safe",
+    "stay tuned",
+    "stay focused",
+    "stay motivated",
+    "stay passionate",
+    "don't forget",
+    "don't give up",
+    "don't worry",
+    "don't stop",
+    "never give up",
+    "remember to",
+    "make sure",
+    "hang in there",
+    "look at",
+];
+
+/// Openings of a clause that wishes, thanks, greets or looks forward rather than states.
+const WISH_CUES: &[&str] = &[
+    "can't wait",
+    "cannot wait",
+    "can not wait",
+    "i can't wait",
+    "i cannot wait",
+    "we can't wait",
+    "hopefully",
+    "wish you",
+    "i wish you",
+    "good luck",
+    "best of luck",
+    "fingers crossed",
+    "thanks",
+    "thank you",
+    "thx",
+    "congrats",
+    "congratulations",
+    "happy birthday",
+    "see you",
+    "see ya",
+    "talk soon",
+    "talk later",
+    "talk to you",
+    "catch you",
+    "appreciate",
+    "much appreciated",
+    "cheers",
+];
+
+/// What a wish hopes for: "hope you", "I hope it", against "I hope to adopt" (a plan, a fact).
+const HOPED: &[&str] = &[
+    "you",
+    "your",
+    "it",
+    "that",
+    "things",
+    "everything",
+    "this",
+    "they",
+    "the",
+    "all",
+    "we",
+    "he",
+    "she",
+    "his",
+    "her",
+    "their",
+    "it's",
+    "that's",
+    "they're",
+    "you're",
+    "you'll",
+    "he's",
+    "she's",
+    "everything's",
+];
+
+/// Words that open a conditional clause: "If you need anything, let me know."
+const CONDITIONS: &[&str] = &["if", "when", "whenever", "once", "anytime"];
+
+/// Adverbs a clause's opening is read without: "I really hope", "just let me know".
+const SOFTENERS: &[&str] = &[
+    "just",
+    "really",
+    "truly",
+    "definitely",
+    "totally",
+    "sincerely",
+    "please",
+    "so",
+    "also",
+    "still",
+];
+
+/// The lower-case words of a sentence's first clause, and of its second when the first is a
+/// condition, each with the byte offset where it ends; openers, vocatives and softeners left
+/// out.
+fn leading_clauses(s: &str, names: &[String]) -> Vec<Vec<(usize, String)>> {
+    let toks = words(s);
+    let mut clauses: Vec<Vec<(usize, String)>> = vec![Vec::new()];
+    for (k, &(at, w)) in toks.iter().enumerate() {
+        if k > 0 {
+            let end = toks[k - 1].0 + toks[k - 1].1.len();
+            let gap = &s[end..at];
+            if gap.contains([',', ';', ':', '!', '—', '–', '(', ')'])
+                || gap.contains(" - ")
+                || gap.contains(". ")
+            {
+                clauses.push(Vec::new());
+            }
+        }
+        clauses
+            .last_mut()
+            .expect("a clause")
+            .push((at + w.len(), lower_word(w)));
+    }
+    for c in &mut clauses {
+        let lead = c
+            .iter()
+            .take_while(|(_, w)| {
+                (is(OPENERS, w) && w.as_str() != "thanks") || is(SOFTENERS, w) || names.contains(w)
+            })
+            .count();
+        c.drain(..lead);
+        // "I really hope", "I'll definitely let you know": the softener after the subject.
+        if c.len() > 2 && is(SOFTENERS, &c[1].1) {
+            c.remove(1);
+        }
+    }
+    // "Hey Mel, would you like …": a clause of openers alone is no clause.
+    clauses.retain(|c| !c.is_empty());
+    let conditional = clauses
+        .first()
+        .and_then(|c| c.first())
+        .is_some_and(|(_, w)| is(CONDITIONS, w) || w == "anything");
+    clauses.truncate(if conditional { 2 } else { 1 });
+    clauses
+}
+
+/// The number of words `cue` takes at the start of `clause`, when it opens it.
+fn opens_with(clause: &[(usize, String)], cue: &str) -> Option<usize> {
+    let cue: Vec<&str> = cue.split(' ').collect();
+    (clause.len() >= cue.len() && cue.iter().zip(clause).all(|(c, (_, w))| c == w))
+        .then_some(cue.len())
+}
+
+/// The request or wish a sentence opens with: the cue, and the byte offset in `s` after it.
+fn request_cue(s: &str, names: &[String]) -> Option<(&'static str, usize)> {
+    leading_clauses(s, names).iter().find_map(|c| {
+        let cue = REQUEST_CUES
+            .iter()
+            .chain(WISH_CUES)
+            .find_map(|&cue| Some((cue, opens_with(c, cue)?)));
+        if let Some((cue, n)) = cue {
+            return Some((cue, c[n - 1].0));
+        }
+        let from = usize::from(c.first().is_some_and(|(_, w)| w == "i" || w == "we"));
+        (c.get(from).is_some_and(|(_, w)| w == "hope")
+            && c.get(from + 1).is_some_and(|(_, w)| is(HOPED, w)))
+        .then(|| ("hope", c[from].0))
+    })
+}
+
+/// Whether a sentence (verbatim, first person) requests, invites, offers, urges, wishes, thanks
+/// or greets rather than states: its first clause — its second after a condition ("If you need
+/// anything, let me know") — opens with a request ("let me know", "let's", "you should", "would
+/// you like", an imperative such as "check out", "keep it up", "have fun") or a wish ("can't
+/// wait", "I hope you", "good luck", "thanks", "congrats"). `names` are the vocatives
+/// ([`Voice::names`]). Such a sentence makes no claim as said; a fact said after it in a later
+/// clause ("I'm having an art show in August - can't wait!") keeps the sentence a claim.
+pub fn is_request(s: &str, names: &[String]) -> bool {
+    request_cue(s, names).is_some()
+}
+
+/// What a request says happened, written as a statement about the exchange (for a message that
+/// says nothing else): "Let's go to a dance class!" → "Jon invites Gina to go to a dance
+/// class!", "Keep going for your dreams" → "Gina encourages Jon to keep going for Jon's
+/// dreams", "Congrats on your degree!" → "Maria congratulates John on John's degree!", "Let me
+/// know how it turns out" → "Nate asks Joanna to let Nate know how it turns out", "Can't wait to
+/// surprise my family" → "Joanna is eager to surprise their family", "See you tomorrow at the
+/// pub" → "John will see James on 27 August 2022 at the pub". `None` for a wish ("Have a blast
+/// baking!", "Good luck!", "I hope you …") and whatever would not make a claim of the right
+/// shape.
+pub fn reported(s: &str, voice: Voice<'_>, anchors: &[Anchor]) -> Option<String> {
+    let names = voice.names();
+    let (cue, after) = request_cue(s, &names)?;
+    let speaker = voice.speaker;
+    let addressee = voice.addressee?;
+    let first = cue.split(' ').next().unwrap_or(cue);
+    // Where the reported clause starts (at the cue for an imperative that stays, after it
+    // otherwise), and how the statement opens.
+    let cue_start = {
+        let toks = words(&s[..after]);
+        toks[toks.len().saturating_sub(cue.split(' ').count())].0
+    };
+    let (lead, from) = match cue {
+        "let's" | "lets" | "let us" => (format!("{speaker} invites {addressee} to"), after),
+        "we should" => (format!("{speaker} suggests that they"), after),
+        "would you like" | "would you want" | "would you love" => {
+            (format!("{speaker} invites {addressee}"), after)
+        }
+        "you should" | "you need to" | "you have to" | "you gotta" | "you ought to"
+        | "you've got to" | "you got to" => (format!("{speaker} advises {addressee} to"), after),
+        "make sure" | "remember to" | "don't forget" | "try it" | "try this" | "try that"
+        | "try one" | "try some" => (format!("{speaker} advises {addressee} to"), cue_start),
+        "let me know"
+        | "keep me posted"
+        | "keep me updated"
+        | "keep me in the loop"
+        | "keep us posted"
+        | "keep us updated"
+        | "tell me"
+        | "send me"
+        | "show me"
+        | "feel free"
+        | "don't hesitate"
+        | "hit me up" => (format!("{speaker} asks {addressee} to"), cue_start),
+        "can't wait" | "cannot wait" | "can not wait" | "i can't wait" | "i cannot wait"
+        | "we can't wait" => (format!("{speaker} is eager"), after),
+        "thanks" | "thank you" | "thx" | "appreciate" | "much appreciated" => {
+            (format!("{speaker} thanks {addressee}"), after)
+        }
+        "congrats" | "congratulations" => (format!("{speaker} congratulates {addressee}"), after),
+        "see you" | "see ya" => (format!("{speaker} will see {addressee}"), after),
+
+        _ if matches!(first, "keep" | "stay" | "never" | "hang" | "go")
+            || cue == "don't give up"
+            || cue == "don't stop" =>
+        {
+            (format!("{speaker} encourages {addressee} to"), cue_start)
+        }
+        _ => return None,
+    };
+    let rest = s[from..].trim_start_matches([' ', ',', '-', ':']);
+    let rest = rest.trim();
+    let rest_words = lower(rest);
+    // "Thanks so much for the help": the thanks' object after "for"; the same for congrats
+    // ("on", "for") and eagerness ("to", "for", "'til").
+    let rest = match cue {
+        "thanks" | "thank you" | "thx" | "appreciate" | "much appreciated" | "congrats"
+        | "congratulations" | "can't wait" | "cannot wait" | "can not wait" | "i can't wait"
+        | "i cannot wait" | "we can't wait" => {
+            let skip = rest_words
+                .iter()
+                .take_while(|w| is(&["so", "much", "you", "a", "lot", "again", "all"], w))
+                .count();
+            let toks = words(rest);
+            let (at, w) = *toks.get(skip)?;
+            let w = lower_word(w);
+            if !matches!(w.as_str(), "for" | "on" | "to" | "til" | "'til" | "until") {
+                return None;
+            }
+            if cue.contains("wait") && w != "to" && w != "for" {
+                return None;
+            }
+            &rest[at..]
+        }
+        _ => rest,
+    };
+    if cue.starts_with("would you") && !rest.starts_with("to ") {
+        return None;
+    }
+    let body = third_person(rest, voice, anchors);
+    let body = body
+        .strip_prefix(&format!("{speaker}: "))
+        .unwrap_or(&body)
+        .to_string();
+    if body.starts_with(speaker) && !rest.to_lowercase().starts_with("me") {
+        return None;
+    }
+    let mut body_chars = body.chars();
+    let body: String = match body_chars.next() {
+        Some(c) if !body.starts_with(speaker) && !body.starts_with(addressee) => {
+            c.to_lowercase().chain(body_chars).collect()
+        }
+        _ => body,
+    };
+    let text = format!("{lead} {body}");
+    shape_error(&text).is_none().then_some(text)
+}
+
 /// Whether a sentence is chatter: fewer than two words that are not [`CHATTER`] nor one of
 /// `names` (lower-case; the speakers and their first three letters, "Mel" for Melanie).
 pub fn is_chatter(s: &str, names: &[String]) -> bool {
@@ -718,9 +1086,17 @@ pub fn shape_error(text: &str) -> Option<&'static str> {
     None
 }
 
-/// The claim an image caption makes: `Caroline shared a photo of a rainbow flag.`
+/// The claim an image caption makes: `Caroline shared a photo of a rainbow flag.` A captioner's
+/// "a photography of …" reads "a photo of …" (the caption stays the quote).
 pub fn caption_claim(speaker: &str, caption: &str) -> String {
     let caption = caption.trim().trim_end_matches('.');
+    let photography = "a photography of ";
+    let caption = match caption.get(..photography.len()) {
+        Some(head) if head.eq_ignore_ascii_case(photography) => {
+            format!("a photo of {}", &caption[photography.len()..])
+        }
+        _ => caption.to_string(),
+    };
     let l = caption.to_lowercase();
     let shown = [
         "a photo",
@@ -812,6 +1188,94 @@ mod tests {
     }
 
     #[test]
+    fn requests_invitations_and_wishes_are_no_claims() {
+        let names = voice().names();
+        for s in [
+            "Let me know when you're ready to go birdwatching and we can plan a trip together.",
+            "If you ever need anything, let me know.",
+            "Whenever you need help, just let me know!",
+            "Let's go to a dance class, it'll be so much fun!",
+            "Hey Mel, would you like to join us for dinner on Friday?",
+            "You should totally try the new trail by the lake.",
+            "Check out this pic of my dog eating parsley!",
+            "Keep it up, you're changing lives!",
+            "Have a blast baking!",
+            "I'll definitely let you know how it turns out.",
+            "Can't wait for some birdwatching.",
+            "I can't wait to hear all about it!",
+            "I really hope you find a great spot soon!",
+            "Hopefully it leads to new opportunities.",
+            "Thanks for the advice, Mel!",
+            "Congrats on finishing your degree!",
+            "Good luck with the interview tomorrow.",
+            "Stay safe and talk soon!",
+            "Feel free to reach out any time.",
+        ] {
+            assert!(is_request(s, &names), "{s}");
+        }
+        for s in [
+            "I went birdwatching with my dad last weekend.",
+            "I'm having an art show in August - can't wait!",
+            "I hope to adopt a child next year.",
+            "I keep a journal of every hike.",
+            "We had a great time at the beach.",
+            "My friend let me borrow her camera.",
+            "When I was a kid, my mom took me to the lake every summer.",
+            "I thank my mentors for all their support.",
+        ] {
+            assert!(!is_request(s, &names), "{s}");
+        }
+    }
+
+    #[test]
+    fn a_request_reports_as_a_statement_about_the_exchange() {
+        let gina = Voice {
+            speaker: "Gina",
+            addressee: Some("Jon"),
+        };
+        for (said, reported_as) in [
+            (
+                "Let's go to a dance class, it'll be so much fun!",
+                Some("Gina invites Jon to go to a dance class, it'll be so much fun!"),
+            ),
+            (
+                "Keep going for your dreams and don't quit!",
+                Some("Gina encourages Jon to keep going for Jon's dreams and don't quit!"),
+            ),
+            (
+                "Congrats on finishing your degree!",
+                Some("Gina congratulates Jon on finishing Jon's degree!"),
+            ),
+            (
+                "Let me know how the grand opening turns out!",
+                Some("Gina asks Jon to let Gina know how the grand opening turns out!"),
+            ),
+            (
+                "Can't wait to surprise my family with something delicious!",
+                Some("Gina is eager to surprise their family with something delicious!"),
+            ),
+            (
+                "We should plan a dance session soon!",
+                Some("Gina suggests that they plan a dance session soon!"),
+            ),
+            (
+                "You should totally try the new trail by the lake.",
+                Some("Gina advises Jon to try the new trail by the lake."),
+            ),
+            ("Have a blast baking!", None),
+            (
+                "See you tomorrow at McGee's Pub!",
+                Some("Gina will see Jon tomorrow at McGee's Pub!"),
+            ),
+            ("Good luck!", None),
+            ("Thanks!", None),
+            ("I hope you find a great spot soon!", None),
+        ] {
+            assert_eq!(reported(said, gina, &[]).as_deref(), reported_as, "{said}");
+        }
+    }
+
+    #[test]
     fn the_most_factual_sentence_is_kept() {
         let sentences = [
             (0, "That's so sweet of you."),
@@ -853,6 +1317,10 @@ mod tests {
         assert_eq!(
             caption_claim("Jon", "a man dancing on a stage"),
             "Jon shared an image of a man dancing on a stage."
+        );
+        assert_eq!(
+            caption_claim("Audrey", "a photography of a book with a page of birds"),
+            "Audrey shared a photo of a book with a page of birds."
         );
     }
 }

@@ -268,6 +268,181 @@ fn surface_after(
     (end > start).then(|| s[toks[start].0..toks[end - 1].0 + toks[end - 1].2].to_string())
 }
 
+/// Words after a number that are no thing counted: adjectives and participles that wait for
+/// their noun ("three small dogs"), and words that are no noun at all ("one another", "3 gave").
+const MODIFIERS: &[&str] = &[
+    "small",
+    "little",
+    "big",
+    "large",
+    "huge",
+    "tiny",
+    "new",
+    "old",
+    "young",
+    "younger",
+    "older",
+    "great",
+    "good",
+    "nice",
+    "beautiful",
+    "lovely",
+    "cute",
+    "sweet",
+    "special",
+    "simple",
+    "extra",
+    "whole",
+    "different",
+    "main",
+    "quick",
+    "long",
+    "short",
+    "white",
+    "black",
+    "red",
+    "blue",
+    "green",
+    "yellow",
+    "brown",
+    "pink",
+    "purple",
+    "grey",
+    "gray",
+    "golden",
+    "gorgeous",
+    "amazing",
+    "awesome",
+    "wonderful",
+    "fantastic",
+    "adorable",
+    "happy",
+    "fluffy",
+    "furry",
+    "wild",
+    "local",
+    "full",
+    "separate",
+    "favorite",
+    "favourite",
+    "best",
+    "close",
+    "positive",
+];
+const NOT_COUNTED: &[&str] = &[
+    "per",
+    "else",
+    "another",
+    "enough",
+    "more",
+    "most",
+    "less",
+    "few",
+    "many",
+    "much",
+    "other",
+    "others",
+    "same",
+    "own",
+    "right",
+    "left",
+    "last",
+    "next",
+    "first",
+    "second",
+    "third",
+    "soon",
+    "someday",
+    "sometimes",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "now",
+    "ago",
+    "later",
+    "again",
+    "ever",
+    "maybe",
+    "almost",
+    "behind",
+    "above",
+    "around",
+    "over",
+    "under",
+    "agree",
+    "gave",
+    "got",
+    "made",
+    "went",
+    "came",
+    "took",
+    "had",
+    "did",
+    "said",
+    "told",
+    "saw",
+    "ran",
+    "won",
+    "lost",
+    "kept",
+    "felt",
+    "thought",
+    "knew",
+    "brought",
+    "bought",
+    "love",
+    "like",
+    "times",
+];
+
+/// The thing a number at token `at` counts: its noun, with up to two modifiers before it and
+/// the noun of a compound after it ("3 dance classes"); `None` when no noun follows (a
+/// percentage, a pronoun, an adjective alone, a name).
+fn counted(s: &str, toks: &[(usize, String, usize)], at: usize) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    let mut modifiers = 0;
+    let joined = |k: usize| {
+        s[toks[k - 1].0 + toks[k - 1].2..toks[k].0]
+            .chars()
+            .all(char::is_whitespace)
+    };
+    let plain = |k: usize| {
+        let w = toks[k].1.as_str();
+        w.chars().all(char::is_alphabetic)
+            && !crate::text::is_stopword(w)
+            && !s[toks[k].0..].starts_with(char::is_uppercase)
+            && !contains(NOT_COUNTED, w)
+    };
+    let noun = |w: &str| {
+        !contains(MODIFIERS, w) && !w.ends_with("ly") && !w.ends_with("ing") && !w.ends_with("ed")
+    };
+    let mut k = at + 1;
+    while k < toks.len() && joined(k) && plain(k) {
+        let w = toks[k].1.as_str();
+        if noun(w) {
+            parts.push(w);
+            // "3 dance classes", "4 fur babies": a plural after a singular is the head.
+            if !w.ends_with('s')
+                && k + 1 < toks.len()
+                && joined(k + 1)
+                && plain(k + 1)
+                && noun(&toks[k + 1].1)
+                && toks[k + 1].1.ends_with('s')
+            {
+                parts.push(&toks[k + 1].1);
+            }
+            return Some(parts.join(" "));
+        }
+        if modifiers == 2 {
+            break;
+        }
+        modifiers += 1;
+        parts.push(w);
+        k += 1;
+    }
+    None
+}
+
 /// Exact terms, items, counts and facets of one sentence.
 struct SentenceFacts {
     terms: BTreeSet<String>,
@@ -329,22 +504,23 @@ fn sentence_facts(s: &str, config: &MemoryConfig) -> SentenceFacts {
             }
         }
     }
-    // Counts with units: "3 kids", "two dogs", "15 kilometres".
-    for w in toks.windows(2) {
-        let n = w[0].1.parse::<u32>().ok().or_else(|| {
+    // Counts with units: "3 kids", "two dogs", "three small dogs", "15 kilometres" (a count of
+    // one is no count: "one" is an article or a pronoun far more often, "one another").
+    for (at, w) in toks.iter().enumerate().take(toks.len().saturating_sub(1)) {
+        let n = w.1.parse::<u32>().ok().or_else(|| {
             NUMBER_WORDS
                 .iter()
-                .find(|(x, _)| *x == w[0].1 && !matches!(*x, "a" | "an"))
+                .find(|(x, _)| *x == w.1 && !matches!(*x, "a" | "an"))
                 .map(|(_, n)| *n as u32)
         });
         if let Some(n) = n {
-            if w[1].1.chars().all(char::is_alphabetic) && !crate::text::is_stopword(&w[1].1) {
-                let c = format!("{n} {}", w[1].1);
+            if let Some(unit) = counted(s, &toks, at).filter(|_| n != 1) {
+                let c = format!("{n} {unit}");
                 counts.insert(c.clone());
                 terms.insert(c);
             }
-        } else if w[0].1.chars().all(|c| c.is_ascii_digit()) && w[0].1.len() == 4 {
-            terms.insert(w[0].1.clone());
+        } else if w.1.chars().all(|c| c.is_ascii_digit()) && w.1.len() == 4 {
+            terms.insert(w.1.clone());
         }
     }
     // Titles, places, enrolments after their cues.
@@ -524,12 +700,20 @@ impl Extractor for DeterministicExtractor {
             // shape (with their facts).
             let mut candidates: Vec<(usize, &str)> = Vec::new();
             let mut written: Vec<(String, SentenceFacts)> = Vec::new();
+            // Requests, invitations and wishes: no claim as said; the first that reports as a
+            // statement ("Jon invites Gina to …") when the message states nothing else (no
+            // active claim: a hedge needs confirmation).
+            let mut requests: Vec<(&str, SentenceFacts)> = Vec::new();
             for (position, s) in pieces.iter().copied().enumerate() {
                 let facts = absorb(&mut d, s, &self.config);
                 if !is_filler(s) {
                     first_informative.get_or_insert(s);
                 }
                 if claims::is_question(s) || claims::is_chatter(s, &names) {
+                    continue;
+                }
+                if claims::is_request(s, &names) {
+                    requests.push((s, facts));
                     continue;
                 }
                 let text = claims::third_person(s, voice, &message_anchors);
@@ -543,6 +727,17 @@ impl Extractor for DeterministicExtractor {
                 let (text, facts) = &written[k];
                 d.claims
                     .push(quoted_claim(m, text.clone(), candidates[k].1, false, facts));
+            }
+            let states = d
+                .claims
+                .iter()
+                .any(|c| c.source == m.id && c.status == ClaimStatus::Active);
+            if !states {
+                if let Some((text, s, facts)) = requests.iter().find_map(|(s, facts)| {
+                    Some((claims::reported(s, voice, &message_anchors)?, s, facts))
+                }) {
+                    d.claims.push(quoted_claim(m, text, s, false, facts));
+                }
             }
             for caption in m.attachments.iter().filter_map(|a| a.caption.as_deref()) {
                 d.entities.extend(lexicon.mentions(caption));
@@ -763,5 +958,65 @@ mod tests {
             d.terms
         );
         assert!(d.counts.contains("4 years"), "{:?}", d.counts);
+    }
+
+    #[test]
+    fn counts_count_things() {
+        let facts = |s: &str| sentence_facts(s, &MemoryConfig::default()).counts;
+        let c = facts("I have three small dogs and 2 cats, and we took 3 dance classes.");
+        assert!(c.contains("3 small dogs"), "{c:?}");
+        assert!(c.contains("2 cats"), "{c:?}");
+        assert!(c.contains("3 dance classes"), "{c:?}");
+        for s in [
+            "Taking care of them with one arm has been tricky.",
+            "We help one another every day.",
+            "I agree 100% with you.",
+            "Look at these 3 small.",
+            "Congrats to the 2 younger, Jon and Gina!",
+            "It took 2 walking.",
+        ] {
+            assert!(facts(s).is_empty(), "{s}: {:?}", facts(s));
+        }
+    }
+
+    #[test]
+    fn requests_are_reported_and_captions_read_a_photo() {
+        let mut m1 = msg(
+            1,
+            1,
+            "Andrew",
+            "Let me know when you're ready to go birdwatching and we can plan a trip together.",
+        );
+        m1.attachments.push(Attachment {
+            kind: "image".into(),
+            caption: Some("a photography of a book with a page of birds".into()),
+            url: None,
+        });
+        let m2 = msg(
+            1,
+            2,
+            "Audrey",
+            "Can't wait for some birdwatching! I bought a bird guide on Monday.",
+        );
+        let lex = Lexicon::build(
+            &[m1.clone(), m2.clone()],
+            MemoryConfig::default().entity_min_count,
+        );
+        let d = DeterministicExtractor::default()
+            .extract(&[&m1, &m2], &lex)
+            .unwrap();
+        let texts: Vec<&str> = d.claims.iter().map(|c| c.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                // A message that only asks makes the claim that it asked.
+                "Andrew asks Audrey to let Andrew know when Audrey is ready to go birdwatching \
+                 and we can plan a trip together.",
+                "Andrew shared a photo of a book with a page of birds.",
+                // A message that states besides makes the statement alone.
+                "Audrey bought a bird guide on Monday."
+            ]
+        );
+        assert!(d.summary.contains("Let me know"), "{}", d.summary);
     }
 }
