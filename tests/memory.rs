@@ -371,17 +371,12 @@ fn locomo7_builds_with_every_invariant() {
     ]);
     let store = Store::open_existing(dir.path()).unwrap();
     let config = MemoryConfig::default();
-    let mut revises = 0;
+    // (locomo7 has few real changes of a slot: the rules make no REVISE there since issue 50 —
+    // the four they made before were sentences sharing a word. The change probe and the slot
+    // tests above measure the edits.)
     for ns in store.namespaces().unwrap() {
         assert_invariants(&store, &ns, &config);
-        revises += store
-            .claim_ops(&ns)
-            .unwrap()
-            .iter()
-            .filter(|o| o.op == trajwiki::core::OpKind::Revise)
-            .count();
     }
-    assert!(revises > 0, "claims evolve on real conversations");
 }
 
 /// A conversation of `(session, speaker, text)` turns, a week between sessions.
