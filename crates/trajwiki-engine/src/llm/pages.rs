@@ -153,7 +153,7 @@ mod tests {
             revision: 1,
         };
         let sections = ["## Current facts", "## Events", "## Linked trajectories"];
-        let good = format!("# Pottery\n\n{}\n", sections.join("\n- x\n")).replace(
+        let good = format!("# Pottery\n\n{}\n- x\n", sections.join("\n- x\n")).replace(
             "## Linked trajectories\n- x",
             &format!("## Linked trajectories\n- {t}"),
         );
