@@ -6,8 +6,8 @@
 
 Ingests the LoCoMo file into a temporary store, builds the namespace, serves it and drives
 headless Chromium (Debian's `chromium` and `chromium-driver`, Selenium from PyPI; see
-scripts/ci-browser.sh) along page -> trajectory (one with a REVISE, when there is one) -> source
-message, then a query page for the conversation's first question. Needs `cargo build` first.
+scripts/ci-browser.sh) along the index -> a trajectory (one with a REVISE, when there is one) ->
+a speaker's page -> a source message, then a query page for the conversation's first question. Needs `cargo build` first.
 """
 
 import argparse
@@ -55,6 +55,8 @@ def main():
             base = f"{url}/view/{args.namespace}/"
             index = urllib.request.urlopen(base).read().decode()
             trajectories = re.findall(r'href="(trajectories/trj_[0-9a-f]+\.md)"', index)
+            # People are listed first, the most linked first: a speaker's page.
+            person = re.findall(r'href="(pages/pg_[0-9a-f]+\.md)"', index)[0]
             revised = next(
                 (t for t in trajectories
                  if "REVISE" in urllib.request.urlopen(base + t).read().decode()),
@@ -76,8 +78,7 @@ def main():
             shot("viewer-index")
             driver.get(base + revised)
             shot("viewer-trajectory")
-            pages = driver.find_elements(By.CSS_SELECTOR, "a[href^='../pages/']")
-            page_href = pages[0].get_attribute("href")
+            page_href = base + person
             # The trajectory's timeline, where its REVISE is.
             timeline = driver.find_elements(By.XPATH, "//*[contains(text(), 'REVISE')]")
             if timeline:
