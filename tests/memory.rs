@@ -381,14 +381,7 @@ fn locomo7_builds_with_every_invariant() {
 
 /// A conversation of `(session, speaker, text)` turns, a week between sessions.
 fn said(turns: &[(u32, &str, &str)]) -> Vec<SourceMessage> {
-    let ns = Namespace::new("slots").unwrap();
-    common::numbered_turns(&ns, turns, |session, n| {
-        NaiveDate::from_ymd_opt(2023, 1, 1)
-            .unwrap()
-            .and_hms_opt(10, n, 0)
-            .unwrap()
-            + chrono::Duration::days(7 * session as i64)
-    })
+    common::weekly_turns("slots", turns)
 }
 
 #[test]

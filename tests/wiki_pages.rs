@@ -4,7 +4,6 @@
 
 mod common;
 
-use chrono::NaiveDate;
 use trajwiki::core::{HashingEmbedder, Namespace, PageKind, SourceMessage, WikiPage};
 use trajwiki::memory::MemoryConfig;
 use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
@@ -19,14 +18,7 @@ const FLUSH: BuildOptions = BuildOptions {
 
 /// `(session, speaker, text)` turns of namespace `wiki`, a week between sessions.
 fn said(turns: &[(u32, &str, &str)]) -> Vec<SourceMessage> {
-    let ns = Namespace::new("wiki").unwrap();
-    common::numbered_turns(&ns, turns, |session, n| {
-        NaiveDate::from_ymd_opt(2023, 1, 1)
-            .unwrap()
-            .and_hms_opt(10, n, 0)
-            .unwrap()
-            + chrono::Duration::days(7 * session as i64)
-    })
+    common::weekly_turns("wiki", turns)
 }
 
 /// The messages ingested into a fresh store and built (hashing model, flushed).

@@ -317,3 +317,16 @@ pub fn numbered_turns(
         })
         .collect()
 }
+
+/// `(session, speaker, text)` turns of namespace `ns`, session N on 1 January 2023 plus N weeks,
+/// turn n at 10:n.
+pub fn weekly_turns(ns: &str, turns: &[(u32, &str, &str)]) -> Vec<trajwiki::core::SourceMessage> {
+    let ns = trajwiki::core::Namespace::new(ns).unwrap();
+    numbered_turns(&ns, turns, |session, n| {
+        chrono::NaiveDate::from_ymd_opt(2023, 1, 1)
+            .unwrap()
+            .and_hms_opt(10, n, 0)
+            .unwrap()
+            + chrono::Duration::days(7 * session as i64)
+    })
+}

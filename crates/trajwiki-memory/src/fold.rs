@@ -1222,6 +1222,14 @@ mod tests {
 
     /// Folds `messages`, one exchange at a time: every delta, in order.
     fn fold_all(messages: &[SourceMessage]) -> Vec<Delta> {
+        let mut out = Vec::new();
+        fold_each(messages, |_, delta| out.push(delta));
+        out
+    }
+
+    /// Folds `messages`, one exchange at a time, handing each delta and the fold after it to
+    /// `each`; returns the fold.
+    fn fold_each(messages: &[SourceMessage], mut each: impl FnMut(&Fold, Delta)) -> Fold {
         let config = MemoryConfig::default();
         let (extractor, decider, judge) = (
             DeterministicExtractor::new(config.clone()),
@@ -1240,13 +1248,13 @@ mod tests {
             Ok(rows.rows().map(<[f32]>::to_vec).collect())
         };
         let mut fold = Fold::new(messages[0].namespace.clone());
-        let mut out = Vec::new();
         for group in exchanges(messages) {
             let group: Vec<&SourceMessage> = group.into_iter().map(|i| &messages[i]).collect();
             let mut report = BuildReport::default();
-            out.push(fold_exchanges(&mut fold, &[group], &mut embed, &b, &mut report).unwrap());
+            let delta = fold_exchanges(&mut fold, &[group], &mut embed, &b, &mut report).unwrap();
+            each(&fold, delta);
         }
-        out
+        fold
     }
 
     #[test]
@@ -1338,32 +1346,11 @@ mod tests {
             .iter()
             .flat_map(|&s| all.iter().filter(move |m| m.session == s).cloned())
             .collect();
-        let config = MemoryConfig::default();
-        let (extractor, decider, judge) = (
-            DeterministicExtractor::new(config.clone()),
-            DeterministicDecider::new(config.clone()),
-            DeterministicJudge::new(config.clone()),
-        );
-        let b = Builders {
-            config: &config,
-            extractor: &extractor,
-            decider: &decider,
-            judge: &judge,
-        };
-        let embedder = HashingEmbedder::new(64);
-        let mut embed = |texts: &[&str]| {
-            let rows = embedder.embed(texts, EmbedKind::Document)?;
-            Ok(rows.rows().map(<[f32]>::to_vec).collect())
-        };
-        let mut fold = Fold::new(arrived[0].namespace.clone());
         let mut snapshots = Vec::new();
-        for group in exchanges(&arrived) {
-            let group: Vec<&SourceMessage> = group.into_iter().map(|i| &arrived[i]).collect();
-            let mut report = BuildReport::default();
-            let delta = fold_exchanges(&mut fold, &[group], &mut embed, &b, &mut report).unwrap();
+        let fold = fold_each(&arrived, |fold, delta| {
             snapshots.extend(delta.snapshots);
             assert_eq!(fold.open, open_by_session(&fold.trajectories));
-        }
+        });
         (fold, snapshots)
     }
 
