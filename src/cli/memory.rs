@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use trajwiki_core::{Embedder, Namespace, PageId, Timestamp};
+use trajwiki_core::{Embedder, Namespace, PageId, PageKind, Timestamp, WikiPage};
 use trajwiki_memory::MemoryConfig;
 use trajwiki_store::VectorDtype;
 
@@ -388,6 +388,25 @@ pub(crate) fn wiki(args: &WikiArgs, global: Global) -> anyhow::Result<()> {
         outjson!(serde_json::to_string_pretty(&pages)?)?;
         return Ok(());
     }
+    // As the memory index lists them: people, pets and places first (the most linked first),
+    // then topics, item lists and the index pages.
+    let rank = |k: PageKind| match k {
+        PageKind::Entity => 0,
+        PageKind::Topic => 1,
+        PageKind::Inventory => 2,
+        PageKind::Index => 3,
+    };
+    // (Index pages keep the store's order: a stable sort, their keys equal.)
+    let key = |p: &WikiPage| match p.kind {
+        PageKind::Index => (rank(p.kind), 0, String::new()),
+        k => (
+            rank(k),
+            usize::MAX - p.trajectory_ids.len(),
+            p.title.clone(),
+        ),
+    };
+    let mut pages = pages;
+    pages.sort_by_key(key);
     for p in pages {
         outln!(
             "{:<9} {} r{:<2} {:>3} trajectories  {}",
