@@ -165,6 +165,10 @@ struct Wiki<'a> {
     pages: &'a [WikiPage],
     /// The snapshots citing each message, in trajectory and version order.
     cited_by: HashMap<&'a MessageId, Vec<&'a trajwiki_core::Snapshot>>,
+    /// Messages by the ref a page cites them by ("D3:4").
+    by_ref: HashMap<String, &'a SourceMessage>,
+    /// Pages by title (a page's `[[Title]]` links).
+    by_title: HashMap<&'a str, &'a WikiPage>,
 }
 
 impl<'a> Wiki<'a> {
@@ -206,6 +210,8 @@ impl<'a> Wiki<'a> {
             pages_of,
             pages,
             cited_by,
+            by_ref: messages.iter().map(|m| (message_ref(m), m)).collect(),
+            by_title: pages.iter().map(|p| (p.title.as_str(), p)).collect(),
         }
     }
 
@@ -331,13 +337,6 @@ impl<'a> Wiki<'a> {
     /// escaped, each source ref a link to its message, each `[[Title]]` a link to that page.
     /// (Its own title line and linked trajectories are written above.)
     fn body(&self, page: &WikiPage) -> String {
-        let by_ref: HashMap<String, &SourceMessage> = self
-            .messages
-            .values()
-            .map(|m| (message_ref(m), *m))
-            .collect();
-        let by_title: HashMap<&str, &WikiPage> =
-            self.pages.iter().map(|p| (p.title.as_str(), p)).collect();
         let mut out = String::new();
         let mut skipping = false;
         for line in page.body.lines().skip_while(|l| l.starts_with("# ")) {
@@ -360,19 +359,14 @@ impl<'a> Wiki<'a> {
                 Some(rest) => ("- ", rest),
                 None => ("", line),
             };
-            let linked = self.linked_line(text, &by_ref, &by_title);
+            let linked = self.linked_line(text);
             let _ = writeln!(out, "{lead}{linked}");
         }
         out
     }
 
     /// One line of a page's text, escaped, its `(REF)` sources and `[[Title]]` pages linked.
-    fn linked_line(
-        &self,
-        text: &str,
-        by_ref: &HashMap<String, &SourceMessage>,
-        by_title: &HashMap<&str, &WikiPage>,
-    ) -> String {
+    fn linked_line(&self, text: &str) -> String {
         let mut out = String::new();
         let mut rest = text;
         while !rest.is_empty() {
@@ -390,7 +384,7 @@ impl<'a> Wiki<'a> {
             }
             if let Some(inner) = rest.strip_prefix("[[") {
                 if let Some((title, after)) = inner.split_once("]]") {
-                    match by_title.get(title) {
+                    match self.by_title.get(title) {
                         Some(p) => {
                             let _ = write!(out, "[{}]({}.md)", inline(title), p.id);
                         }
@@ -403,7 +397,7 @@ impl<'a> Wiki<'a> {
             // "(D3:4)": a link to the message, in its session's file.
             let cited = rest[1..]
                 .split_once(')')
-                .and_then(|(r, after)| by_ref.get(r).map(|m| (r, m, after)));
+                .and_then(|(r, after)| self.by_ref.get(r).map(|m| (r, m, after)));
             match cited {
                 Some((r, m, after)) => {
                     let _ = write!(

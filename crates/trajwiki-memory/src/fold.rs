@@ -1040,7 +1040,7 @@ fn held_slots(trajectories: &[TrajState]) -> BTreeMap<String, Holder> {
 }
 
 /// A slot key as a reader sees it: `home`, `pet (dog)`.
-fn slot_name(key: &str) -> String {
+pub(crate) fn slot_name(key: &str) -> String {
     let mut parts = key.split('|').skip(1);
     let attribute = parts.next().unwrap_or("");
     match parts.next() {

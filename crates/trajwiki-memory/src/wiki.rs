@@ -35,11 +35,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
 use trajwiki_text::temporal::fmt_day;
-use trajwiki_text::text::{norm, words};
+use trajwiki_text::text::{norm, stem, words};
 
 use crate::extract::{is_specific, Lexicon};
-use crate::fold::{ClaimEntry, TrajState, SLOT_TAG};
-use titles::{page_title, section_title, topic_phrase};
+use crate::fold::{slot_name, ClaimEntry, TrajState, SLOT_TAG};
+use titles::{capitalised, page_title, section_title, topic_phrase};
 
 mod titles;
 use crate::MemoryConfig;
@@ -99,6 +99,14 @@ pub struct Wiki {
     retired: BTreeSet<String>,
     /// Trajectories per section of a page (`page_target`).
     section: usize,
+    /// The stems of the entities with a group: no such keyword is a topic (its page would be
+    /// titled as the entity's).
+    entity_stems: BTreeSet<String>,
+}
+
+/// The stem an entity's name would have as a keyword ("biscuit"), for a one-word entity.
+fn entity_stem(entity: &str) -> Option<String> {
+    (!entity.contains(' ')).then(|| stem(entity))
 }
 
 /// The groups a trajectory belongs to, given its state (a trajectory's groups only grow).
@@ -179,6 +187,11 @@ impl Wiki {
             section: config.page_target.max(1),
             ..Wiki::default()
         };
+        w.entity_stems = w
+            .groups
+            .keys()
+            .filter_map(|k| k.strip_prefix(ENTITY).and_then(entity_stem))
+            .collect();
         for t in 0..states.len() {
             w.primary[t] = w.primary_of(t, states, config);
         }
@@ -259,7 +272,7 @@ impl Wiki {
     }
 
     /// Whether keyword group `key` can be trajectory `t`'s primary topic: a noun-like keyword,
-    /// not one of `t`'s entities, shared by between `topic_min_trajectories` and `topic_max_trajectories`
+    /// not one of `t`'s entities nor the name of an entity with a group, shared by between `topic_min_trajectories` and `topic_max_trajectories`
     /// trajectories.
     fn topical(&self, key: &str, t: &TrajState, c: &MemoryConfig) -> bool {
         let Some(g) = self.groups.get(key) else {
@@ -268,6 +281,7 @@ impl Wiki {
         let stem = key.strip_prefix(TOPIC).unwrap_or(key);
         (c.topic_min_trajectories..=c.topic_max_trajectories).contains(&g.members.len())
             && !t.features.entities.contains(stem)
+            && !self.entity_stems.contains(stem)
             && topic_phrase(&g.surface).is_some()
     }
 
@@ -520,6 +534,13 @@ impl Wiki {
                 .strip_prefix(ENTITY)
                 .or_else(|| key.strip_prefix(FACET).and_then(|r| r.split('\t').next()));
             let before = self.shape(key, c);
+            if let Some(named) = key.strip_prefix(ENTITY).and_then(entity_stem) {
+                // A new entity's name is no topic any more: its keyword group's members choose
+                // their primary topic again.
+                if self.entity_stems.insert(named.clone()) {
+                    topics.insert(format!("{TOPIC}{named}"));
+                }
+            }
             let g = self.groups.entry(key.clone()).or_default();
             if g.members.last() == Some(&t) {
                 continue; // listed twice
@@ -755,15 +776,11 @@ fn claim_line(claim: &ClaimEntry) -> String {
 
 /// The slot a claim holds ("home city"), when it holds one.
 fn slot_of(claim: &ClaimEntry) -> Option<String> {
-    claim.draft.facets.iter().find_map(|f| {
-        let key = f.tag.strip_prefix(SLOT_TAG)?;
-        let mut parts = key.split('|').skip(1);
-        let attribute = parts.next().unwrap_or("");
-        Some(match parts.next() {
-            Some(k) if !k.is_empty() && !k.contains('/') => format!("{attribute} ({k})"),
-            _ => attribute.to_string(),
-        })
-    })
+    claim
+        .draft
+        .facets
+        .iter()
+        .find_map(|f| f.tag.strip_prefix(SLOT_TAG).map(slot_name))
 }
 
 impl Wiki {
@@ -786,11 +803,7 @@ impl Wiki {
             d.head.clone()
         } else if key.starts_with(TOPIC) {
             // A topic page is named by its keyword as written: one page per keyword.
-            let mut title = d.head.clone();
-            if let Some(first) = title.get_mut(0..1) {
-                first.make_ascii_uppercase();
-            }
-            title
+            capitalised(&d.head)
         } else {
             page_title(key, &d.head, states, members)
         };

@@ -622,7 +622,7 @@ impl Index {
         }
         // Full mode scores its structured levels inside the routed universe; no-wiki (or a
         // namespace without pages) ranks every trajectory directly.
-        let everything = !use_wiki || self.pages.is_empty();
+        let everything = self.scores_everything(use_wiki);
         ranking.candidate_universe = if everything { n_traj } else { universe.len() };
         ranking.candidates = Candidates {
             pages: if use_wiki { self.pages.len() } else { 0 },
@@ -949,6 +949,12 @@ impl Index {
         }
     }
 
+    /// Whether a search scores every trajectory and snapshot: without routing through the wiki,
+    /// or in a namespace without pages (else only the routed universe is scored).
+    fn scores_everything(&self, use_wiki: bool) -> bool {
+        !use_wiki || self.pages.is_empty()
+    }
+
     /// The rankings of a structured search that depend on the question alone, computed at once:
     /// each level's dense and BM25 lists side by side, the levels themselves in parallel. The
     /// lists are those each stage would compute in turn.
@@ -985,7 +991,7 @@ impl Index {
         // Every trajectory is a candidate on the direct path; without it only those the pages
         // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
         // Routing through pages, the structured levels are scored inside the routed universe.
-        let direct = direct && (!use_wiki || self.pages.is_empty());
+        let direct = direct && self.scores_everything(use_wiki);
         let trajectories = || -> Result<(Option<Vec<Hit>>, Vec<Hit>), IndexError> {
             let bm25_depth = if direct {
                 config.depth.min(n_traj)

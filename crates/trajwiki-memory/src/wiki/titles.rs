@@ -408,12 +408,7 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
             .join(" & ")
     };
     // No topic repeats a word of the subject or of an entity.
-    let taken = Stems::of_words(
-        words(&subject)
-            .into_iter()
-            .map(|(_, w)| norm(w))
-            .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string))),
-    );
+    let taken = taken(&subject, &named);
     let mut chosen: Vec<String> = Vec::new();
     if key.starts_with(TOPIC) {
         chosen.extend(topic_phrase(head).filter(|p| taken.free(p)));
@@ -443,10 +438,7 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
     }
     let title = join(&subject, &chosen);
     if title.is_empty() {
-        members
-            .first()
-            .map(|&m| states[m].label.clone())
-            .unwrap_or_default()
+        first_label(states, members)
     } else {
         title
     }
@@ -455,26 +447,40 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
 /// The title of a section of a page about `subject`: what its trajectories are about (at most
 /// two topics, none a word of the subject or of an entity), else its first trajectory's label.
 pub(crate) fn section_title(subject: &str, states: &[TrajState], members: &[usize]) -> String {
-    let named = entities(states, members);
-    let taken = Stems::of_words(
+    let taken = taken(subject, &entities(states, members));
+    let chosen = topics(states, members, Source::All, &taken);
+    if chosen.is_empty() {
+        first_label(states, members)
+    } else {
+        capitalised(&chosen.join(", "))
+    }
+}
+
+/// The words no topic of a title may repeat: the subject's and the entities'.
+fn taken(subject: &str, named: &[String]) -> Stems {
+    Stems::of_words(
         words(subject)
             .into_iter()
             .map(|(_, w)| norm(w))
             .chain(named.iter().flat_map(|e| e.split(' ').map(str::to_string))),
-    );
-    let chosen = topics(states, members, Source::All, &taken);
-    if chosen.is_empty() {
-        members
-            .first()
-            .map(|&m| states[m].label.clone())
-            .unwrap_or_default()
-    } else {
-        let mut title = chosen.join(", ");
-        if let Some(first) = title.get_mut(0..1) {
-            first.make_ascii_uppercase();
-        }
-        title
+    )
+}
+
+/// The label of the first of `members`, for a title that found no words of its own.
+fn first_label(states: &[TrajState], members: &[usize]) -> String {
+    members
+        .first()
+        .map(|&m| states[m].label.clone())
+        .unwrap_or_default()
+}
+
+/// `text` with its first letter in upper case ("pottery" → "Pottery").
+pub(crate) fn capitalised(text: &str) -> String {
+    let mut out = text.to_string();
+    if let Some(first) = out.get_mut(0..1) {
+        first.make_ascii_uppercase();
     }
+    out
 }
 
 #[cfg(test)]
