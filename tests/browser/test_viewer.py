@@ -49,6 +49,15 @@ def server():
             "text": "My <script>document.title='owned'</script> <b>bold</b> notes are in [here](http://evil.invalid).",
             "timestamp": "2024-05-01T09:00:00", "ref": "S3:1"}) + "\n")
         trajwiki("ingest", "--store", str(store), str(hostile), "-q")
+        # A fact that changes: where Maya lives (sessions far apart, so the change is a REVISE
+        # across trajectories).
+        moved = Path(tmp) / "moved.jsonl"
+        moved.write_text("".join(json.dumps({
+            "namespace": "demo", "session": session, "seq": 1, "speaker": "Maya", "text": text,
+            "timestamp": at, "ref": f"S{session}:1"}) + "\n" for session, text, at in [
+                (4, "I live in Lisbon, in a flat near the river.", "2024-05-20T09:00:00"),
+                (7, "Big news: I moved to Porto last week!", "2024-07-01T09:00:00")]))
+        trajwiki("ingest", "--store", str(store), str(moved), "-q")
         trajwiki("build", "--store", str(store), "--namespace", "demo", "--model", "hashing",
                  "--flush", "-q")
         proc = subprocess.Popen(
@@ -123,7 +132,7 @@ def test_page_trajectory_source_in_a_browser(server, browser, shots):
 
     browser.get(f"{server}/view")
     assert "Namespaces" in body(browser)
-    assert "demo — 13 messages, 0 runs" in body(browser)
+    assert "demo — 15 messages, 0 runs" in body(browser)
     shot(browser, shots, "1-namespaces")
 
     click(browser, "demo")
@@ -138,31 +147,32 @@ def test_page_trajectory_source_in_a_browser(server, browser, shots):
     assert "Entity page pg_" in text, text
     assert "What changed" in text, text
     assert "Maya kept three pieces: a bowl, a vase and a mug." in text, text
+    assert "Maya moved to Porto" in text, text
     assert "Tom has been training" not in text, text
     shot(browser, shots, "3-person-page")
 
     # A fact's source: the session page, scrolled to the message.
-    source = browser.find_elements(By.CSS_SELECTOR, "a[href*='sources/session-2.md#msg_']")
+    source = browser.find_elements(By.CSS_SELECTOR, "a[href*='sources/session-7.md#msg_']")
     assert source, browser.page_source[:3000]
-    fact = [a for a in source if a.text == "S2:4"]
+    fact = [a for a in source if a.text == "S7:1"]
     assert fact, [a.text for a in source]
     anchor = fact[0].get_attribute("href").split("#", 1)[1]
     fact[0].click()
     assert browser.current_url.endswith(f"#{anchor}"), browser.current_url
     target = browser.find_element(By.ID, anchor)
     message = target.find_element(By.XPATH, "./ancestor-or-self::*[self::li or self::p][1]")
-    assert "The pottery workshop ended" in message.text, message.text
-    assert "Session 2" in body(browser)
+    assert "I moved to Porto" in message.text, message.text
+    assert "Session 7" in body(browser)
     shot(browser, shots, "4-source-message")
 
     # The message's history: the trajectory version that cites it, with the claim edit (the
-    # workshop it revised) and where the claim came from.
+    # home it revised) and where the claim came from.
     cites = message.find_elements(By.CSS_SELECTOR, "a[href*='trajectories/trj_']")
     assert cites, message.get_attribute("innerHTML")
     cites[0].click()
     text = body(browser)
     assert "Trajectory trj_" in text and "REVISE" in text, text
-    assert "signed up for the pottery workshop" in text, text
+    assert "Lisbon" in text, text
     shot(browser, shots, "5-fact-history")
 
     # The hostile message is shown as text: no script ran, no markup or link was made of it.
