@@ -86,11 +86,11 @@ const SCHEMA_3_LISTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Turns a current store into the one schema 2 wrote. Migration 7 only adds (the generation
-/// clock and columns, their indexes), so dropping them undoes it; migration 4 only rekeys the
-/// list tables (their rows unchanged), so rebuilding them in schema 3's shape undoes it;
-/// migration 3 only adds (the vector file table, an index), so removing what it added leaves
-/// exactly schema 2's database.
+/// Turns a current store into the one schema 2 wrote. Migrations 8 and 7 only add (an index of
+/// ops by claim; the generation clock and columns, their indexes), so dropping them undoes them;
+/// migration 4 only rekeys the list tables (their rows unchanged), so rebuilding them in schema
+/// 3's shape undoes it; migration 3 only adds (the vector file table, an index), so removing
+/// what it added leaves exactly schema 2's database.
 fn downgrade_to_schema_2(store: &Path) {
     let conn = rusqlite::Connection::open(store.join(DB_FILE)).unwrap();
     conn.execute_batch("DROP TABLE generation_clock; DROP TABLE namespace_generations;")
@@ -128,6 +128,7 @@ fn downgrade_to_schema_2(store: &Path) {
     }
     conn.execute_batch(
         "CREATE INDEX snapshot_messages_by_message ON snapshot_messages (message);
+         DROP INDEX claim_ops_by_new_claim;
          DROP TABLE vector_files; DROP INDEX messages_by_arrival; DROP TABLE llm_responses;
          PRAGMA user_version = 2;",
     )

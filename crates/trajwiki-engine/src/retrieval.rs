@@ -182,6 +182,7 @@ fn read_changes(
         claims: r.claims.clone(),
         trajectories: r.trajectories.clone(),
         pages: r.pages.clone(),
+        restatements: r.restatements.clone(),
     };
     match memory.apply(&delta) {
         Ok(()) => {}
@@ -352,6 +353,7 @@ pub fn load_index(
         trajectories: read.trajectories,
         pages: read.pages,
         claims: read.claims,
+        restatements: read.restatements,
         entity_min_count: config.entity_min_count,
     };
     records.sort_for_index();
@@ -493,6 +495,7 @@ pub fn update_index(
         messages,
         snapshots: delta.records.snapshots,
         claims: delta.records.claims,
+        restatements: delta.records.restatements,
         trajectories: delta.records.trajectories,
         pages,
     };

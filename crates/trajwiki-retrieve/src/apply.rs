@@ -11,16 +11,18 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use trajwiki_core::{
-    Claim, ClaimId, ClaimStatus, PageId, PageKind, Snapshot, SourceMessage, Trajectory, WikiPage,
+    Claim, ClaimId, ClaimStatus, MessageId, PageId, PageKind, Snapshot, SourceMessage, Trajectory,
+    WikiPage,
 };
 
 use half::f16;
 
 use crate::derived::{Derived, Keywords};
 use crate::index::{
-    add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes, numbered, page_row,
-    page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links, snapshot_text,
-    superseded_in, trajectory_bytes, trajectory_row, trajectory_snapshots, Index, IndexError, Rows,
+    add_restated, add_superseded, claim_bytes, keep_centroid, link_revision, message_bytes,
+    numbered, page_row, page_trajectories, snapshot_bytes, snapshot_centroid, snapshot_links,
+    snapshot_text, superseded_in, trajectory_bytes, trajectory_row, trajectory_snapshots, Index,
+    IndexError, Rows,
 };
 use crate::order::{claim_key, snapshot_key, trajectory_key};
 use crate::vectors::MessageVectors;
@@ -34,6 +36,9 @@ pub struct IndexDelta {
     pub snapshots: Vec<Snapshot>,
     /// Claims new or with a changed status, with their status now.
     pub claims: Vec<(Claim, ClaimStatus)>,
+    /// The restatements of those claims now (see [`crate::NamespaceRecords::restatements`]): they
+    /// replace the held restatements of each.
+    pub restatements: Vec<(ClaimId, MessageId)>,
     /// Trajectories new or changed.
     pub trajectories: Vec<Trajectory>,
     /// The pages that changed, if any.
@@ -117,9 +122,12 @@ impl Index {
             messages,
             snapshots,
             claims,
+            restatements,
             trajectories,
             pages,
         } = delta;
+        // The claims whose restatements the change holds: every claim in it.
+        let in_change: FxHashSet<ClaimId> = claims.iter().map(|(c, _)| c.id.clone()).collect();
         let plan = match self.plan(&messages, snapshots, claims, trajectories) {
             Ok(plan) => plan,
             Err(reason) => return Ok(Applied::Refused(reason)),
@@ -269,12 +277,41 @@ impl Index {
             let c = &self.records.claims[ci].0;
             link_revision(&self.records, &self.ids, c, &mut self.update_links);
         }
+        // Restatements: those of a claim in the change replace the held ones (a claim's are
+        // all in the change; none while it holds).
+        if !in_change.is_empty() {
+            let held = std::mem::take(&mut self.records.restatements);
+            let (dropped, kept): (Vec<_>, Vec<_>) =
+                held.into_iter().partition(|(c, _)| in_change.contains(c));
+            for (c, m) in &dropped {
+                if let (Some(ci), Some(mi)) = (self.ids.claim(c), self.ids.message(m)) {
+                    if let Some(claims) = self.restated_in.get_mut(&mi) {
+                        claims.retain(|&x| x != ci);
+                        if claims.is_empty() {
+                            self.restated_in.remove(&mi);
+                        }
+                    }
+                    affected.insert(mi);
+                }
+            }
+            for (c, m) in &restatements {
+                if let (Some(ci), Some(mi)) = (self.ids.claim(c), self.ids.message(m)) {
+                    add_restated(&mut self.restated_in, mi, ci);
+                    affected.insert(mi);
+                }
+            }
+            let mut all = kept;
+            all.extend(restatements);
+            all.sort_by(|a, b| a.0.cmp(&b.0));
+            self.records.restatements = all;
+        }
         for mi in affected {
             let superseded = superseded_in(
                 &self.records,
                 &self.ids,
                 &self.revised_by,
                 &self.msg_claims[mi],
+                self.restated_in.get(&mi),
             );
             let (bytes, tokens) = self.base_len[mi];
             let line = &mut self.lines[mi];

@@ -35,6 +35,9 @@ pub struct NamespaceRecords {
     pub pages: Vec<WikiPage>,
     /// Claims with their current status.
     pub claims: Vec<(Claim, ClaimStatus)>,
+    /// The messages that restate a deprecated claim without being its source, by claim id,
+    /// then in op order (as the store reads them): marked as the claim's sources are.
+    pub restatements: Vec<(ClaimId, MessageId)>,
     /// The build's lexicon setting (`entity_min_count` of its configuration), so that a query
     /// sees the entities construction saw.
     pub entity_min_count: usize,
@@ -253,6 +256,9 @@ pub struct Index {
     pub(crate) msg_snaps: Vec<Vec<usize>>,
     /// Per message: the claims grounded in it, in record order.
     pub(crate) msg_claims: Vec<Vec<usize>>,
+    /// Per message that restates a deprecated claim (`records.restatements`): those claims, in
+    /// record order.
+    pub(crate) restated_in: FxHashMap<usize, Vec<usize>>,
 }
 
 /// The item families (`ITEM_FAMILIES`, by position) that `text` mentions an item of, compared
@@ -488,7 +494,17 @@ struct Linked {
     superseded: Vec<Vec<Superseded>>,
     msg_snaps: Vec<Vec<usize>>,
     msg_claims: Vec<Vec<usize>>,
+    restated_in: FxHashMap<usize, Vec<usize>>,
     revised_by: FxHashMap<ClaimId, u32>,
+}
+
+/// Message `mi` restates claim `ci`: `ci` joins the message's restated claims, in record
+/// order, once.
+pub(crate) fn add_restated(restated_in: &mut FxHashMap<usize, Vec<usize>>, mi: usize, ci: usize) {
+    let claims = restated_in.entry(mi).or_default();
+    if let Err(at) = claims.binary_search(&ci) {
+        claims.insert(at, ci);
+    }
 }
 
 impl Sparse {
@@ -591,16 +607,19 @@ impl Ids {
     }
 }
 
-/// The superseded statements in message `mi`: its deprecated claims (`msg_claims`, in record
-/// order), each with where it was revised (`revised_by`: a revised claim's reviser).
+/// The superseded statements in message `mi`: its deprecated claims (`msg_claims`, then the
+/// deprecated claims it restates, `restated`, each in record order), each with where it was
+/// revised (`revised_by`: a revised claim's reviser).
 pub(crate) fn superseded_in(
     records: &NamespaceRecords,
     ids: &Ids,
     revised_by: &FxHashMap<ClaimId, u32>,
     msg_claims: &[usize],
+    restated: Option<&Vec<usize>>,
 ) -> Vec<Superseded> {
     msg_claims
         .iter()
+        .chain(restated.into_iter().flatten())
         .filter(|&&ci| records.claims[ci].1 == ClaimStatus::Deprecated)
         .map(|&ci| {
             let by = revised_by
@@ -666,15 +685,23 @@ impl Linked {
                 }
             }
         }
+        let mut restated_in = FxHashMap::default();
+        for (c, m) in &records.restatements {
+            if let (Some(ci), Some(mi)) = (ids.claim(c), ids.message(m)) {
+                add_restated(&mut restated_in, mi, ci);
+            }
+        }
         let superseded = msg_claims
             .par_iter()
-            .map(|cs| superseded_in(records, ids, &revised_by, cs))
+            .enumerate()
+            .map(|(mi, cs)| superseded_in(records, ids, &revised_by, cs, restated_in.get(&mi)))
             .collect();
         Linked {
             update_links,
             superseded,
             msg_snaps,
             msg_claims,
+            restated_in,
             revised_by,
         }
     }
@@ -1076,6 +1103,7 @@ impl Index {
             superseded,
             msg_snaps,
             msg_claims,
+            restated_in,
             revised_by,
         } = linked;
         let unbuilt = msg_snaps.iter().filter(|s| s.is_empty()).count();
@@ -1109,6 +1137,7 @@ impl Index {
             records,
             msg_snaps,
             msg_claims,
+            restated_in,
             ids,
             revised_by,
         };

@@ -10,6 +10,7 @@
 //! tests hold a segment-backed load to a load from the records, search for search.
 
 use half::f16;
+use rustc_hash::FxHashMap;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use trajwiki_compute::{Bm25Index, Bm25Params};
@@ -20,7 +21,9 @@ use trajwiki_core::{
 use trajwiki_text::{Lexicon, LexiconStats};
 
 use crate::derived::Derived;
-use crate::index::{Ids, Index, IndexError, NamespaceRecords, Rows, Superseded, Vectors, Vocab};
+use crate::index::{
+    add_restated, Ids, Index, IndexError, NamespaceRecords, Rows, Superseded, Vectors, Vocab,
+};
 use crate::vectors::MessageVectors;
 
 /// A timestamp as seconds and nanoseconds since the epoch.
@@ -182,6 +185,7 @@ struct Out<'a> {
     revised_by: Vec<(&'a ClaimId, u32)>,
     msg_snaps: &'a [Vec<usize>],
     msg_claims: &'a [Vec<usize>],
+    restatements: &'a [(ClaimId, MessageId)],
 }
 
 /// [`Out`] read back: the same fields, owned.
@@ -217,6 +221,7 @@ struct In {
     revised_by: Vec<(ClaimId, u32)>,
     msg_snaps: Vec<Vec<usize>>,
     msg_claims: Vec<Vec<usize>>,
+    restatements: Vec<(ClaimId, MessageId)>,
 }
 
 fn bm25_out(b: &Bm25Index) -> Bm25Out<'_> {
@@ -342,6 +347,7 @@ impl Index {
             revised_by: self.revised_by.iter().map(|(c, &i)| (c, i)).collect(),
             msg_snaps: &self.msg_snaps,
             msg_claims: &self.msg_claims,
+            restatements: &r.restatements,
         };
         // Sections, each with its length, so that a reader decodes them side by side.
         let sections = [
@@ -484,7 +490,7 @@ impl StoredIndex {
             },
         );
         let (messages, snapshots, claims) = (messages?, snapshots?, claims?);
-        let ((trajectories, pages), rest) = (trajectories?, rest?);
+        let ((trajectories, pages), mut rest) = (trajectories?, rest?);
         let foreign = |what: &str, of: &Namespace| {
             (of != ns).then(|| stored(format!("a {what} of namespace {of} in {ns}'s index")))
         };
@@ -501,6 +507,7 @@ impl StoredIndex {
             trajectories,
             pages,
             claims,
+            restatements: std::mem::take(&mut rest.restatements),
             entity_min_count: usize::try_from(rest.entity_min_count)
                 .map_err(|_| stored("entity_min_count out of range"))?,
         };
@@ -624,6 +631,15 @@ impl StoredIndex {
             pages: Rows::new(r.page_rows.0, dim)?,
         };
         derived.keep_lexicon(&records.messages, records.entity_min_count, r.lexicon_stats);
+        let mut restated_in = FxHashMap::default();
+        for (c, m) in &records.restatements {
+            let (Some(ci), Some(mi)) = (ids.claim(c), ids.message(m)) else {
+                return Err(stored(format!(
+                    "a restatement of {c} in {m}, past the records"
+                )));
+            };
+            add_restated(&mut restated_in, mi, ci);
+        }
         Ok(Index {
             dim,
             vectors,
@@ -654,6 +670,7 @@ impl StoredIndex {
             revised_by: r.revised_by.into_iter().collect(),
             msg_snaps: r.msg_snaps,
             msg_claims: r.msg_claims,
+            restated_in,
             records,
         })
     }

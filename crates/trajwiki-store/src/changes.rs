@@ -18,7 +18,7 @@ use crate::fold::Arrived;
 use crate::memory::MemoryRecords;
 use crate::read::{self, Pages, Scope};
 use crate::Store;
-use trajwiki_core::{Namespace, PageId};
+use trajwiki_core::{ClaimId, Namespace, PageId};
 
 /// The state of a namespace a read saw: the generation of the last write of its memory records
 /// and the ingest position of its last message. Read in the same transaction as the records it
@@ -116,6 +116,15 @@ impl MemoryRecords {
         merge(&mut self.claims, &changes.claims, |a, b| {
             a.0.id.cmp(&b.0.id)
         });
+        // A changed claim's restatements are all in the change (none, if it holds).
+        if !changes.claims.is_empty() {
+            let changed: std::collections::HashSet<&ClaimId> =
+                changes.claims.iter().map(|(c, _)| &c.id).collect();
+            self.restatements.retain(|(c, _)| !changed.contains(c));
+            self.restatements
+                .extend(changes.restatements.iter().cloned());
+            self.restatements.sort_by(|a, b| a.0.cmp(&b.0));
+        }
         merge(&mut self.trajectories, &changes.trajectories, |a, b| {
             a.id.cmp(&b.id)
         });
@@ -290,6 +299,7 @@ impl Store {
             let records = &mut delta.records;
             records.snapshots = read::snapshots(&tx, changed)?;
             records.claims = read::claims_with_states(&tx, changed)?;
+            records.restatements = read::restatements(&tx, changed)?;
             records.trajectories = read::trajectories(&tx, changed)?;
             records.pages = read::pages(&tx, Pages::ChangedRouting(ns.as_str(), since.generation))?;
             delta.retired_pages = read::retired_pages(&tx, ns.as_str(), since.generation)?;

@@ -8,8 +8,8 @@ use rusqlite::{params, OptionalExtension, ToSql};
 use crate::db::{insert_rows, insert_rows_returning, known_ids, Begin, Db, Tx};
 use trajwiki_core::{
     replay_ops, Claim, ClaimId, ClaimOp, ClaimStatus, Compilation, CompilationId, Insight,
-    InsightId, Namespace, OpId, PageId, RunId, Snapshot, SnapshotId, Trajectory, TrajectoryId,
-    WikiPage,
+    InsightId, MessageId, Namespace, OpId, PageId, RunId, Snapshot, SnapshotId, Trajectory,
+    TrajectoryId, WikiPage,
 };
 
 use crate::changes::{advance, cursor_in, Cursor};
@@ -37,6 +37,10 @@ pub struct MemoryRecords {
     /// title, routing text, links); body, keywords, terms and items are left empty
     /// ([`Store::page`] reads a whole page).
     pub pages: Vec<WikiPage>,
+    /// The messages that restate a deprecated claim without being its source ("still living
+    /// in Austin"), by claim id, then in op order: a reader marks them as it marks the claim's
+    /// sources.
+    pub restatements: Vec<(ClaimId, MessageId)>,
 }
 
 /// Everything one memory build (or increment) writes for a namespace, committed at once.
@@ -671,12 +675,14 @@ impl Store {
         let claims = read::claims_with_states(tx, scope)?;
         let trajectories = read::trajectories_of(tx, ns.as_str(), &snapshots)?;
         let pages = read::pages(tx, Pages::Routing(ns.as_str()))?;
+        let restatements = read::restatements(tx, scope)?;
         Ok(MemoryRecords {
             cursor,
             claims,
             trajectories,
             pages,
             snapshots,
+            restatements,
         })
     }
 

@@ -36,6 +36,7 @@ pub(crate) const SQLITE: History = History {
         include_str!("../migrations/0005_application_id.sql"),
         include_str!("../migrations/0006_llm_responses.sql"),
         include_str!("../migrations/0007_changes.sql"),
+        include_str!("../migrations/0008_restatements.sql"),
     ],
     // The write lock at once: a deferred transaction could read a version another process is
     // about to change.
@@ -56,11 +57,12 @@ pub(crate) const SQLITE: History = History {
 /// The advisory lock key PostgreSQL migrations hold (writers hold [`crate::db`]'s).
 const POSTGRES_LOCK: i64 = 0x5457_4b4d;
 
-/// The PostgreSQL store's history (its version 1 is the SQLite store's 6, 2 its 7).
+/// The PostgreSQL store's history (its version 1 is the SQLite store's 6, 2 its 7, 3 its 8).
 pub(crate) const POSTGRES: History = History {
     steps: &[
         include_str!("../migrations/postgres/0001_init.sql"),
         include_str!("../migrations/postgres/0002_changes.sql"),
+        include_str!("../migrations/postgres/0003_restatements.sql"),
     ],
     begin: |db| {
         db.execute_batch("BEGIN").ctx("starting a migration")?;

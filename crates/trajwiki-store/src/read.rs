@@ -333,6 +333,52 @@ fn claim_rows(conn: &Db, scope: Scope<'_>, states: bool) -> Result<Vec<(Claim, C
         .collect()
 }
 
+/// The restatements of the deprecated claims in scope: (claim, message) for each message that an
+/// ADD op names as stating the claim again and that is not one of the claim's own sources, by
+/// claim id, then in op order, each pair once. A reader marks these messages with what became of
+/// the claim, as it marks the claim's sources.
+pub(crate) fn restatements(conn: &Db, scope: Scope<'_>) -> Result<Vec<(ClaimId, MessageId)>> {
+    let claims = match scope {
+        Scope::Id(_) => {
+            "st.namespace = (SELECT namespace FROM claims WHERE id = ?1) AND st.claim = ?1".into()
+        }
+        Scope::Namespace(_) => "st.namespace = ?1".into(),
+        Scope::Changed(..) => format!(
+            "st.namespace = ?1 AND st.claim IN ({})",
+            changed_ids("claims")
+        ),
+    };
+    // From the deprecated claims to their ADD ops to the ops' sources, in that order (SQLite
+    // keeps a CROSS JOIN's order): a read of changes looks up only the changed claims.
+    let sql = format!(
+        "SELECT o.new_claim, s.message
+         FROM claim_state st CROSS JOIN claim_ops o CROSS JOIN op_sources s
+         WHERE {claims} AND st.status = 'deprecated'
+           AND o.namespace = st.namespace AND o.new_claim = st.claim AND o.op = 'ADD'
+           AND s.namespace = o.namespace AND s.op = o.id
+           AND s.message NOT IN (SELECT c.message FROM claim_sources c
+                                 WHERE c.namespace = o.namespace AND c.claim = o.new_claim)
+         ORDER BY o.new_claim, o.seq, s.position"
+    );
+    let found = rows(conn, &sql, scope, "reading restatements", |row| {
+        Ok((row.get::<String>(0)?, row.get::<String>(1)?))
+    })?;
+    let mut out: Vec<(ClaimId, MessageId)> = Vec::with_capacity(found.len());
+    for (claim, message) in found {
+        let claim: ClaimId = stored_id(claim, "claim_ops", "new_claim", "")?;
+        let message: MessageId = stored_id(message, "op_sources", "message", "")?;
+        if !out
+            .iter()
+            .rev()
+            .take_while(|(c, _)| *c == claim)
+            .any(|(_, m)| *m == message)
+        {
+            out.push((claim, message));
+        }
+    }
+    Ok(out)
+}
+
 /// The current (derived) statuses of the claims of a namespace, from `claim_state`.
 pub(crate) fn claim_states(conn: &Db, ns: &Namespace) -> Result<HashMap<ClaimId, ClaimStatus>> {
     rows(

@@ -44,8 +44,9 @@ const MAGIC: &[u8; 8] = b"TWSEGMT\n";
 /// The segment format this build writes and reads; a segment of another version is left aside
 /// (the load reads the records) and replaced by the next build. Version 2: a page's row is
 /// derived from its trajectories' rows, no longer its routing text's embedding. Version 3: a
-/// message's context line names a photo's content without "a photo of".
-pub const SEGMENT_VERSION: u32 = 3;
+/// message's context line names a photo's content without "a photo of". Version 4: the
+/// restatements of deprecated claims, whose messages are marked as the claims' sources are.
+pub const SEGMENT_VERSION: u32 = 4;
 
 /// A segment file's extension.
 const EXTENSION: &str = "seg";
