@@ -86,8 +86,9 @@ const SCHEMA_3_LISTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Turns a current store into the one schema 2 wrote. Migrations 8 and 7 only add (an index of
-/// ops by claim; the generation clock and columns, their indexes), so dropping them undoes them;
+/// Turns a current store into the one schema 2 wrote. Migrations 9, 8 and 7 only add (page
+/// chunks; an index of ops by claim; the generation clock and columns, their indexes), so
+/// dropping them undoes them (a chunked page's body is then empty: no answer reads it);
 /// migration 4 only rekeys the list tables (their rows unchanged), so rebuilding them in schema
 /// 3's shape undoes it; migration 3 only adds (the vector file table, an index), so removing
 /// what it added leaves exactly schema 2's database.
@@ -129,6 +130,7 @@ fn downgrade_to_schema_2(store: &Path) {
     conn.execute_batch(
         "CREATE INDEX snapshot_messages_by_message ON snapshot_messages (message);
          DROP INDEX claim_ops_by_new_claim;
+         DROP TABLE page_chunks; ALTER TABLE page_revisions DROP COLUMN chunks;
          DROP TABLE vector_files; DROP INDEX messages_by_arrival; DROP TABLE llm_responses;
          PRAGMA user_version = 2;",
     )

@@ -54,6 +54,7 @@ pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
             ("trajectories", stats.trajectories),
             ("wiki pages", stats.pages),
             ("page revisions", stats.page_revisions),
+            ("page chunks", stats.page_chunks),
             ("compilations", stats.compilations),
             ("insights", stats.insights),
             ("cached embeddings", stats.embeddings),

@@ -304,6 +304,39 @@ impl Store {
                 detail: format!("revision {rev} is missing"),
             });
         }
+        // Every chunk a revision lists is stored (schema 9).
+        let stored_chunks: std::collections::HashSet<(String, String)> =
+            collect_pairs(c, "SELECT namespace, hash FROM page_chunks")?
+                .into_iter()
+                .collect();
+        let listed: Vec<(String, String, i64, String)> = {
+            let mut stmt = c
+                .prepare(
+                    "SELECT p.namespace, r.page, r.revision, r.chunks
+                     FROM page_revisions r JOIN pages p ON p.id = r.page
+                     WHERE r.chunks IS NOT NULL",
+                )
+                .ctx("checking invariants")?;
+            let rows = stmt
+                .query_map((), |row| row.tuple::<(String, String, i64, String)>())
+                .ctx("checking invariants")?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .ctx("checking invariants")?;
+            rows
+        };
+        for (ns, page, rev, list) in listed {
+            if let Some(h) = list
+                .split(',')
+                .filter(|h| !h.is_empty())
+                .find(|h| !stored_chunks.contains(&(ns.clone(), h.to_string())))
+            {
+                report.problems.push(Problem {
+                    invariant: "page revision's chunks are stored",
+                    id: page,
+                    detail: format!("revision {rev} lists chunk {h}, which is not stored"),
+                });
+            }
+        }
         let bad_vectors = collect_pairs(
             c,
             "SELECT e.model_id || '/' || e.text_hash, length(e.vector) FROM embeddings e

@@ -41,6 +41,7 @@ mod llm;
 mod mapped;
 mod memory;
 mod migrate;
+mod page_chunks;
 mod page_write;
 mod pg;
 mod raw;
@@ -248,6 +249,8 @@ pub struct Stats {
     pub pages: u64,
     /// Page revisions, all kept.
     pub page_revisions: u64,
+    /// Chunks of page bodies, each stored once per namespace.
+    pub page_chunks: u64,
     /// Compilations.
     pub compilations: u64,
     /// Insights.
@@ -620,6 +623,7 @@ impl Store {
             trajectories: count("SELECT count(*) FROM trajectories")?,
             pages: count("SELECT count(*) FROM pages WHERE current_revision IS NOT NULL")?,
             page_revisions: count("SELECT count(*) FROM page_revisions")?,
+            page_chunks: count("SELECT count(*) FROM page_chunks")?,
             compilations: count("SELECT count(*) FROM compilations")?,
             insights: count("SELECT count(*) FROM insights")?,
             embeddings: count("SELECT count(*) FROM embeddings")?,
@@ -999,6 +1003,7 @@ pub(crate) fn delete_in(tx: &Tx<'_>, ns: &trajwiki_core::Namespace, raw_too: boo
     const MEMORY: &[&str] = &[
         "DELETE FROM page_trajectories WHERE namespace = ?1",
         "DELETE FROM page_revisions WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)",
+        "DELETE FROM page_chunks WHERE namespace = ?1",
         "DELETE FROM pages WHERE namespace = ?1",
         "DELETE FROM op_sources WHERE namespace = ?1",
         "DELETE FROM claim_ops WHERE namespace = ?1",

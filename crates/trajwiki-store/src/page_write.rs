@@ -13,25 +13,34 @@ use trajwiki_core::{Namespace, WikiPage};
 use crate::conflict::conflict;
 use crate::db::{id_lists, insert_rows, known_ids, numbered, row_runs, Tx};
 use crate::error::{Result, SqlContext, StoreError};
+use crate::page_chunks;
 use crate::to_json;
 
 /// A page as stored: its kind, its current revision's content and links, and its last revision.
 struct Stored {
     kind: String,
     /// Title, body, routing text, keywords, terms, items (JSON as stored) of the current
-    /// revision; `None` for a retired page.
+    /// revision; `None` for a retired page. The body is its chunks' list where the revision
+    /// has one (schema 9), else its text.
     current: Option<[String; 6]>,
+    /// Whether the current revision lists its body's chunks.
+    chunked: bool,
     links: Vec<String>,
     last: u32,
 }
 
 impl Stored {
-    fn same(&self, page: &WikiPage) -> bool {
+    fn same(&self, page: &WikiPage, chunk_list: &str) -> bool {
         let Some([title, body, routing, keywords, terms, items]) = &self.current else {
             return false;
         };
+        let body_same = if self.chunked {
+            body == chunk_list
+        } else {
+            *body == page.body
+        };
         *title == page.title
-            && *body == page.body
+            && body_same
             && *routing == page.routing_text
             && *keywords == to_json(&page.keywords)
             && *terms == to_json(&page.terms)
@@ -52,8 +61,10 @@ fn stored(tx: &Tx<'_>, ids: &[&str]) -> Result<HashMap<String, Stored>> {
         let within = numbered(1, list.len());
         let mut stmt = tx
             .prepare_cached(&format!(
-                "SELECT p.id, p.kind, r.title, r.body, r.routing_text, r.keywords, r.terms, r.items,
-                   (SELECT coalesce(max(v.revision), 0) FROM page_revisions v WHERE v.page = p.id)
+                "SELECT p.id, p.kind, r.title, coalesce(r.chunks, r.body), r.routing_text,
+                   r.keywords, r.terms, r.items,
+                   (SELECT coalesce(max(v.revision), 0) FROM page_revisions v WHERE v.page = p.id),
+                   r.chunks IS NOT NULL
                  FROM pages p LEFT JOIN page_revisions r
                    ON r.page = p.id AND r.revision = p.current_revision
                  WHERE p.id IN ({within})"
@@ -72,6 +83,7 @@ fn stored(tx: &Tx<'_>, ids: &[&str]) -> Result<HashMap<String, Stored>> {
                     Stored {
                         kind: row.get(1)?,
                         current,
+                        chunked: row.get::<Option<bool>>(9)?.unwrap_or(false),
                         links: Vec::new(),
                         last: row.get(8)?,
                     },
@@ -131,7 +143,10 @@ pub(crate) fn upsert_pages(
     let stored = stored(tx, &ids)?;
     let mut new_pages = Vec::new();
     let mut revisions: Vec<(&WikiPage, u32)> = Vec::new();
+    let mut lists: Vec<String> = Vec::new();
+    let mut parts: Vec<(String, &str)> = Vec::new();
     for page in pages {
+        let (list, chunks) = page_chunks::listed(&page.body);
         let revision = match stored.get(page.id.as_str()) {
             None => {
                 new_pages.push(page);
@@ -140,16 +155,19 @@ pub(crate) fn upsert_pages(
             Some(s) if s.kind != page.kind.as_str() => {
                 return Err(conflict("page kind", page.id.as_str(), &s.kind, &page.kind));
             }
-            Some(s) if s.same(page) => continue,
+            Some(s) if s.same(page, &list) => continue,
             Some(s) => s.last + 1,
         };
         revisions.push((page, revision));
+        lists.push(list);
+        parts.extend(chunks);
     }
     if revisions.is_empty() {
         return Ok(());
     }
     check_links(tx, &revisions)?;
     let ns = ns.as_str();
+    page_chunks::write(tx, ns, &parts)?;
     let new_pages: Vec<(&str, &str)> = new_pages
         .iter()
         .map(|p| (p.id.as_str(), p.kind.as_str()))
@@ -172,27 +190,30 @@ pub(crate) fn upsert_pages(
         .iter()
         .map(|(p, _)| [to_json(&p.keywords), to_json(&p.terms), to_json(&p.items)])
         .collect();
+    // The body is in its chunks: the revision keeps their list and an empty body.
+    let empty = "";
     let rows: Vec<Vec<&dyn ToSql>> = revisions
         .iter()
         .zip(ids.iter().zip(&numbers))
-        .zip(&json)
-        .map(|(((p, _), (id, n)), [keywords, terms, items])| {
+        .zip(json.iter().zip(&lists))
+        .map(|(((p, _), (id, n)), ([keywords, terms, items], list))| {
             vec![
                 id as &dyn ToSql,
                 n,
                 &p.title,
-                &p.body,
+                &empty,
                 &p.routing_text,
                 keywords,
                 terms,
                 items,
+                list,
             ]
         })
         .collect();
     insert_rows(
         tx,
-        "page_revisions (page, revision, title, body, routing_text, keywords, terms, items)",
-        8,
+        "page_revisions (page, revision, title, body, routing_text, keywords, terms, items, chunks)",
+        9,
         "",
         &rows,
         "inserting page revisions",

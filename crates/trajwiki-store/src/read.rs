@@ -584,8 +584,10 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
         ),
     };
     let fields = match which {
-        Pages::Routing(_) | Pages::ChangedRouting(..) => "'', r.routing_text, '[]', '[]', '[]'",
-        _ => "r.body, r.routing_text, r.keywords, r.terms, r.items",
+        Pages::Routing(_) | Pages::ChangedRouting(..) => {
+            "'', r.routing_text, '[]', '[]', '[]', NULL"
+        }
+        _ => "r.body, r.routing_text, r.keywords, r.terms, r.items, r.chunks",
     };
     let mut links = {
         let mut stmt = conn
@@ -617,6 +619,7 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
         String,
         String,
         String,
+        Option<String>,
     );
     let mut stmt = conn
         .prepare_cached(&format!(
@@ -630,10 +633,28 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading pages")?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // Bodies stored in chunks (schema 9) are put together from them.
+    let lists: Vec<(&str, &str, &str)> = found
+        .iter()
+        .filter_map(|r| {
+            r.10.as_deref()
+                .map(|list| (r.1.as_str(), r.0.as_str(), list))
+        })
+        .collect();
+    let mut chunked = crate::page_chunks::bodies(conn, &lists)?.into_iter();
+    let found: Vec<_> = found
+        .into_iter()
+        .map(|mut r| {
+            if r.10.take().is_some() {
+                r.5 = chunked.next().unwrap_or_default();
+            }
+            r
+        })
+        .collect();
     let mut out = found
         .into_iter()
         .map(
-            |(id, ns, kind, revision, title, body, routing_text, keywords, terms, items)| {
+            |(id, ns, kind, revision, title, body, routing_text, keywords, terms, items, _)| {
                 let pid = id.as_str();
                 Ok(WikiPage {
                     namespace: parse_stored(Namespace::new(ns), "pages", "namespace", pid)?,

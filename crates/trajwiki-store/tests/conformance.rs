@@ -97,6 +97,7 @@ on_both!(
     a_read_sees_one_moment_of_the_store,
     every_record_round_trips,
     rebuild_is_idempotent_and_pages_keep_revisions,
+    a_grown_page_stores_the_chunks_it_changed,
     changed_immutable_record_is_a_conflict,
     snapshots_and_trajectories_keep_their_order_and_continuation,
     the_embedding_cache_answers_every_hash_asked,
@@ -494,6 +495,49 @@ fn rebuild_is_idempotent_and_pages_keep_revisions(fresh: Fresh) {
         "its history stays"
     );
     assert!(store.check().unwrap().ok());
+}
+
+/// A page body is stored in chunks, each once: a page that grows by a line gets a revision
+/// that stores the chunk it changed, not the body again, and every revision reads back whole.
+fn a_grown_page_stores_the_chunks_it_changed(fresh: Fresh) {
+    let (_dir, mut store, _msgs, mut batch) = filled_store(fresh);
+    let pages = batch.pages.as_mut().unwrap();
+    let id = pages[0].id.clone();
+    let mut body = String::from("# Ann\n\n## Events\n");
+    for i in 0..400 {
+        if i % 4 == 0 {
+            body.push_str(&format!("\n### Section {}\n", i / 4));
+        }
+        body.push_str(&format!("- {i} May 2023: Ann said thing {i}. (D{i}:1)\n"));
+    }
+    pages[0].body = body.clone();
+    store.commit_memory(&batch).unwrap();
+    let before = store.stats().unwrap();
+    let grown = format!("{body}- 1 June 2023: Ann said one thing more. (D401:1)\n");
+    batch.pages.as_mut().unwrap()[0].body = grown.clone();
+    store.commit_memory(&batch).unwrap();
+    let after = store.stats().unwrap();
+    assert_eq!(after.page_revisions, before.page_revisions + 1);
+    assert!(before.page_chunks > 50, "{} chunks", before.page_chunks);
+    assert!(
+        (1..=2).contains(&(after.page_chunks - before.page_chunks)),
+        "{} new chunks for one line",
+        after.page_chunks - before.page_chunks
+    );
+    let page = store.page(&id).unwrap().unwrap();
+    assert_eq!(page.body, grown);
+    assert_eq!(
+        store
+            .page_revision(&id, page.revision - 1)
+            .unwrap()
+            .unwrap()
+            .body,
+        body
+    );
+    assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
+    // The same body again is no revision.
+    store.commit_memory(&batch).unwrap();
+    assert_eq!(store.stats().unwrap(), after);
 }
 
 fn changed_immutable_record_is_a_conflict(fresh: Fresh) {
