@@ -4,7 +4,7 @@
 query` gives for a question about each changed fact.
 
 usage:
-  change_probe.py generate --seed N --out DIR [--namespace NS] [--phrasings base|heldout]
+  change_probe.py generate --seed N --out DIR [--namespace NS] [--phrasings base|heldout|dev]
       Writes DIR/conversation.jsonl (the JSONL message format of `trajwiki ingest`) and
       DIR/script.json (the scripted changes with a question about each, the same-attribute
       facts of the other speaker, the same-value restatements, the phrasings used and, held
@@ -23,7 +23,7 @@ usage:
       query --questions FILE --budget B` at each budget and counts the current-fact contexts
       (below). Prints one row per kind of change, the totals and examples of missed and false
       ops, wrong as_of and wrong contexts.
-  change_probe.py run --bin TRAJWIKI [--seeds 1,2,3] [--phrasings base|heldout]
+  change_probe.py run --bin TRAJWIKI [--seeds 1,2,3] [--phrasings base|heldout|dev]
                       [--min-precision P] [--min-recall R] [--require-as-of] [--min-context F]
                       [--budgets 300,700 | --no-context] [--keep DIR] [--json]
       Generates each seed's conversation, ingests and builds it into a fresh store (the offline
@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import change_probe_dev  # noqa: E402  (the development phrasings, for tuning the slot reader)
 import change_probe_heldout  # noqa: E402  (the held-out phrasings, a file of their own)
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
@@ -422,9 +423,9 @@ def _fact(rng: random.Random, kind: Kind, subject: str, used: set[str], changing
     old_text, restate_texts = old_tpl.format(**v), [t.format(**v) for t in restate_tpl]
     change_text = change_tpl.format(**v)
     if phr is not None:
-        old_text, restate_texts, change_text = change_probe_heldout.texts(
+        old_text, restate_texts, change_text = _phrasing_module(phr).texts(
             phr, name, v, control=not changing, attribute=attr)
-        nm = nm + change_probe_heldout.NEW_MATCH_EXTRA.get(name, [])
+        nm = nm + _phrasing_module(phr).NEW_MATCH_EXTRA.get(name, [])
     fact = Fact(kind=name, subject=subject, attribute=attr, old_value=old,
                 new_value=new if changing else None,
                 old_text=old_text, restate_texts=restate_texts,
@@ -467,7 +468,19 @@ def _session_plan(rng: random.Random, n_sessions: int, n_facts: int,
     return plan
 
 
-PHRASINGS = ("base", "heldout")
+PHRASINGS = ("base", "heldout", "dev")
+
+
+class _Phrasings(random.Random):
+    """The generator of a phrasing set other than the base: a Random that knows its module."""
+
+    def __init__(self, seed: str, module: Any):
+        super().__init__(seed)
+        self.module = module
+
+
+def _phrasing_module(phr: random.Random) -> Any:
+    return getattr(phr, "module", change_probe_heldout)
 
 
 def generate(seed: int, namespace: str | None = None,
@@ -478,7 +491,8 @@ def generate(seed: int, namespace: str | None = None,
     if phrasings not in PHRASINGS:
         raise ProbeError(f"--phrasings {phrasings!r}: expected one of {', '.join(PHRASINGS)}")
     rng = random.Random(seed)
-    phr = random.Random(f"heldout-{seed}") if phrasings == "heldout" else None
+    phr = (_Phrasings(f"heldout-{seed}", change_probe_heldout) if phrasings == "heldout"
+           else _Phrasings(f"dev-{seed}", change_probe_dev) if phrasings == "dev" else None)
     speakers = list(rng.choice(SPEAKER_PAIRS))
     ns = namespace or f"probe-{seed}"
     n_sessions = rng.randint(12, 20)
@@ -523,7 +537,7 @@ def generate(seed: int, namespace: str | None = None,
             by_session[s].append(Turn(f.subject, text, "restate", i))
         if c is not None and f.change_text is not None:
             by_session[c].append(Turn(f.subject, f.change_text, "change", i))
-            made = (change_probe_heldout.distractor(phr, f.kind, f.attribute, scripted)
+            made = (_phrasing_module(phr).distractor(phr, f.kind, f.attribute, scripted)
                     if phr is not None and phr.random() < 0.6 else None)
             if made is not None:
                 distractors.append({"kind": f.kind, "subject": f.subject,
@@ -627,7 +641,7 @@ def _event_fact(rng: random.Random, kind: Kind, subject: str, used: set[str],
     restate_texts = [t.format(**v) for t in rng.sample(kind.restate, 1)]
     change_text = rng.choice(kind.change).format(**v) if changing else None
     if phr is not None:
-        old_text, restate_texts, change_text = change_probe_heldout.texts(
+        old_text, restate_texts, change_text = _phrasing_module(phr).texts(
             phr, kind.name, v, control=not changing)
     return Fact(kind=kind.name, subject=subject, attribute=f"date of the {event}",
                 old_value=v["d1"], new_value=v["d2"] if changing else None,
@@ -1382,7 +1396,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", type=Path, required=True)
     g.add_argument("--namespace", help="the namespace of the messages (default probe-SEED)")
     g.add_argument("--phrasings", default="base",
-                   help="base (the templates in this file) or heldout (change_probe_heldout.py)")
+                   help="base (the templates in this file), heldout (change_probe_heldout.py) or dev "
+                        "(change_probe_dev.py)")
     sc = sub.add_parser("score", help="score a built store against a script")
     sc.add_argument("--bin", required=True, help="the trajwiki binary")
     sc.add_argument("--store", type=Path, required=True)
@@ -1404,7 +1419,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--min-context", type=_fraction,
                    help="floor of the share of right current-fact contexts, at every budget")
     r.add_argument("--phrasings", default="base",
-                   help="base (the templates in this file) or heldout (change_probe_heldout.py)")
+                   help="base (the templates in this file), heldout (change_probe_heldout.py) or dev "
+                        "(change_probe_dev.py)")
     r.add_argument("--budgets", default="300,700",
                    help="context budgets of the current-fact questions (default 300,700)")
     r.add_argument("--no-context", action="store_true", help="ask no current-fact questions")

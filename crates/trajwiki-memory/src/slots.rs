@@ -552,6 +552,8 @@ fn clause_before(s: &str, phrase: &str) -> Option<String> {
         "officially",
         "definitely",
         "totally",
+        "been",
+        "honestly",
     ];
     lower[..at]
         .rsplit([',', ':', ';', '-', '.', '!'])
@@ -805,28 +807,59 @@ pub fn mentions(attribute: &str, head: &str, value: &str, quote: &str) -> bool {
     }
 }
 
-/// What first-person sentence `s` states about its speaker, if it states one slot.
+/// What first-person sentence `s` states about its speaker, if it states one slot; a value
+/// ends at a comma ("I own a red Honda, believe it or not" → `red honda`).
 pub fn slot_of(s: &str) -> Option<Slot> {
+    let mut x = slot_read(s)?;
+    if let Some(v) = &x.value {
+        let lower = s.to_lowercase();
+        let w: Vec<&str> = v.split(' ').collect();
+        if let Some(j) = (1..w.len()).find(|&j| lower.contains(&format!("{}, {}", w[j - 1], w[j])))
+        {
+            let cut = w[..j].join(" ");
+            if x.attribute == "owns" && x.key == w[w.len() - 1] {
+                x.key = w[j - 1].to_string();
+            }
+            x.value = Some(cut);
+        }
+    }
+    Some(x)
+}
+
+fn slot_read(s: &str) -> Option<Slot> {
     if s.trim_end().ends_with('?') {
         return None;
     }
+    // One spelling of "favourite", so that one reader reads both.
+    let s = &favorite_spelling(s);
     let t = tokens(s);
-    let first_person = t.iter().any(|(l, _)| {
-        matches!(
-            l.as_str(),
-            "i" | "i'm"
-                | "i've"
-                | "i'll"
-                | "my"
-                | "we"
-                | "we're"
-                | "we've"
-                | "our"
-                | "me"
-                | "still"
-                | "us"
-        )
-    });
+    // Whom the sentence is about: another's life ("my sister moved to Krakow") states no slot
+    // of the speaker's but what the speaker says of a relative ("my sister is a nurse") or of
+    // their partner ("my boyfriend Sam"); a supposition ("if I won the lottery I'd live in
+    // Osaka") none but a choice ("if I had to pick one drink, it'd be tea").
+    if about_another(&t) {
+        return about_kin(&t).or_else(|| partner_named(&t));
+    }
+    if supposed(&t) {
+        return favorite(&t, s);
+    }
+    let first_person = subjectless(&t)
+        || t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "i" | "i'm"
+                    | "i've"
+                    | "i'll"
+                    | "my"
+                    | "we"
+                    | "we're"
+                    | "we've"
+                    | "our"
+                    | "me"
+                    | "still"
+                    | "us"
+            )
+        });
     let t = &t[..];
     if let Some(slot) = dates(t).or_else(|| pet_by_name(t)) {
         return Some(slot);
@@ -847,19 +880,32 @@ pub fn slot_of(s: &str) -> Option<Slot> {
                 // "The kitten answers to Ziggy now": the household's pet.
                 let the_pet = (1..t.len())
                     .any(|k| t[k - 1].0 == "the" && PETS.contains(&t[k].0.trim_end_matches("'s")));
-                (the_pet && !others).then(|| pet(t)).flatten()
+                (the_pet && !others)
+                    .then(|| pet(t).or_else(|| pet_named(t, s)))
+                    .flatten()
             })
             .or_else(|| cancellation(t))
             .or_else(|| {
                 // "That makes three parrots at home now".
-                ["that makes", "makes it", "up to"]
-                    .iter()
-                    .any(|c| find(t, c).is_some())
-                    .then(|| count(t))
-                    .flatten()
+                [
+                    "that makes",
+                    "makes it",
+                    "up to",
+                    "which makes",
+                    "now there are",
+                ]
+                .iter()
+                .any(|c| find(t, c).is_some())
+                .then(|| count(t))
+                .flatten()
             });
     }
+    // A job left for another ("I handed in my notice at X and started at Y") is the new one.
     let stated = withdrawal(t)
+        .map(|w| match w.attribute {
+            "work" => employer(t, s).unwrap_or(w),
+            _ => w,
+        })
         .or_else(|| partner(t))
         .or_else(|| pet(t))
         .or_else(|| count(t))
@@ -868,10 +914,35 @@ pub fn slot_of(s: &str) -> Option<Slot> {
         .or_else(|| work(t))
         .or_else(|| home(t));
     stated
+        .or_else(|| pet_named(t, s))
+        .or_else(|| employer(t, s))
+        .or_else(|| residence(t, s))
         .or_else(|| correction(t))
         .or_else(|| cancellation(t))
         .or_else(|| plan(t))
         .or_else(|| owns(t))
+}
+
+/// One spelling for a favourite: "favourite", "number one", "all-time favorite" and "my drink
+/// of choice" read as "my favorite drink".
+fn favorite_spelling(s: &str) -> String {
+    let mut s = s
+        .replace("favourite", "favorite")
+        .replace("Favourite", "Favorite")
+        .replace("my number one ", "my favorite ")
+        .replace("My number one ", "My favorite ")
+        .replace("all-time favorite", "favorite");
+    if let Some(end) = s.find(" of choice") {
+        if let Some(my) = s[..end].rfind("my ").filter(|&m| end - m <= 30) {
+            let kind = s[my + 3..end].to_string();
+            s = format!(
+                "{}my favorite {kind}{}",
+                &s[..my],
+                &s[end + " of choice".len()..]
+            );
+        }
+    }
+    s
 }
 
 /// An event's date, whoever states it: "The wedding moved to 9 January".
@@ -983,6 +1054,13 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
         "are not together",
         "and i separated",
         "have separated",
+        "go our separate ways",
+        "going our separate ways",
+        "aren't a thing",
+        "not a thing anymore",
+        "broke up with me",
+        "split up with me",
+        "left me",
     ];
     let parting = spans(t, &parted).into_iter().find(|&(s, e)| {
         let cue = &t[s..e];
@@ -1017,7 +1095,14 @@ fn withdrawal(t: &[(String, &str)]) -> Option<Slot> {
                 )
             }) || own_subject(t, s))
     });
-    if parting.is_some() {
+    // "Me and Casey split last month".
+    let me_and = t.first().is_some_and(|x| x.0 == "me")
+        && t.get(1).is_some_and(|x| x.0 == "and")
+        && name_at(t, 2).is_some_and(|n| {
+            t.get(2 + n.split(' ').count())
+                .is_some_and(|x| matches!(x.0.as_str(), "split" | "broke" | "separated"))
+        });
+    if parting.is_some() || me_and {
         return slot("partner", "", None);
     }
     if let Some(at) = after(
@@ -1196,6 +1281,12 @@ fn cancellation(t: &[(String, &str)]) -> Option<Slot> {
         "we're skipping",
         "decided against",
         "axed",
+        "pulled the plug",
+        "decided to skip",
+        "skip the",
+        "isn't going to",
+        "not going to happen",
+        "ditched",
     ];
     if cancelled.iter().any(|c| has(c)) {
         let words: Vec<String> = t
@@ -1284,6 +1375,7 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
         "proposed",
         "popped the question",
         "asked me to marry",
+        "to marry me",
         "getting married",
     ]
     .iter()
@@ -1310,6 +1402,9 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             "and i have been going out",
             "and i are dating",
             "and i've been dating",
+            "and i have been dating",
+            "and i've been seeing",
+            "and i have been seeing",
         ],
     ) {
         // "Sam and I have been seeing each other": the name comes first.
@@ -1338,6 +1433,32 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
     {
         if let Some(n) = a_name(t) {
             return slot("partner", "", Some(format!("married to {n}")));
+        }
+    }
+    // "I'm seeing someone, Alex", "I'm with Casey now, we've been together a while".
+    if has("seeing someone")
+        || (has("i'm with")
+            && t.iter()
+                .any(|(l, _)| matches!(l.as_str(), "together" | "dating")))
+    {
+        if let Some(n) = after(t, &["seeing someone", "i'm with"]).and_then(|k| name_at(t, k)) {
+            return slot("partner", "", Some(format!("dating {n}")));
+        }
+    }
+    // "Jordan is officially my fiancé now".
+    for (noun, relation) in PARTNERS {
+        for (s, _) in spans(t, &[&format!("my {noun}")]) {
+            let is = (s.saturating_sub(2)..s).rev().find(|&k| t[k].0 == "is");
+            let between = is.is_some_and(|k| {
+                t[k + 1..s]
+                    .iter()
+                    .all(|x| matches!(x.0.as_str(), "officially" | "now" | "finally" | "new"))
+            });
+            if let (Some(k), true) = (is, between) {
+                if let Some(n) = name_before(t, k) {
+                    return slot("partner", "", Some(format!("{relation} {n}")));
+                }
+            }
         }
     }
     // "Sam is my girlfriend", "Sam and I are together", "Sam and I started dating".
@@ -1382,6 +1503,18 @@ fn partner(t: &[(String, &str)]) -> Option<Slot> {
             return slot("partner", "", Some(format!("dating {n}")));
         }
     }
+    for (noun, relation) in PARTNERS {
+        if let Some(at) = after(t, &[&format!("my {noun}")]) {
+            if let Some(n) = name_at(t, at) {
+                return slot("partner", "", Some(format!("{relation} {n}")));
+            }
+        }
+    }
+    None
+}
+
+/// The speaker's partner named with the relation: "my boyfriend Sam".
+fn partner_named(t: &[(String, &str)]) -> Option<Slot> {
     for (noun, relation) in PARTNERS {
         if let Some(at) = after(t, &[&format!("my {noun}")]) {
             if let Some(n) = name_at(t, at) {
@@ -1595,6 +1728,11 @@ fn count(t: &[(String, &str)]) -> Option<Slot> {
         .iter()
         .map(|(l, _)| singular(l))
         .find(|l| PETS.contains(&l.as_str()) && l != "guinea")?;
+    let kind = if find(t, "guinea").is_some() {
+        "guinea pig".to_string()
+    } else {
+        kind
+    };
     for (s, e) in spans(
         t,
         &[
@@ -1628,6 +1766,19 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
     // Favourites: "my favorite drink is coffee", "coffee is my favorite drink", "nothing beats
     // coffee, it's my favorite drink", "I'm a big coffee fan, always my go-to drink", "I prefer
     // tea now", "I've switched to tea", "tea is my top drink".
+    // "If I had to pick one drink, it'd be tea".
+    if let Some(k) = after(t, &["pick one", "choose one", "pick just one"]) {
+        let key: Vec<&str> = t[k..]
+            .iter()
+            .take(clause_words(s, "one").min(3))
+            .map(|(l, _)| l.as_str())
+            .collect();
+        if let Some(v) = after(t, &["it'd be", "it would be", "i'd go with", "i'd say"])
+            .and_then(|v| value(t, v, 3))
+        {
+            return slot("favorite", &key.join(" "), Some(v));
+        }
+    }
     for (cue, is_cue) in [
         ("my favorite", "my favorite"),
         ("my favourite", "my favourite"),
@@ -1663,7 +1814,15 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
             k > 0
                 && matches!(
                     t[k - 1].0.as_str(),
-                    "is" | "become" | "became" | "now" | "remains" | "still" | "always" | "it's"
+                    "is" | "become"
+                        | "became"
+                        | "now"
+                        | "remains"
+                        | "still"
+                        | "always"
+                        | "it's"
+                        | "been"
+                        | "as"
                 )
         });
         // Or in apposition: "Still chess for me, my favorite board game by far".
@@ -1671,8 +1830,31 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
         let apposed = lower
             .find(cue)
             .is_some_and(|k| lower[..k].trim_end().ends_with(','));
+        // The value of a verb of choosing in the clause before: "I'm a huge fan of chess, my
+        // favorite", "I'd take tea over coffee any time, it's my favorite drink now", "Scrabble
+        // has overtaken chess as my favorite".
+        let chosen = after(
+            t,
+            &["fan of", "i'd take", "i'd pick", "i'd choose", "we'd take"],
+        )
+        .filter(|&k| k < find(t, cue).unwrap_or(0))
+        .and_then(|k| value(t, k, clause_words(s, &t[k - 1].0).clamp(1, 3)))
+        .or_else(|| {
+            [
+                "has overtaken",
+                "overtook",
+                "has replaced",
+                "replaced",
+                "has beaten",
+            ]
+            .iter()
+            .find(|c| find(t, c).is_some())
+            .and_then(|c| clause_before(s, c))
+        });
         let v = if let Some(k) = after(t, &["nothing beats", "big"]) {
             value(t, k, 2).map(|v| v.trim_end_matches(" fan").to_string())
+        } else if chosen.is_some() && (linked || apposed) {
+            chosen
         } else if !linked && !apposed {
             None
         } else {
@@ -1741,11 +1923,116 @@ fn favorite(t: &[(String, &str)], s: &str) -> Option<Slot> {
 fn about(t: &[(String, &str)]) -> Option<Slot> {
     // A fact of the speaker's own life with one value: "my birthday is in May", "I grew up in
     // Porto", "my sister is a nurse", "my first car was a Fiat".
-    if let Some(at) = after(t, &["grew up in"]) {
-        if let Some(v) = value(t, at, 2) {
+    if let Some(at) = after(
+        t,
+        &[
+            "grew up in",
+            "raised in",
+            "originally from",
+            "i'm from",
+            "i come from",
+            "my hometown is",
+            "hometown is",
+        ],
+    ) {
+        if let Some(v) = place_at(t, at).or_else(|| value(t, at, 2)) {
             return slot("about", "hometown", Some(v));
         }
     }
+    // "I was born in January" (a birthday, as "my birthday is in January" reads), "born in
+    // Porto" (a hometown).
+    if let Some(at) = after(t, &["i was born in", "born in"]) {
+        if let Some(m) = t.get(at).filter(|x| MONTHS.contains(&x.0.as_str())) {
+            return slot("date", "birthday", Some(m.0.clone()));
+        }
+        if let Some(v) = place_at(t, at) {
+            return slot("about", "hometown", Some(v));
+        }
+    }
+    about_kin(t).or_else(|| about_said(t))
+}
+
+/// A fact of one value about the speaker's relative or thing, said with "my": "My older sister
+/// has been a baker", "my sister works as a nurse", "my sister's actually a teacher", "in my
+/// first car, a Fiat", "my very first car was".
+fn about_kin(t: &[(String, &str)]) -> Option<Slot> {
+    for (s, _) in spans(t, &["my"]) {
+        let mut i = s + 1;
+        while i < t.len()
+            && matches!(
+                t[i].0.as_str(),
+                "older" | "younger" | "big" | "little" | "very" | "eldest" | "oldest" | "baby"
+            )
+        {
+            i += 1;
+        }
+        for about in ABOUT {
+            let n = about.split(' ').count();
+            if i + n > t.len() {
+                continue;
+            }
+            let said: Vec<&str> = t[i..i + n].iter().map(|x| x.0.as_str()).collect();
+            let last = said[n - 1];
+            let whole = said[..n - 1].join(" ");
+            let plain = format!("{whole}{}{}", if n > 1 { " " } else { "" }, last);
+            let contracted = last
+                .strip_suffix("'s")
+                .map(|l| format!("{whole}{}{l}", if n > 1 { " " } else { "" }));
+            let mut k = i + n;
+            if contracted.as_deref() == Some(*about) {
+                // "my sister's a teacher", not "my brother's first car".
+                if !t.get(k).is_some_and(|x| {
+                    matches!(
+                        x.0.as_str(),
+                        "a" | "an" | "actually" | "now" | "still" | "in"
+                    )
+                }) {
+                    continue;
+                }
+            } else if plain == *about {
+                let verb = ["is", "was", "has been", "works as", "worked as", "is now"]
+                    .iter()
+                    .find(|v| {
+                        let v: Vec<&str> = v.split(' ').collect();
+                        t.get(k..k + v.len())
+                            .is_some_and(|w| w.iter().zip(&v).all(|(a, b)| a.0 == *b))
+                    })
+                    .map(|v| v.split(' ').count());
+                match verb {
+                    Some(len) => k += len,
+                    // "in my first car, a Fiat".
+                    None if t.get(k).is_some_and(|x| matches!(x.0.as_str(), "a" | "an")) => {}
+                    None => continue,
+                }
+            } else {
+                continue;
+            }
+            while k < t.len()
+                && matches!(
+                    t[k].0.as_str(),
+                    "in" | "on"
+                        | "a"
+                        | "an"
+                        | "the"
+                        | "actually"
+                        | "really"
+                        | "now"
+                        | "still"
+                        | "old"
+                )
+            {
+                k += 1;
+            }
+            if let Some(v) = value(t, k, 2) {
+                return slot("about", about, Some(v));
+            }
+        }
+    }
+    None
+}
+
+/// The older readings of a fact of one value: "my birthday is in May".
+fn about_said(t: &[(String, &str)]) -> Option<Slot> {
     for about in ABOUT {
         if let Some(at) = after(t, &[&format!("my {about} is"), &format!("my {about} was")]) {
             let mut i = at;
@@ -2181,6 +2468,580 @@ fn own_subject(t: &[(String, &str)], at: usize) -> bool {
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// The general reader: whom a sentence is about (the gates of `slot_of`), then what a verb or a
+// noun of an attribute says, its value the name it governs.
+// ---------------------------------------------------------------------------------------------
+
+/// People other than the speaker: a sentence whose subject is one of them ("my sister", "our
+/// neighbours", "my friend's wedding") tells of another's life.
+const PEOPLE: &[&str] = &[
+    "sister",
+    "brother",
+    "mum",
+    "mom",
+    "mother",
+    "dad",
+    "father",
+    "parents",
+    "friend",
+    "friends",
+    "cousin",
+    "cousins",
+    "aunt",
+    "uncle",
+    "neighbour",
+    "neighbor",
+    "neighbours",
+    "neighbors",
+    "boss",
+    "coworker",
+    "coworkers",
+    "colleague",
+    "colleagues",
+    "husband",
+    "wife",
+    "son",
+    "daughter",
+    "kids",
+    "niece",
+    "nephew",
+    "grandma",
+    "grandpa",
+    "grandmother",
+    "grandfather",
+    "roommate",
+    "flatmate",
+    "housemate",
+    "manager",
+    "partner",
+    "boyfriend",
+    "girlfriend",
+    "fiance",
+    "fiancé",
+    "fiancee",
+    "fiancée",
+    "sibling",
+    "siblings",
+    "children",
+    "child",
+    "bestie",
+    "buddy",
+    "ex",
+    "teacher",
+    "classmate",
+    "grandparents",
+];
+
+/// Words a sentence may open with before its subject ("Oh, and my sister moved").
+const OPENERS: &[&str] = &[
+    "oh",
+    "so",
+    "well",
+    "and",
+    "also",
+    "anyway",
+    "btw",
+    "honestly",
+    "actually",
+    "guess",
+    "what",
+    "big",
+    "news",
+    "fun",
+    "update",
+    "sadly",
+    "ok",
+    "okay",
+    "yeah",
+    "yes",
+    "wow",
+    "hey",
+    "by",
+    "the",
+    "way",
+    "apparently",
+    "just",
+    "recently",
+    "finally",
+    "then",
+    "quick",
+    "good",
+];
+
+/// The position of a sentence's subject: its first word past the openers.
+fn subject_at(t: &[(String, &str)]) -> usize {
+    let mut k = 0;
+    while k < t.len() && k < 5 && OPENERS.contains(&t[k].0.as_str()) {
+        // "The cat is Milo now": "the" opens a subject, not a filler.
+        if t[k].0 == "the" && t.get(k + 1).is_none_or(|x| x.0 != "way") {
+            break;
+        }
+        k += 1;
+    }
+    k.min(t.len().saturating_sub(1))
+}
+
+/// Whether sentence `t` is about someone other than the speaker: its subject is a third
+/// person ("he", "they"), or another's relative or friend ("my sister", "our neighbours", "my
+/// friend's wedding"), not together with the speaker ("my wife and I").
+pub fn about_another(t: &[(String, &str)]) -> bool {
+    let k = subject_at(t);
+    let Some((w, _)) = t.get(k) else {
+        return false;
+    };
+    let with_me = |end: usize| {
+        t.get(end).is_some_and(|x| x.0 == "and")
+            && t.get(end + 1)
+                .is_some_and(|x| matches!(x.0.as_str(), "i" | "me"))
+    };
+    if matches!(
+        w.as_str(),
+        "he" | "she"
+            | "they"
+            | "he's"
+            | "she's"
+            | "they're"
+            | "they've"
+            | "his"
+            | "her"
+            | "their"
+            | "your"
+            | "you"
+            | "you're"
+            | "you've"
+            | "someone"
+            | "somebody"
+            | "everyone"
+    ) {
+        return !with_me(k + 1);
+    }
+    if matches!(w.as_str(), "my" | "our") {
+        let mut i = k + 1;
+        while i < t.len()
+            && i < k + 4
+            && matches!(
+                t[i].0.as_str(),
+                "best"
+                    | "older"
+                    | "younger"
+                    | "big"
+                    | "little"
+                    | "oldest"
+                    | "eldest"
+                    | "twin"
+                    | "close"
+                    | "good"
+                    | "dear"
+            )
+        {
+            i += 1;
+        }
+        if let Some((noun, _)) = t.get(i) {
+            if PEOPLE.contains(&noun.trim_end_matches("'s")) {
+                return !with_me(i + 1);
+            }
+        }
+    }
+    false
+}
+
+/// Whether the sentence is a supposition or a wish: it opens with "if" or "imagine", or says
+/// "someday" or "one day".
+fn supposed(t: &[(String, &str)]) -> bool {
+    matches!(
+        t.get(subject_at(t)).map(|x| x.0.as_str()),
+        Some("if" | "imagine" | "suppose" | "ideally")
+    ) || t.iter().any(|(l, _)| l == "someday")
+        || find(t, "one day").is_some()
+}
+
+/// Whether a sentence without a subject is the speaker's: it opens with a verb of the past
+/// ("Got engaged to Jamie!", "Said goodbye to the Honda today", "Just signed a lease").
+fn subjectless(t: &[(String, &str)]) -> bool {
+    let mut k = 0;
+    while k < t.len() && matches!(t[k].0.as_str(), "just" | "finally" | "so" | "and" | "also") {
+        k += 1;
+    }
+    t.get(k).is_some_and(|(l, _)| {
+        PAST.contains(&l.as_str())
+            || matches!(
+                l.as_str(),
+                "said"
+                    | "sold"
+                    | "signed"
+                    | "started"
+                    | "quit"
+                    | "left"
+                    | "parted"
+                    | "moved"
+                    | "adopted"
+                    | "joined"
+                    | "switched"
+                    | "headed"
+                    | "relocated"
+                    | "packed"
+                    | "handed"
+                    | "landed"
+                    | "accepted"
+                    | "began"
+                    | "renamed"
+                    | "cancelled"
+                    | "canceled"
+                    | "scrapped"
+                    | "dropped"
+            )
+    })
+}
+
+/// Whether a comma (a colon, a dash) stands between word `k - 1` and word `k` of `s`.
+fn comma_before(s: &str, k: usize) -> bool {
+    let w = words(s);
+    let (Some(&(at, _)), Some(&(p, pw))) = (w.get(k), k.checked_sub(1).and_then(|p| w.get(p)))
+    else {
+        return false;
+    };
+    s.get(p + pw.len()..at)
+        .is_some_and(|gap| gap.contains([',', ':', ';', '—', '–']))
+}
+
+/// The capitalised names of `t` at their positions, the sentence's first word only when it is
+/// not an opener, a person or a pet word ("Boise is where", "Luna, Bruno").
+fn names_in(t: &[(String, &str)], s: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < t.len() {
+        let l = t[k].0.as_str();
+        let skip = MONTHS.contains(&l)
+            || OPENERS.contains(&l)
+            || PEOPLE.contains(&l)
+            || PETS.contains(&l.trim_end_matches("'s"))
+            || STOPS.contains(&l)
+            || DETERMINERS.contains(&l)
+            || matches!(
+                l,
+                "me" | "correction" | "sorry" | "oops" | "wait" | "meet" | "save"
+            );
+        if !skip && !NOT_NAMES.contains(&l) {
+            if let Some(n) = name_at(t, k) {
+                // A name ends at a comma: "renaming Luna, Bruno just suits".
+                let len = (1..n.split(' ').count())
+                    .find(|&j| comma_before(s, k + j))
+                    .unwrap_or(n.split(' ').count());
+                let n = t[k..k + len]
+                    .iter()
+                    .map(|(l, _)| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                out.push((k, n));
+                k += len;
+                continue;
+            }
+        }
+        k += 1;
+    }
+    out
+}
+
+/// Whether the value at `k` is the old one of a sentence that names two: "instead of Max",
+/// "from Lisbon", "I left Harbor Clinic", "gave up the place in Ghent", "Max never stuck".
+fn old_value_at(t: &[(String, &str)], k: usize) -> bool {
+    let before = |n: usize, cues: &[&str]| before_within(t, k, n, cues);
+    (k >= 2 && t[k - 2].0 == "instead" && t[k - 1].0 == "of")
+        || (before(1, &["from"]) && !before(2, &["offer"]))
+        || before(
+            1,
+            &[
+                "renaming", "renamed", "not", "left", "leaving", "quit", "over", "than", "off",
+            ],
+        )
+        || before(
+            3,
+            &[
+                "goodbye", "after", "notice", "miss", "used", "years", "quitting", "resigned",
+            ],
+        )
+        || before(5, &["gave", "left", "leaving", "quit"])
+        || t.get(k + 1).is_some_and(|x| {
+            matches!(
+                x.0.as_str(),
+                "never" | "didn't" | "wasn't" | "was" | "doesn't"
+            )
+        })
+}
+
+/// The new value of the names of `t` that `fits`: the first not marked old, else none.
+fn new_name(t: &[(String, &str)], s: &str, fits: impl Fn(usize, &str) -> bool) -> Option<String> {
+    names_in(t, s)
+        .into_iter()
+        .filter(|(k, n)| fits(*k, n) && !old_value_at(t, *k))
+        .map(|(_, n)| n)
+        .next()
+}
+
+/// Whether the sentence tells of a stay, not a home: a trip, a visit, a holiday.
+fn a_visit(t: &[(String, &str)]) -> bool {
+    t.iter().any(|(l, _)| {
+        matches!(
+            l.as_str(),
+            "trip"
+                | "visiting"
+                | "visit"
+                | "vacation"
+                | "holiday"
+                | "conference"
+                | "weekend"
+                | "business"
+                | "tour"
+                | "stay"
+                | "staying"
+                | "stayed"
+                | "flight"
+                | "hotel"
+                | "airbnb"
+                | "honeymoon"
+                | "festival"
+                | "layover"
+        )
+    })
+}
+
+/// Where the speaker lives, read from a word of dwelling or of moving that is the speaker's
+/// ("Just signed a lease in Denver", "I'm writing this from my new apartment in Austin",
+/// "We packed up and headed to Boise for good", "I'm officially a resident of Bergen", "Boise
+/// is where I'm based now"): the place it governs (after "to", "in", "of"), not one marked old
+/// ("after all those years in Dublin", "I gave up the place in Ghent").
+fn residence(t: &[(String, &str)], s: &str) -> Option<Slot> {
+    let has = |c: &str| find(t, c).is_some();
+    let dwelling = [
+        "lease",
+        "renting",
+        "rent",
+        "flat",
+        "apartment",
+        "house",
+        "condo",
+        "home",
+        "place",
+        "resident",
+        "based",
+        "movers",
+        "unpacking",
+        "unpacked",
+        "moved",
+        "moving",
+        "relocated",
+        "live",
+        "living",
+        "settled",
+    ];
+    let cue = t.iter().position(|(l, _)| dwelling.contains(&l.as_str()));
+    let going = has("for good") || has("the jump to") || has("the move to") || has("made the move");
+    let cue = cue.or_else(|| going.then_some(0))?;
+    if a_visit(t) || denied_at(t, cue) || future_at(t, cue) || past_at(t, cue) {
+        return None;
+    }
+    // A dwelling noun is the speaker's: "my new apartment", "our place", "a lease".
+    let noun = matches!(
+        t[cue].0.as_str(),
+        "flat" | "apartment" | "house" | "condo" | "home" | "place"
+    );
+    if noun && !going && !before_within(t, cue, 3, &["my", "our", "a", "new"]) {
+        return None;
+    }
+    // The speaker's: their verb, their dwelling, or a sentence of theirs ("The movers dropped
+    // our stuff off in Dublin"), not a relative clause of another's ("a guy who lives in").
+    let own = own_subject(t, cue)
+        || before_within(t, cue, 3, &["my", "our"])
+        || subjectless(t)
+        || t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "i'm" | "we're" | "i" | "we" | "i've" | "we've" | "our" | "my" | "us"
+            )
+        });
+    if !own || before_within(t, cue, 2, &["who", "that", "which", "whose"]) {
+        return None;
+    }
+    let preps = |k: usize| {
+        k > 0
+            && matches!(
+                t[k - 1].0.as_str(),
+                "to" | "in" | "of" | "into" | "off" | "for"
+            )
+    };
+    let to_first = has("to")
+        && (going
+            || t.iter()
+                .any(|(l, _)| matches!(l.as_str(), "moved" | "relocated" | "headed" | "moving")));
+    let mut candidates: Vec<(usize, String)> = names_in(t, s)
+        .into_iter()
+        .filter(|(k, _)| {
+            let dropped_off = *k > 0 && t[k - 1].0 == "off" && !has("movers");
+            !old_value_at(t, *k) && !dropped_off
+        })
+        .collect();
+    // "Boise is where I'm based": the name opening the sentence.
+    let where_i = find(t, "is where")
+        .is_some_and(|k| k >= 1 && candidates.first().is_some_and(|(c, _)| *c < k));
+    if !where_i {
+        candidates.retain(|(k, _)| preps(*k));
+    }
+    if to_first {
+        if let Some((_, n)) = candidates.iter().find(|(k, _)| t[k - 1].0 == "to") {
+            return slot("home", "", Some(n.clone()));
+        }
+    }
+    candidates
+        .into_iter()
+        .next()
+        .and_then(|(_, n)| slot("home", "", Some(n)))
+}
+
+/// Where the speaker works, read from a word of work that is the speaker's ("brought me on",
+/// "I switched employers, I'm with Greenleaf Bakery", "At Maple Software I'm an accountant",
+/// "I got an offer from Harbor Clinic and took it", "on Monday I began at Summit Bank"): the
+/// employer it governs, not one marked old ("I handed in my notice at", "said goodbye to").
+fn employer(t: &[(String, &str)], s: &str) -> Option<Slot> {
+    let has = |c: &str| find(t, c).is_some();
+    if t.iter().any(|(l, _)| {
+        matches!(
+            l.as_str(),
+            "interview"
+                | "interviewing"
+                | "applied"
+                | "apply"
+                | "applying"
+                | "volunteer"
+                | "volunteering"
+                | "visited"
+                | "visit"
+                | "tour"
+        )
+    }) {
+        return None;
+    }
+    let working = [
+        "work",
+        "working",
+        "job",
+        "employed",
+        "employer",
+        "employers",
+        "hired",
+        "role",
+        "position",
+        "shift",
+        "shifts",
+        "started",
+        "start",
+        "began",
+        "offer",
+        "colleagues",
+        "joined",
+        "boss",
+        "brought",
+        "took",
+        "career",
+        "salary",
+        "promoted",
+    ];
+    // "I've been a nurse with Northwind Logistics", "At Summit Bank I'm a paramedic".
+    let role = [
+        "i'm a",
+        "i'm an",
+        "i've been a",
+        "i've been an",
+        "i am a",
+        "i am an",
+    ]
+    .iter()
+    .filter_map(|c| find(t, c))
+    .min();
+    let cue = t
+        .iter()
+        .position(|(l, _)| working.contains(&l.as_str()))
+        .or(role)?;
+    if denied_at(t, cue) || future_at(t, cue) || past_at(t, cue) {
+        return None;
+    }
+    // "Harbor Clinic brought me on as an electrician", "Summit Bank took me on".
+    for c in [
+        "brought me on",
+        "took me on",
+        "hired me",
+        "brought me in",
+        "signed me",
+    ] {
+        if let Some(k) = find(t, c) {
+            if let Some(n) = name_before(t, k).filter(|_| k <= 4) {
+                return slot("work", "", Some(n));
+            }
+        }
+    }
+    let as_role = has("as a") || has("as an") || role.is_some();
+    let own = own_subject(t, cue)
+        || subjectless(t)
+        || t.iter()
+            .any(|(l, _)| matches!(l.as_str(), "i" | "i'm" | "i've" | "me" | "my"));
+    if !own {
+        return None;
+    }
+    new_name(t, s, |k, n| {
+        let prior = k.checked_sub(1).map(|p| t[p].0.as_str()).unwrap_or("");
+        match prior {
+            "at" | "for" | "by" | "join" | "joined" => true,
+            // "an offer from", "I'm with Greenleaf Bakery these days as a nurse".
+            "from" => t[..k].iter().any(|(l, _)| l == "offer"),
+            "with" => n.contains(' ') && (as_role || has("employer") || has("employers")),
+            _ => false,
+        }
+    })
+    .and_then(|n| slot("work", "", Some(n)))
+}
+
+/// A pet's name, read from a pet word and a word of naming or an apposition ("I adopted a cat
+/// last year, Hazel, and", "The cat is Milo now, Max never really stuck", "We decided to call
+/// the cat Milo instead of Max", "the dog's name is Max from now on", "our puppy has a new
+/// name, Milo"): the name not marked old.
+fn pet_named(t: &[(String, &str)], s: &str) -> Option<Slot> {
+    let kind_at = t
+        .iter()
+        .position(|(l, _)| PETS.contains(&l.trim_end_matches("'s")))?;
+    let kind = t[kind_at].0.trim_end_matches("'s").to_string();
+    let naming = t.iter().any(|(l, _)| {
+        matches!(
+            l.as_str(),
+            "name"
+                | "named"
+                | "called"
+                | "call"
+                | "calling"
+                | "renamed"
+                | "renaming"
+                | "rename"
+                | "nickname"
+        )
+    });
+    let owned = before_within(
+        t,
+        kind_at,
+        3,
+        &["my", "our", "the", "a", "an", "adopted", "new"],
+    );
+    if !owned || future_at(t, kind_at) {
+        return None;
+    }
+    let n = new_name(t, s, |k, _| {
+        naming
+            // "The cat is Milo now".
+            || (k >= 2 && t[k - 1].0 == "is" && k - 2 == kind_at)
+            // "I adopted a cat last year, Hazel, and".
+            || (k > kind_at && k <= kind_at + 5 && comma_before(s, k))
+    })?;
+    slot("pet", &kind, Some(n))
+}
+
 /// Words that are capitalised but name no place or person.
 const NOT_NAMES: &[&str] = &[
     "i",
@@ -2275,8 +3136,20 @@ fn plan(t: &[(String, &str)]) -> Option<Slot> {
             "booked",
             "i'm doing",
             "i'm planning",
+            "saving up for",
+            "saving for",
+            "deposit on",
+            "want to do",
         ],
-    ) {
+    )
+    // "I've got a trip to Japan lined up for the autumn".
+    .or_else(|| {
+        find(t, "lined up").and_then(|k| {
+            (0..k)
+                .find(|&i| matches!(t[i].0.as_str(), "got" | "have"))
+                .map(|i| i + 1)
+        })
+    }) {
         let words: Vec<String> = t[at..]
             .iter()
             .map(|(l, _)| l.clone())
@@ -2321,6 +3194,31 @@ fn plan(t: &[(String, &str)]) -> Option<Slot> {
 
 /// A thing owned.
 fn owns(t: &[(String, &str)]) -> Option<Slot> {
+    // "I picked up a camper van second-hand", "I've had a small sailboat for ages".
+    let bought = (find(t, "picked up").is_some()
+        && t.iter().any(|(l, _)| {
+            matches!(
+                l.as_str(),
+                "second-hand" | "secondhand" | "second" | "used" | "cheap"
+            )
+        }))
+    .then(|| after(t, &["picked up"]))
+    .flatten()
+    .or_else(|| {
+        after(t, &["i've had", "we've had"])
+            .filter(|&k| t[k..].iter().take(6).any(|(l, _)| l == "for"))
+    });
+    if let Some(at) =
+        bought.filter(|&k| t.get(k).is_some_and(|x| matches!(x.0.as_str(), "a" | "an")))
+    {
+        let v = value(t, at, 3)?;
+        let v = v
+            .trim_end_matches(" second-hand")
+            .trim_end_matches(" second")
+            .to_string();
+        let head = v.rsplit(' ').next().unwrap_or(&v).to_string();
+        return slot("owns", &head, Some(v));
+    }
     if let Some(at) = after(
         t,
         &[
@@ -2341,6 +3239,8 @@ fn owns(t: &[(String, &str)]) -> Option<Slot> {
             "we have an",
             "i have got a",
             "i got myself a",
+            "treated myself to",
+            "treated ourselves to",
         ],
     ) {
         let v = value(t, at, 3)?;
@@ -2651,6 +3551,125 @@ mod tests {
             "small sailboat",
             "Is your sailboat ok?"
         ));
+    }
+
+    #[test]
+    fn the_general_reader_carries_to_other_wordings() {
+        for (s, want) in [
+            (
+                "Just signed a lease in Denver, so that's where you'll find me.",
+                some("home", "", "denver"),
+            ),
+            (
+                "We packed up the whole flat and headed to Boise for good.",
+                some("home", "", "boise"),
+            ),
+            (
+                "Boise is where I'm based now, I gave up the place in Ghent.",
+                some("home", "", "boise"),
+            ),
+            (
+                "The movers dropped our stuff off in Dublin on Tuesday.",
+                some("home", "", "dublin"),
+            ),
+            (
+                "Harbor Clinic brought me on as an electrician, I started this week.",
+                some("work", "", "harbor clinic"),
+            ),
+            (
+                "I handed in my notice at Summit Bank and started as a nurse at Harbor Clinic.",
+                some("work", "", "harbor clinic"),
+            ),
+            (
+                "At Maple Software I'm an accountant, mostly day shifts.",
+                some("work", "", "maple software"),
+            ),
+            (
+                "I got an offer from Lakeside Library and took it.",
+                some("work", "", "lakeside library"),
+            ),
+            (
+                "We ended up renaming Luna, Bruno just suits the puppy better.",
+                some("pet", "puppy", "bruno"),
+            ),
+            (
+                "The cat is Milo now, Max never really stuck.",
+                some("pet", "cat", "milo"),
+            ),
+            (
+                "I adopted a rabbit last year, Toffee, and she's the sweetest.",
+                some("pet", "rabbit", "toffee"),
+            ),
+            ("Me and Casey split last month.", none("partner", "")),
+            ("Avery broke up with me last weekend.", none("partner", "")),
+            (
+                "Jordan is officially my fiancé now.",
+                some("partner", "", "engaged to jordan"),
+            ),
+            (
+                "Another guinea pig joined the family, which makes four.",
+                some("count", "guinea pig", "4"),
+            ),
+            (
+                "Coffee has always been my drink of choice.",
+                some("favorite", "drink", "coffee"),
+            ),
+            (
+                "Honestly tennis has overtaken cricket as my favourite sport.",
+                some("favorite", "sport", "tennis"),
+            ),
+            (
+                "If I had to pick one season, it'd be autumn.",
+                some("favorite", "season", "autumn"),
+            ),
+            (
+                "My older sister has been a paramedic for years.",
+                some("about", "sister", "paramedic"),
+            ),
+            (
+                "I'm originally from Halifax.",
+                some("about", "hometown", "halifax"),
+            ),
+            (
+                "I own a red Honda, believe it or not.",
+                some("owns", "honda", "red honda"),
+            ),
+        ] {
+            assert_eq!(v(s), want, "{s}");
+        }
+        assert_eq!(
+            v("I pulled the plug on the road trip and asked for a refund.").0,
+            "plan"
+        );
+    }
+
+    #[test]
+    fn another_life_or_a_wish_states_no_slot_of_the_speaker() {
+        for s in [
+            "My sister just moved to Krakow, she loves it.",
+            "My wife started a new job at Orbit Freight.",
+            "My brother just got hired at Blue Heron Press.",
+            "I have an interview at Orbit Freight next week.",
+            "If I won the lottery I'd live in Osaka.",
+            "I might move to Quito someday.",
+            "My neighbour has seven goats.",
+            "My cousin just got engaged to Dana!",
+            "My cousin cancelled her ski trip.",
+            "My dad sold his kayak.",
+            "My friend's wedding is on 14 March.",
+            "My cousin's dog is called Scout.",
+            "My husband grew up in Bristol.",
+            "If I ever get another cat I'll call it Mochi.",
+            "I met a guy who lives in Seville.",
+        ] {
+            assert_eq!(slot_of(s), None, "{s}");
+        }
+        // What the speaker says of a relative or a partner is theirs to say.
+        assert_eq!(v("My sister is a nurse."), some("about", "sister", "nurse"));
+        assert_eq!(
+            v("My boyfriend Alex is taking me to the coast."),
+            some("partner", "", "dating alex")
+        );
     }
 
     #[test]
