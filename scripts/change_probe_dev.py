@@ -104,7 +104,7 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                   "Are you still going on your {x}?"],
     },
     "pet_renamed": {
-        "old": ["Our {pet} {old} keeps stealing socks.",
+        "old": ["Our {pet} {old} chews every sock in the house.",
                 "I adopted a {pet} last year, {old}, and she's the sweetest.",
                 "{old}, my {pet}, has learned to open doors.",
                 "We have a {pet} named {old}, she runs the house."],
@@ -202,7 +202,7 @@ TEMPLATES: dict[str, dict[str, list[str]]] = {
                    "Change of plans: the {event} is now on {d2}.",
                    "The {event} has been rescheduled for {d2}.",
                    "We're delaying the {event} until {d2}.",
-                   "New date for the {event}: {d2}."],
+                   "Heads up, the {event} has a new date: {d2}."],
         "other": ["My friend's {event} is on {x}.",
                   "My cousin moved her {event} to {x}.",
                   "Is your brother's {event} still on {x}?"],

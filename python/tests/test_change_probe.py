@@ -34,7 +34,7 @@ def _probe(*args: str) -> subprocess.CompletedProcess:
                           check=False, timeout=600)
 
 
-@pytest.mark.parametrize("phrasings", ["base", "heldout"])
+@pytest.mark.parametrize("phrasings", ["base", "heldout", "dev"])
 def test_generator_scripts_every_kind_with_refs_that_say_it(phrasings: str):
     kinds: Counter = Counter()
     for seed in (1, 2, 3):
@@ -102,6 +102,27 @@ def test_heldout_phrasings_keep_the_values_and_change_the_words():
             assert b["old_text"] != h["old_text"] and b["change_text"] != h["change_text"]
         assert len(base["controls"]) == len(held["controls"])
         distractors += len(held["distractors"])
+    assert distractors >= 8
+
+
+def test_dev_phrasings_are_their_own_and_keep_the_values():
+    """The development phrasings (change_probe_dev.py, for tuning the slot reader) share no
+    template with the base set, cover every kind, and script the same changes as the base."""
+    dev = probe.change_probe_dev
+    base_templates = {t for k in probe.KINDS.values() for t in k.old + k.restate + k.change}
+    dev_templates = {t.split("|", 1)[-1] for k in dev.TEMPLATES.values() for ts in k.values()
+                     for t in ts}
+    assert not base_templates & dev_templates
+    assert set(dev.TEMPLATES) == set(probe.KINDS)
+    distractors = 0
+    for seed in (1, 2, 3, 4):
+        _, base = probe.generate(seed)
+        _, d = probe.generate(seed, phrasings="dev")
+        assert d["phrasings"] == "dev"
+        for b, h in zip(base["changes"], d["changes"], strict=True):
+            assert (b["kind"], b["old_value"], b["new_value"]) == \
+                (h["kind"], h["old_value"], h["new_value"])
+        distractors += len(d["distractors"])
     assert distractors >= 8
 
 

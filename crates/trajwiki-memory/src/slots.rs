@@ -9,6 +9,29 @@
 //! by the event), a plan (`plan`, found again by its words) and a thing owned (`owns`, keyed by
 //! its head noun; owning another adds, selling withdraws). A correction ("actually, I meant
 //! Porto") revises the speaker's latest slot.
+//!
+//! How a sentence is read ([`slot_of`]):
+//! 1. Whom it is about. A question states nothing. A sentence whose subject is another person
+//!    (past the openers "oh", "so", "guess what": "he", "they", "my sister", "our neighbours",
+//!    "my friend's wedding", but not "my wife and I") states no slot of the speaker's, only what
+//!    the speaker says of a relative ("my older sister has been a paramedic") or of their
+//!    partner ("my boyfriend Alex"). A supposition ("if I won the lottery I'd live in Osaka",
+//!    "someday", "one day") states only a choice ("if I had to pick one drink, it'd be tea"). A
+//!    sentence that opens with a verb of the past ("Got engaged to Jamie!", "Said goodbye to the
+//!    Honda") is the speaker's.
+//! 2. The pattern lists below (the first readings, kept as they were), then the general reader:
+//!    a word of the attribute — of dwelling or moving for `home` ("lease", "resident", "movers",
+//!    "for good", "my new apartment"), of work for `work` ("brought me on", "offer", "shifts",
+//!    "I'm a … at"), a pet word with a word of naming or an apposition for `pet` — that is the
+//!    speaker's (their verb, their noun, not a relative clause "a guy who lives in") and not
+//!    denied, past, wished or a visit; its value is the capitalised name the word governs (after
+//!    "to", "in", "of", "at", "for", "by", "join"; "with" only for a name of two words said with
+//!    a role), not one marked old: "instead of Max", "from Lisbon", "I left / quit / lost my job
+//!    at", "gave up the place in Ghent", "handed in my notice at", "Max never stuck".
+//! 3. A value ends at a comma ("I own a red Honda, believe it or not" → `red honda`).
+//!
+//! No value list is learned: a place, an employer or a pet is whatever capitalised name the
+//! attribute's word governs.
 
 use crate::extract::is_specific;
 use crate::text::{norm, words};
@@ -2761,7 +2784,10 @@ fn old_value_at(t: &[(String, &str)], k: usize) -> bool {
                 "goodbye", "after", "notice", "miss", "used", "years", "quitting", "resigned",
             ],
         )
-        || before(5, &["gave", "left", "leaving", "quit"])
+        || before(
+            5,
+            &["gave", "left", "leaving", "quit", "lost", "fired", "laid"],
+        )
         || t.get(k + 1).is_some_and(|x| {
             matches!(
                 x.0.as_str(),
@@ -3588,6 +3614,7 @@ mod tests {
                 "I got an offer from Lakeside Library and took it.",
                 some("work", "", "lakeside library"),
             ),
+            ("I lost my job at Door Dash this month.", none("work", "")),
             (
                 "We ended up renaming Luna, Bruno just suits the puppy better.",
                 some("pet", "puppy", "bruno"),
