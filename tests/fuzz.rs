@@ -477,3 +477,11 @@ fn memory_configuration() {
         |bytes| check(&String::from_utf8_lossy(&bytes)),
     );
 }
+
+/// Found by `jsonl_messages` (seeds mutated): a timestamp with fractional seconds was written
+/// without them, so a message exported and ingested again was another message.
+#[test]
+fn fractional_seconds_are_written_and_read_back() {
+    let line = r#"{"namespace": "e", "session": 1, "seq": 1, "speaker": "A", "text": "last", "timestamp": "9999-12-31T23:59:05.900"}"#;
+    check_messages(line).unwrap();
+}

@@ -340,7 +340,11 @@ pub fn write_messages(out: &mut impl Write, messages: &[SourceMessage]) -> std::
         obj.insert("text".into(), json!(m.text));
         obj.insert(
             "timestamp".into(),
-            json!(m.timestamp.format(TIMESTAMP_FORMAT).to_string()),
+            // Fractional seconds, where the message has them, are kept (`%.f` writes none for 0).
+            json!(m
+                .timestamp
+                .format(&format!("{TIMESTAMP_FORMAT}%.f"))
+                .to_string()),
         );
         if let Some(r) = &m.external_ref {
             obj.insert("ref".into(), json!(r));
