@@ -377,7 +377,8 @@ fn parallel_builds_of_one_namespace_agree() {
 
 /// Two processes appending to one namespace and building it, one message a run, side by side:
 /// every run succeeds (a build reads the fold as one commit left it, never half of one and half
-/// of the next; one that finds the fold moved at its commit builds again), and the memory is
+/// of the next; builds of the namespace take turns, so none loses its commit to the other run
+/// after run, as one did seventeen times in a row on a loaded CI machine), and the memory is
 /// the one the same messages ingested and built at once make. Issue 49 saw 57 of 1,069 such
 /// runs end in a panic (wiki.rs:219, an index out of bounds) after their message was stored.
 #[test]

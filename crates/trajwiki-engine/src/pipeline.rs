@@ -559,9 +559,11 @@ fn build_retrying(
     kept: &mut Option<KeptFold>,
     drivers: Drivers<'_>,
 ) -> Result<BuildReport, PipelineError> {
-    // Another process that builds the namespace at the same time commits first: this build is
-    // then done again from where that one left the fold (a few times at most: each retry
-    // follows a commit of someone else's).
+    // Builds of one namespace take turns (the store's build lock); where the lock could not be
+    // taken, another process that builds the namespace at the same time may commit first: this
+    // build is then done again from where that one left the fold (each retry follows a commit
+    // of someone else's).
+    let _turn = store.lock_builds(ns)?;
     let mut tries = 0;
     loop {
         match build_once(store, ns, embedder, config, options, kept, drivers) {

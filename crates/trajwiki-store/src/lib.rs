@@ -30,6 +30,7 @@
 //! assert_eq!(store.message(&msg.id).unwrap(), Some(msg));
 //! ```
 
+mod build_lock;
 mod changes;
 mod check;
 mod conflict;
@@ -55,6 +56,7 @@ use db::{Begin, Db, Tx};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{de::DeserializeOwned, Serialize};
 
+pub use build_lock::BuildLock;
 pub use changes::{Cursor, NamespaceDelta};
 pub use check::{CheckReport, Problem};
 pub use error::{Result, StoreError};

@@ -98,6 +98,7 @@ on_both!(
     every_record_round_trips,
     rebuild_is_idempotent_and_pages_keep_revisions,
     a_grown_page_stores_the_chunks_it_changed,
+    builds_of_one_namespace_take_turns,
     changed_immutable_record_is_a_conflict,
     snapshots_and_trajectories_keep_their_order_and_continuation,
     the_embedding_cache_answers_every_hash_asked,
@@ -495,6 +496,35 @@ fn rebuild_is_idempotent_and_pages_keep_revisions(fresh: Fresh) {
         "its history stays"
     );
     assert!(store.check().unwrap().ok());
+}
+
+/// A build lock waits for another connection's hold on the same namespace, not for another
+/// namespace's, and is taken once the holder lets go.
+fn builds_of_one_namespace_take_turns(fresh: Fresh) {
+    let store = fresh.open();
+    let a = Namespace::new("a").unwrap();
+    let first = store.lock_builds(&a).unwrap();
+    assert!(first.is_held());
+    let other = store.lock_builds(&Namespace::new("b").unwrap()).unwrap();
+    assert!(other.is_held());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let location = fresh.location.clone();
+    let waiter = std::thread::spawn(move || {
+        let store = Store::open_existing(&location).unwrap();
+        let lock = store.lock_builds(&Namespace::new("a").unwrap()).unwrap();
+        tx.send(lock.is_held()).unwrap();
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "a second build of the namespace did not wait"
+    );
+    drop(first);
+    let held = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the waiting build took the lock once the first let go");
+    assert!(held);
+    waiter.join().unwrap();
 }
 
 /// A page body is stored in chunks, each once: a page that grows by a line gets a revision
