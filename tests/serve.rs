@@ -1139,6 +1139,8 @@ fn a_build_runs_as_a_job_with_progress_and_gives_the_cli_build() {
     assert_eq!(done["stage"], "done", "{done}");
     assert_eq!(done["embedded"], done["to_embed"], "{done}");
     assert_eq!(done["to_embed"], 12, "every message embedded once: {done}");
+    assert_eq!(done["folded"], done["to_fold"], "{done}");
+    assert_eq!(done["to_fold"], 12, "every message folded (flush): {done}");
     assert!(done["report"]["snapshots"].as_u64().unwrap() > 0, "{done}");
 
     // The memory is the CLI's build of the same messages.

@@ -8,7 +8,7 @@ use serde_json::Value;
 use trajwiki_core::{InsightId, Namespace, RunId};
 use trajwiki_cuda::Device;
 use trajwiki_engine::api::{self, namespaces_with_messages, Query};
-use trajwiki_engine::pipeline::BuildOptions;
+use trajwiki_engine::pipeline::{BuildOptions, Progress};
 use trajwiki_engine::trace;
 use trajwiki_engine::{Engine, Model};
 use trajwiki_ingest::jsonl;
@@ -55,14 +55,38 @@ impl Memory {
         store: &mut Store,
         namespaces: &[Namespace],
         options: BuildOptions,
+        progress: Option<&Py<PyAny>>,
     ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
         namespaces
             .iter()
             .map(|ns| {
-                self.engine
+                // The callback runs with the interpreter's lock taken for the call; the first
+                // exception it raises is raised once the build is done (a build is not cut
+                // short half way).
+                let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+                let tell = |p: Progress| {
+                    let Some(callback) = progress else { return };
+                    let mut raised = raised.lock().unwrap_or_else(|e| e.into_inner());
+                    if raised.is_some() {
+                        return;
+                    }
+                    Python::attach(|py| {
+                        let told = (ns.as_str(), p.stage.name(), p.done, p.total);
+                        if let Err(e) = callback.call1(py, told) {
+                            *raised = Some(e);
+                        }
+                    });
+                };
+                let told: Option<&(dyn Fn(Progress) + Sync)> = progress.map(|_| &tell as _);
+                let report = self
+                    .engine
                     .namespace(ns)
-                    .build(store, &self.config, options)
-                    .or_raise()
+                    .build_told(store, &self.config, options, told)
+                    .or_raise()?;
+                match raised.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                    Some(e) => Err(e),
+                    None => Ok(report),
+                }
             })
             .collect()
     }
@@ -218,7 +242,7 @@ impl Memory {
                 if build {
                     let messages: Vec<_> = parsed.iter().map(|a| &a.message).collect();
                     let touched = api::namespaces_of(messages);
-                    built = self.build_in(store, &touched, BuildOptions::default())?;
+                    built = self.build_in(store, &touched, BuildOptions::default(), None)?;
                 }
                 Ok((report, built))
             })
@@ -241,8 +265,11 @@ impl Memory {
     /// building once. The last exchange waits for its reply unless `flush=True`. A namespace built
     /// with another model or configuration needs `rebuild=True`, which replaces its memory.
     /// `vectors` ("f16" or "f32") is the element type of a namespace's vector file when this
-    /// build creates it.
-    #[pyo3(signature = (namespace = None, rebuild = false, flush = false, vectors = "f16"))]
+    /// build creates it. `progress`, a callable, is called as the build goes with the namespace,
+    /// the stage ("loading", "embedding", "folding", "pages", "committing", "vectors") and the
+    /// units done of the total (texts embedded, messages folded; 0 of 0 for a stage that counts
+    /// nothing); an exception it raises is raised once the build is done.
+    #[pyo3(signature = (namespace = None, rebuild = false, flush = false, vectors = "f16", progress = None))]
     fn build(
         &self,
         py: Python<'_>,
@@ -250,7 +277,13 @@ impl Memory {
         rebuild: bool,
         flush: bool,
         vectors: &str,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
+        if let Some(callback) = &progress {
+            if !callback.bind(py).is_callable() {
+                return Err(raise(Kind::Input, "progress: expected a callable"));
+            }
+        }
         let chosen = namespace.map(self::namespace).transpose()?;
         let vectors = VectorDtype::parse(vectors).ok_or_else(|| {
             raise(
@@ -281,6 +314,7 @@ impl Memory {
                         vectors,
                         ..BuildOptions::default()
                     },
+                    progress.as_ref(),
                 )
             })
         })?;

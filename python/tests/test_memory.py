@@ -231,6 +231,34 @@ def test_build_again_after_new_messages(memory: Memory) -> None:
     ).source_refs
 
 
+def test_build_tells_its_progress(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "store", model="hashing")
+    m.add(conversation(), namespace="ann")
+    told: list[tuple[str, str, int, int]] = []
+    (report,) = m.build("ann", flush=True, progress=lambda *p: told.append(p))
+    stages = ["loading", "embedding", "folding", "pages", "committing", "vectors"]
+    seen = [stage for _, stage, _, _ in told]
+    assert sorted(set(seen), key=stages.index) == stages, seen
+    assert seen == sorted(seen, key=stages.index), "stages in the order a build passes them"
+    assert {ns for ns, _, _, _ in told} == {"ann"}
+    folding = [(done, total) for _, stage, done, total in told if stage == "folding"]
+    assert folding[-1] == (report["messages"], report["messages"]), folding
+
+    # An exception the callback raises comes out once the build is done: the memory is built.
+    m.add([{"speaker": "Ann", "text": "Oslo next.", "session": 3,
+            "timestamp": "2024-07-01T12:00:00"}], namespace="ann")
+
+    def fail(*_: object) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        m.build("ann", flush=True, progress=fail)
+    (again,) = m.build("ann")
+    assert again["appended"] == 0 and again["messages"] == report["messages"] + 1
+    with pytest.raises(InputError, match="progress: expected a callable"):
+        m.build("ann", progress=3)
+
+
 def test_concurrent_searches_agree(memory: Memory) -> None:
     """Searches on several threads of one Memory all finish with the same answer."""
     results: list[list[str]] = []

@@ -17,7 +17,7 @@ use trajwiki::engine::llm::pages::LlmPageWriter;
 use trajwiki::engine::segment::refresh_segment;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki::pipeline::{
-    build_namespace, build_namespace_driven, prefill_messages, BuildOptions, Drivers,
+    build_namespace_driven, prefill_messages, BuildOptions, Drivers, Progress,
 };
 use trajwiki::safe::line;
 
@@ -171,12 +171,25 @@ pub(crate) fn build_and_report(
     } else {
         None
     };
-    let bar = global.bar(namespaces.len() as u64, "building");
+    // One bar that follows each namespace's build through its stages: texts embedded of those
+    // to embed, then messages folded of those to fold, then the steps that count nothing.
+    let bar = global.bar(0, "building");
     let mut reports = Vec::new();
     // Model calls and tokens per namespace and phase (the cost table), when a model builds.
     let mut usage = std::collections::BTreeMap::new();
-    for ns in namespaces {
-        bar.set_message(format!("building {ns}"));
+    for (i, ns) in namespaces.iter().enumerate() {
+        let which = if namespaces.len() > 1 {
+            format!(" ({} of {})", i + 1, namespaces.len())
+        } else {
+            String::new()
+        };
+        let progress = |p: Progress| {
+            let counted = p.stage.unit().map(|unit| (unit, p.total));
+            bar.set_length(counted.map_or(0, |(_, total)| total as u64));
+            bar.set_position(p.done as u64);
+            let unit = counted.map_or(String::new(), |(unit, _)| format!(" ({unit})"));
+            bar.set_message(format!("{ns}{which}: {}{unit}", p.stage.label()));
+        };
         let report = match &llm {
             Some(llm) => {
                 let cache = StoreResponses::open(store.dir(), ns, store.is_read_only())?;
@@ -191,6 +204,7 @@ pub(crate) fn build_and_report(
                     decider: Some(&decider),
                     judge: Some(&judge),
                     pages: Some(&pages),
+                    progress: Some(&progress),
                 };
                 let report = build_namespace_driven(
                     store,
@@ -239,7 +253,17 @@ pub(crate) fn build_and_report(
                 usage.insert(ns.to_string(), table);
                 report
             }
-            None => build_namespace(store, ns, embedder.as_ref(), &config, options)?,
+            None => build_namespace_driven(
+                store,
+                ns,
+                embedder.as_ref(),
+                &config,
+                options,
+                Drivers {
+                    progress: Some(&progress),
+                    ..Drivers::default()
+                },
+            )?,
         };
         // The index as a load gives it now, stored for the next cold load (when it is due).
         if let Err(e) = refresh_segment(store, ns, embedder.as_ref()) {
@@ -247,7 +271,6 @@ pub(crate) fn build_and_report(
                 "warning: {ns}: the index segment was not written ({e}); loads read the records"
             ));
         }
-        bar.inc(1);
         reports.push(report);
     }
     bar.finish_and_clear();

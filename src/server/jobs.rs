@@ -1,6 +1,8 @@
 //! Long builds as jobs: `POST /v1/namespaces/{ns}/build` starts one on a thread of its own and
-//! answers at once (202) with its id; `GET /v1/jobs/{id}` tells its stage, the texts embedded of
-//! those to embed, the time taken, and at the end its build report or its error. A job holds
+//! answers at once (202) with its id; `GET /v1/jobs/{id}` tells its stage (as the build tells
+//! it: loading, embedding, folding, pages, committing, vectors), the texts embedded of those to
+//! embed, the messages folded of those to fold, the time taken, and at the end its build report
+//! or its error. A job holds
 //! its namespace's writer lock, so appends to that namespace wait for it, and a second build of
 //! the namespace is refused (409, naming the running job) while it runs. Finished jobs are kept
 //! for reading, the last [`KEPT_JOBS`] of them.
@@ -21,13 +23,10 @@ use super::extract::{Body, Id, IdParam, Ns, NsParam};
 use super::{lock, AppState, Code, Failure};
 use crate::api::ApiError;
 use crate::engine::build_config;
-use crate::pipeline::{prefill_messages, BuildOptions};
+use crate::pipeline::{BuildOptions, Progress, Stage};
 
 /// Finished jobs kept for reading.
 pub(super) const KEPT_JOBS: usize = 100;
-
-/// Texts embedded per batch while a job prefills the cache.
-const CHUNK: usize = 256;
 
 /// The jobs a server knows.
 #[derive(Default)]
@@ -45,13 +44,14 @@ pub(super) struct Job {
     started: Instant,
     embedded: AtomicUsize,
     to_embed: AtomicUsize,
+    folded: AtomicUsize,
+    to_fold: AtomicUsize,
     state: Mutex<JobState>,
 }
 
 enum JobState {
     Waiting,
-    Embedding,
-    Folding,
+    Running(Stage),
     Done { report: Value, ms: u128 },
     Failed { error: Failure, ms: u128 },
 }
@@ -60,8 +60,7 @@ impl Job {
     fn json(&self) -> Value {
         let (status, stage) = match &*lock(&self.state) {
             JobState::Waiting => ("running", "waiting"),
-            JobState::Embedding => ("running", "embedding"),
-            JobState::Folding => ("running", "folding"),
+            JobState::Running(stage) => ("running", stage.name()),
             JobState::Done { .. } => ("done", "done"),
             JobState::Failed { .. } => ("failed", "failed"),
         };
@@ -69,6 +68,8 @@ impl Job {
             "job": self.id, "namespace": self.namespace, "status": status, "stage": stage,
             "embedded": self.embedded.load(Ordering::Relaxed),
             "to_embed": self.to_embed.load(Ordering::Relaxed),
+            "folded": self.folded.load(Ordering::Relaxed),
+            "to_fold": self.to_fold.load(Ordering::Relaxed),
             "elapsed_ms": self.started.elapsed().as_millis() as u64,
         });
         match &*lock(&self.state) {
@@ -139,6 +140,8 @@ pub(super) async fn start_build(
             started: Instant::now(),
             embedded: AtomicUsize::new(0),
             to_embed: AtomicUsize::new(0),
+            folded: AtomicUsize::new(0),
+            to_fold: AtomicUsize::new(0),
             state: Mutex::new(JobState::Waiting),
         });
         jobs.by_id.insert(job.id.clone(), Arc::clone(&job));
@@ -184,36 +187,32 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
     }
     let handle = state.engine.namespace(ns);
     let mut writer = handle.writer();
-    let embedder = state.embedder()?;
-    job.set(JobState::Embedding);
-    let progress = |done: usize, total: usize| {
-        job.embedded.store(done, Ordering::Relaxed);
-        job.to_embed.store(total, Ordering::Relaxed);
+    let progress = |p: Progress| {
+        let counts = match p.stage {
+            Stage::Embedding => Some((&job.embedded, &job.to_embed)),
+            Stage::Folding => Some((&job.folded, &job.to_fold)),
+            _ => None,
+        };
+        if let Some((done, total)) = counts {
+            done.store(p.done, Ordering::Relaxed);
+            total.store(p.total, Ordering::Relaxed);
+        }
+        job.set(JobState::Running(p.stage));
     };
-    prefill_messages(
-        &mut store,
-        std::slice::from_ref(ns),
-        embedder.as_ref(),
-        CHUNK,
-        false,
-        &progress,
-    )
-    .map_err(|e| Failure::from(ApiError::Pipeline(e)))?;
-    job.set(JobState::Folding);
     let config = build_config(&store, ns)?;
     let options = BuildOptions {
         rebuild: req.rebuild,
         flush: req.flush,
         ..BuildOptions::default()
     };
-    let report = writer.build(&mut store, &config, options)?;
+    let report = writer.build_told(&mut store, &config, options, Some(&progress))?;
     serde_json::to_value(&report)
         .map_err(|e| Failure::internal(format!("serializing the build report: {e}")))
 }
 
 /// A build job: its stage and progress, then its report or error.
 #[utoipa::path(get, path = "/jobs/{id}", tag = "memory", params(IdParam),
-    responses((status = 200, description = "A build job: its stage, texts embedded of those to embed, elapsed time, then its report or error")))]
+    responses((status = 200, description = "A build job: its stage (waiting, loading, embedding, folding, pages, committing, vectors, done, failed), texts embedded of those to embed, messages folded of those to fold, elapsed time, then its report or error")))]
 pub(super) async fn job(
     State(state): State<Arc<AppState>>,
     Id(id): Id,

@@ -36,7 +36,9 @@ use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
-use crate::pipeline::{build_namespace_kept, BuildOptions, KeptFold, PipelineError};
+use crate::pipeline::{
+    build_namespace_kept_driven, BuildOptions, Drivers, KeptFold, PipelineError, Progress,
+};
 
 /// At most this many idle store connections are kept.
 const POOL_SIZE: usize = 8;
@@ -452,6 +454,17 @@ impl<'e> NamespaceHandle<'e> {
         self.writer().build(store, config, options)
     }
 
+    /// [`NamespaceHandle::build`], telling `progress` where the build is as it goes.
+    pub fn build_told(
+        &self,
+        store: &mut Store,
+        config: &MemoryConfig,
+        options: BuildOptions,
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
+    ) -> Result<BuildReport, ApiError> {
+        self.writer().build_told(store, config, options, progress)
+    }
+
     /// Deletes the namespace for good (see [`Store::delete_namespace`]) under the writer lock;
     /// its kept fold goes with it.
     pub fn delete(&self, store: &mut Store) -> Result<Deleted, StoreError> {
@@ -498,14 +511,29 @@ impl Writer<'_> {
         config: &MemoryConfig,
         options: BuildOptions,
     ) -> Result<BuildReport, ApiError> {
+        self.build_told(store, config, options, None)
+    }
+
+    /// [`Writer::build`], telling `progress` where the build is as it goes.
+    pub fn build_told(
+        &mut self,
+        store: &mut Store,
+        config: &MemoryConfig,
+        options: BuildOptions,
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
+    ) -> Result<BuildReport, ApiError> {
         let embedder = self.engine.embedder()?;
-        let report = build_namespace_kept(
+        let report = build_namespace_kept_driven(
             store,
             self.ns,
             embedder.as_ref(),
             config,
             options,
             &mut self.kept,
+            Drivers {
+                progress,
+                ..Drivers::default()
+            },
         )?;
         self.engine.refresh_segment_later(self.ns);
         Ok(report)

@@ -4,7 +4,7 @@
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_core::{EmbedError, EmbedKind, Embedder, Embeddings, Namespace, SourceMessage};
 use trajwiki_memory::{
-    exchanges, fold_exchanges, BuildError, BuildReport, Builders, DeterministicDecider,
+    exchanges, fold_exchanges_told, BuildError, BuildReport, Builders, DeterministicDecider,
     DeterministicExtractor, DeterministicJudge, Fold, MemoryConfig, TrajState, TrajStateV1,
 };
 use trajwiki_store::{
@@ -225,6 +225,27 @@ pub fn prefill_messages(
         );
     }
     let messages = texts.len();
+    let total = embed_missing(store, embedder, &texts, chunk, overlap, progress)?;
+    Ok(Prefill {
+        messages,
+        embedded: total,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Embeds the distinct texts of `texts` that the embedding cache lacks, shortest first, `chunk`
+/// at a time, caching each chunk as it completes (an interrupted run keeps what it embedded) and
+/// telling `progress` the texts embedded of those to embed; with `overlap`, two chunks are in
+/// flight at once. Returns how many texts were embedded.
+fn embed_missing(
+    store: &mut Store,
+    embedder: &dyn Embedder,
+    texts: &[String],
+    chunk: usize,
+    overlap: bool,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<usize, PipelineError> {
+    let model = embedder.model_id().to_string();
     let hashes: Vec<String> = texts.iter().map(|t| trajwiki_core::text_hash(t)).collect();
     let hash_refs: Vec<&str> = hashes.iter().map(String::as_str).collect();
     let present = store.has_embeddings(&model, &hash_refs)?;
@@ -234,6 +255,7 @@ pub fn prefill_messages(
         .collect();
     missing.sort_by_key(|&i| texts[i].len());
     let total = missing.len();
+    progress(0, total);
     let chunks: Vec<&[usize]> = missing.chunks(chunk.max(1)).collect();
     let embed = |part: &[usize]| {
         let batch: Vec<&str> = part.iter().map(|&i| texts[i].as_str()).collect();
@@ -286,11 +308,7 @@ pub fn prefill_messages(
             put(store, part, vectors)?;
         }
     }
-    Ok(Prefill {
-        messages,
-        embedded: total,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(total)
 }
 
 /// Appends to the vector file of `ns` (for `embedder`'s model) the vectors of every message
@@ -503,7 +521,7 @@ pub fn build_namespace_kept(
     options: BuildOptions,
     kept: &mut Option<KeptFold>,
 ) -> Result<BuildReport, PipelineError> {
-    build_retrying(
+    build_namespace_kept_driven(
         store,
         ns,
         embedder,
@@ -512,6 +530,20 @@ pub fn build_namespace_kept(
         kept,
         Drivers::default(),
     )
+}
+
+/// [`build_namespace_kept`] with `drivers` (models in place of the deterministic parts, a
+/// progress sink).
+pub fn build_namespace_kept_driven(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    kept: &mut Option<KeptFold>,
+    drivers: Drivers<'_>,
+) -> Result<BuildReport, PipelineError> {
+    build_retrying(store, ns, embedder, config, options, kept, drivers)
 }
 
 /// Writes a wiki page's body from the deterministic page and its trajectories' summaries
@@ -534,6 +566,81 @@ pub struct Drivers<'a> {
     pub judge: Option<&'a dyn trajwiki_memory::ClaimJudge>,
     /// The bodies of changed wiki pages (`crate::llm::pages::LlmPageWriter`).
     pub pages: Option<&'a dyn PageWriter>,
+    /// Told where the build is as it goes (a face's progress bar or job status).
+    pub progress: Option<&'a (dyn Fn(Progress) + Sync)>,
+}
+
+/// Where a build is: its stage and, for a stage that counts, the units done of the total
+/// (texts embedded, messages folded; 0 of 0 for one that counts nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Progress {
+    /// The stage.
+    pub stage: Stage,
+    /// Units done.
+    pub done: usize,
+    /// Units in all.
+    pub total: usize,
+}
+
+/// A stage of a build, in the order a build passes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Reading the fold's state back from the store (none when it is kept).
+    Loading,
+    /// Embedding the texts the embedding cache lacks (counts texts).
+    Embedding,
+    /// Folding exchanges into trajectories, claims and their edits (counts messages).
+    Folding,
+    /// Rendering the wiki pages that changed.
+    Pages,
+    /// Committing the records, pages and fold state in one transaction.
+    Committing,
+    /// Bringing the vector file and the approximate index up to date.
+    Vectors,
+}
+
+impl Stage {
+    /// Its name in JSON (a job's `stage`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Loading => "loading",
+            Stage::Embedding => "embedding",
+            Stage::Folding => "folding",
+            Stage::Pages => "pages",
+            Stage::Committing => "committing",
+            Stage::Vectors => "vectors",
+        }
+    }
+
+    /// A few words for a progress line.
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Loading => "loading the fold",
+            Stage::Embedding => "embedding",
+            Stage::Folding => "folding",
+            Stage::Pages => "rendering pages",
+            Stage::Committing => "committing",
+            Stage::Vectors => "vectors",
+        }
+    }
+
+    /// What the stage counts, for a progress line ("texts", "messages"), if anything.
+    pub fn unit(self) -> Option<&'static str> {
+        match self {
+            Stage::Embedding => Some("texts"),
+            Stage::Folding => Some("messages"),
+            _ => None,
+        }
+    }
+}
+
+impl Drivers<'_> {
+    fn tell(&self, stage: Stage, done: usize, total: usize) {
+        if let Some(progress) = self.progress {
+            progress(Progress { stage, done, total });
+        }
+    }
 }
 
 /// [`build_namespace`] with model-driven `drivers` in place of the deterministic extractor and
@@ -595,6 +702,7 @@ fn build_once(
     let model_id = embedder.model_id().to_string();
     let config_json = serde_json::to_string(config).expect("configuration serialises");
     let started = std::time::Instant::now();
+    drivers.tell(Stage::Loading, 0, 0);
     // The record and the states it leads to in one read: another process's build committed
     // between the two would give the record of one build with the groups of the next.
     let Start {
@@ -644,6 +752,7 @@ fn build_once(
         &groups,
         &mut report,
     )?;
+    drivers.tell(Stage::Pages, 0, 0);
     let (changed, retired) = pages_of(&mut fold, drivers.pages, &mut report);
     report.count(&fold);
     report.pending_messages = tail.len();
@@ -678,6 +787,7 @@ fn build_once(
                 groups: Vec::new(),
             },
         );
+        drivers.tell(Stage::Committing, 0, 0);
         report.commit_ms = commit(store, ns, &batch)?;
     }
     // From here on the memory is committed: a failure says so ([`PipelineError::Unfinished`]).
@@ -688,6 +798,7 @@ fn build_once(
         source: Box::new(source),
     };
     // The vector file's record as the append left it decides the approximate index.
+    drivers.tell(Stage::Vectors, 0, 0);
     let (appended, held) = sync_vectors_from(
         store,
         ns,
@@ -907,6 +1018,27 @@ fn fold_in(
         judge: drivers.judge.unwrap_or(&judge),
     };
     let mut computed = 0;
+    // A large build, or one that tells its progress, embeds what the cache lacks first, a chunk
+    // at a time; the fold then finds every vector in the cache. A small one embeds in one call
+    // (one store read fewer): the same batches, since the embedder sorts a call's texts by
+    // length as the chunks are sorted.
+    let texts: Vec<String> = groups
+        .iter()
+        .flatten()
+        .map(|m| m.embedding_text())
+        .collect();
+    if texts.len() > EMBED_CHUNK || drivers.progress.is_some() {
+        let t0 = std::time::Instant::now();
+        computed += embed_missing(
+            store,
+            embedder,
+            &texts,
+            EMBED_CHUNK,
+            false,
+            &|done, total| drivers.tell(Stage::Embedding, done, total),
+        )?;
+        report.embed_ms += t0.elapsed().as_millis();
+    }
     let mut embed = |texts: &[&str]| -> Result<Vec<Vec<f32>>, EmbedError> {
         match embed_cached(store, embedder, texts) {
             Ok((rows, n)) => {
@@ -920,9 +1052,19 @@ fn fold_in(
             }),
         }
     };
-    let delta = fold_exchanges(fold, groups, &mut embed, &builders, report)?;
+    let delta = fold_exchanges_told(
+        fold,
+        groups,
+        &mut embed,
+        &builders,
+        report,
+        &mut |done, total| drivers.tell(Stage::Folding, done, total),
+    )?;
     Ok((delta, computed))
 }
+
+/// How many texts a large build embeds at a time (a multiple of the embedder's batch).
+const EMBED_CHUNK: usize = 1024;
 
 /// The wiki pages the fold's changes changed (their bodies rewritten by `writer` when there is
 /// one, index pages excepted) and the pages they retired.

@@ -163,6 +163,19 @@ pub fn fold_exchanges(
     b: &Builders<'_>,
     report: &mut BuildReport,
 ) -> Result<Delta, BuildError> {
+    fold_exchanges_told(fold, groups, embed, b, report, &mut |_, _| {})
+}
+
+/// [`fold_exchanges`], telling `folded` the messages folded so far and their total after each
+/// exchange (for a progress bar).
+pub fn fold_exchanges_told(
+    fold: &mut Fold,
+    groups: &[Vec<&SourceMessage>],
+    embed: &mut EmbedFn<'_>,
+    b: &Builders<'_>,
+    report: &mut BuildReport,
+    folded: &mut dyn FnMut(usize, usize),
+) -> Result<Delta, BuildError> {
     let mut delta = Delta::default();
     if groups.is_empty() {
         return Ok(delta);
@@ -195,6 +208,7 @@ pub fn fold_exchanges(
             .collect();
         at += g.len();
         fold.append(g, &rows, b, &mut delta)?;
+        folded(at, texts.len());
     }
     report.match_ms += t0.elapsed().as_millis();
     Ok(delta)

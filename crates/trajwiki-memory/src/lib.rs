@@ -33,8 +33,8 @@ pub mod wiki;
 pub use trajwiki_text::{lexicon, temporal, text};
 
 pub use build::{
-    build, fold_exchanges, wiki, wiki_with_members, BuildError, BuildReport, Builders, BuiltMemory,
-    EmbedFn,
+    build, fold_exchanges, fold_exchanges_told, wiki, wiki_with_members, BuildError, BuildReport,
+    Builders, BuiltMemory, EmbedFn,
 };
 pub use config::{ConfigError, MemoryConfig};
 pub use evolve::{ClaimJudge, DeterministicJudge, Judgement};

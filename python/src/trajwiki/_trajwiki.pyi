@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -132,6 +132,7 @@ class Memory:
         rebuild: bool = False,
         flush: bool = False,
         vectors: str = "f16",
+        progress: Callable[[str, str, int, int], object] | None = None,
     ) -> list[dict[str, Any]]: ...
     def search(
         self,
