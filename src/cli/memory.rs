@@ -183,12 +183,18 @@ pub(crate) fn build_and_report(
         } else {
             String::new()
         };
+        let shown = std::sync::Mutex::new(None);
         let progress = |p: Progress| {
-            let counted = p.stage.unit().map(|unit| (unit, p.total));
-            bar.set_length(counted.map_or(0, |(_, total)| total as u64));
+            let mut shown = shown.lock().unwrap_or_else(|e| e.into_inner());
+            if *shown != Some(p.stage) {
+                *shown = Some(p.stage);
+                // A stage that counts nothing shows no bar.
+                global.restyle(&bar, p.stage.unit().is_some());
+                let unit = p.stage.unit().map_or(String::new(), |u| format!(" ({u})"));
+                bar.set_message(format!("{ns}{which}: {}{unit}", p.stage.label()));
+            }
+            bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
-            let unit = counted.map_or(String::new(), |(unit, _)| format!(" ({unit})"));
-            bar.set_message(format!("{ns}{which}: {}{unit}", p.stage.label()));
         };
         let report = match &llm {
             Some(llm) => {

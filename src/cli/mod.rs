@@ -202,13 +202,23 @@ impl Global {
             return ProgressBar::hidden();
         }
         let bar = ProgressBar::new(len);
+        self.restyle(&bar, true);
+        bar.set_message(what.to_string());
+        bar
+    }
+
+    /// Shows `bar` as a bar with counts, or (`counted` false) as its message and the time alone.
+    pub(crate) fn restyle(&self, bar: &ProgressBar, counted: bool) {
+        let template = if counted {
+            "{msg} [{bar:30}] {pos}/{len} [{elapsed}]"
+        } else {
+            "{msg} [{elapsed}]"
+        };
         bar.set_style(
-            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} [{elapsed}]")
+            ProgressStyle::with_template(template)
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        bar.set_message(what.to_string());
-        bar
     }
 
     /// Prints a status line unless quiet.
