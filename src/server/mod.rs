@@ -28,7 +28,7 @@
 //! | `GET /v1/namespaces/{ns}/records/{id}` | any record by id: page, trajectory, snapshot, claim (with its status), op, message, run, compilation, insight |
 //! | `GET /v1/namespaces/{ns}/history/{id}?as_of=T` | a trajectory's or claim's ADD / REVISE / DEPRECATE timeline with sources |
 //! | `POST /v1/namespaces/{ns}/build` | `{"rebuild"?, "flush"?}`: a build as a job (202 with its id; 409 while one runs) |
-//! | `GET /v1/jobs/{id}` | a job: its stage, texts embedded of those to embed, elapsed time, then its build report or error |
+//! | `GET /v1/jobs/{id}` | a job: its stage, texts embedded of those to embed, messages folded of those to fold, elapsed time, then its build report or error |
 //! | `POST /v1/namespaces/{ns}/runs` | `{"runs": [...], "compile"?: true}`: append agent runs (the runs JSONL fields) and compile them (deterministic compiler) |
 //! | `POST /v1/namespaces/{ns}/runs/context` | `{"task", "similar"?, "budget"?}`: the first context for a new task from the compiled runs |
 //! | `GET /v1/namespaces/{ns}/insights/{id}` | an insight with its compilation, its run and the steps it cites |
