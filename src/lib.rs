@@ -25,7 +25,8 @@ pub use trajwiki_text as text;
 
 pub use trajwiki_engine as engine;
 pub use trajwiki_engine::{
-    answer, api, cache, eval, export, messages, metrics, pipeline, retrieval, trace, Engine,
+    answer, api, cache, eval, export, failure, messages, metrics, pipeline, retrieval, trace,
+    Engine,
 };
 
 pub mod markdown;

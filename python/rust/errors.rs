@@ -8,15 +8,7 @@ use std::error::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::PyErr;
-use trajwiki_core::{EmbedError, IdError};
-use trajwiki_engine::api::ApiError;
-use trajwiki_engine::eval::EvalError;
-use trajwiki_engine::messages::MessagesError;
-use trajwiki_engine::pipeline::PipelineError;
-use trajwiki_engine::trace::TraceError;
-use trajwiki_ingest::IngestError;
-use trajwiki_memory::{BuildError, ConfigError};
-use trajwiki_store::StoreError as RustStoreError;
+use trajwiki_engine::failure::{self, FailureClass};
 
 create_exception!(
     _trajwiki,
@@ -64,21 +56,6 @@ pub enum Kind {
     Other,
 }
 
-/// The message of an error and its causes, each once.
-fn chain(err: &dyn Error) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let part = c.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        cause = c.source();
-    }
-    text
-}
-
 /// Raises `kind` with `message`.
 pub fn raise(kind: Kind, message: impl Into<String>) -> PyErr {
     let message = message.into();
@@ -91,136 +68,27 @@ pub fn raise(kind: Kind, message: impl Into<String>) -> PyErr {
     }
 }
 
-/// A Rust error that has its place in the hierarchy.
-pub trait Classify: Error {
-    /// Its exception class.
-    fn kind(&self) -> Kind;
-
-    /// The Python exception.
-    fn into_py_err(self) -> PyErr
-    where
-        Self: Sized,
-    {
-        raise(self.kind(), chain(&self))
-    }
+/// The exception of an engine error: its class as the engine decides it for every face
+/// ([`trajwiki_engine::failure`]), its message followed by its causes.
+fn exception(err: &(dyn Error + 'static)) -> PyErr {
+    let kind = match failure::kind(err).class() {
+        FailureClass::Input => Kind::Input,
+        FailureClass::NotFound => Kind::NotFound,
+        FailureClass::Model => Kind::Model,
+        FailureClass::Store => Kind::Store,
+        FailureClass::Other => Kind::Other,
+    };
+    raise(kind, failure::chain(err))
 }
 
-impl Classify for RustStoreError {
-    fn kind(&self) -> Kind {
-        match self {
-            RustStoreError::Conflict { .. }
-            | RustStoreError::Dangling { .. }
-            | RustStoreError::TooManyInsights { .. }
-            | RustStoreError::Foreign { .. }
-            | RustStoreError::NeedsUpgrade { .. }
-            | RustStoreError::ReadOnly { .. }
-            | RustStoreError::Location { .. } => Kind::Input,
-            RustStoreError::NotAStore { .. } => Kind::NotFound,
-            _ => Kind::Store,
-        }
-    }
-}
-
-impl Classify for EmbedError {
-    fn kind(&self) -> Kind {
-        Kind::Model
-    }
-}
-
-impl Classify for IngestError {
-    fn kind(&self) -> Kind {
-        Kind::Input
-    }
-}
-
-impl Classify for MessagesError {
-    fn kind(&self) -> Kind {
-        match self {
-            MessagesError::Shape(_) => Kind::Input,
-            MessagesError::Ingest(e) => e.kind(),
-            MessagesError::Key { .. } => Kind::Input,
-        }
-    }
-}
-
-impl Classify for ConfigError {
-    fn kind(&self) -> Kind {
-        Kind::Input
-    }
-}
-
-impl Classify for IdError {
-    fn kind(&self) -> Kind {
-        Kind::Input
-    }
-}
-
-impl Classify for PipelineError {
-    fn kind(&self) -> Kind {
-        match self {
-            PipelineError::Store(e) => e.kind(),
-            PipelineError::Build(BuildError::Embed { .. } | BuildError::EmbedCount { .. }) => {
-                Kind::Model
-            }
-            PipelineError::Build(_) | PipelineError::Index(_) => Kind::Other,
-            PipelineError::Empty(_) => Kind::NotFound,
-            PipelineError::Stale { .. } | PipelineError::ModelMismatch { .. } => Kind::Input,
-            // The memory is committed; what failed after it decides the kind.
-            PipelineError::Unfinished { source, .. } => source.kind(),
-        }
-    }
-}
-
-impl Classify for ApiError {
-    fn kind(&self) -> Kind {
-        match self {
-            ApiError::Id(_) | ApiError::NoHistory(_) | ApiError::Limit(_) => Kind::Input,
-            ApiError::NotFound { .. }
-            | ApiError::UnknownNamespace { .. }
-            | ApiError::NotBuilt(_) => Kind::NotFound,
-            ApiError::Store(e) => e.kind(),
-            ApiError::Pipeline(e) => e.kind(),
-            ApiError::Retrieve(_) | ApiError::Panicked { .. } => Kind::Other,
-            ApiError::Replay(_) | ApiError::StoredConfig { .. } => Kind::Store,
-            ApiError::Model(_) => Kind::Model,
-        }
-    }
-}
-
-impl Classify for EvalError {
-    fn kind(&self) -> Kind {
-        match self {
-            EvalError::Input(_) | EvalError::ZeroBudget | EvalError::NoSamples => Kind::Input,
-            EvalError::Pipeline(e) => e.kind(),
-            EvalError::Api(e) => e.kind(),
-            EvalError::Store(e) => e.kind(),
-            EvalError::Retrieve(_) | EvalError::Io { .. } => Kind::Other,
-        }
-    }
-}
-
-impl Classify for TraceError {
-    fn kind(&self) -> Kind {
-        match self {
-            TraceError::Pipeline(e) => e.kind(),
-            TraceError::Partial { source, .. } => source.kind(),
-            TraceError::Compile(_) | TraceError::Memory(_) => Kind::Other,
-            TraceError::NoRuns(_)
-            | TraceError::NotCompiled(_)
-            | TraceError::NotInNamespace { .. }
-            | TraceError::Unknown { .. } => Kind::NotFound,
-        }
-    }
-}
-
-/// `?` for results whose error is classified.
+/// `?` for results whose error is one of the engine's.
 pub trait OrRaise<T> {
     /// The value, or the mapped Python exception.
     fn or_raise(self) -> Result<T, PyErr>;
 }
 
-impl<T, E: Classify> OrRaise<T> for Result<T, E> {
+impl<T, E: Error + 'static> OrRaise<T> for Result<T, E> {
     fn or_raise(self) -> Result<T, PyErr> {
-        self.map_err(Classify::into_py_err)
+        self.map_err(|e| exception(&e))
     }
 }

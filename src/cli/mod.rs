@@ -42,9 +42,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use trajwiki_core::IdError;
-use trajwiki_ingest::IngestError;
-use trajwiki_store::{Store, StoreError};
+use trajwiki_store::Store;
 
 /// Long-term memory for LLM agents that never loses the path back to its evidence.
 #[derive(Debug, Parser)]
@@ -285,71 +283,19 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// 2 for errors in the input or the command line, 1 for everything else.
+/// 2 for errors in the input or the command line, 1 for everything else: the first link of the
+/// chain that is the command line's own usage error or one of the engine's errors decides (the
+/// engine's kind, [`trajwiki::failure`], is the one every face maps).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.chain().any(is_input) {
+    let decided = err.chain().find_map(|cause| {
+        if cause.is::<UsageError>() {
+            return Some(true);
+        }
+        trajwiki::failure::kind_of(cause).map(|kind| kind.is_input())
+    });
+    if decided == Some(true) {
         2
     } else {
         1
     }
-}
-
-/// Whether an error (one link of a chain) is an error in the input or the command line. An
-/// evaluation's errors wrap others transparently, so they are looked into.
-fn is_input(cause: &(dyn std::error::Error + 'static)) -> bool {
-    use trajwiki::eval::EvalError;
-    if let Some(e) = cause.downcast_ref::<EvalError>() {
-        return match e {
-            EvalError::Input(_) | EvalError::ZeroBudget | EvalError::NoSamples => true,
-            EvalError::Pipeline(e) => is_input(e),
-            EvalError::Store(e) => is_input(e),
-            EvalError::Retrieve(e) => is_input(e),
-            EvalError::Api(e) => is_input(e.as_ref()),
-            EvalError::Io { .. } => false,
-        };
-    }
-    if let Some(trajwiki::pipeline::PipelineError::Store(e)) =
-        cause.downcast_ref::<trajwiki::pipeline::PipelineError>()
-    {
-        return is_input(e);
-    }
-    cause.is::<UsageError>()
-        || cause.is::<IngestError>()
-        || cause.is::<IdError>()
-        || cause
-            .downcast_ref::<trajwiki::api::ApiError>()
-            .is_some_and(trajwiki::api::ApiError::is_input)
-        || matches!(
-            cause.downcast_ref::<trajwiki::pipeline::PipelineError>(),
-            Some(
-                trajwiki::pipeline::PipelineError::Stale { .. }
-                    | trajwiki::pipeline::PipelineError::ModelMismatch { .. }
-                    | trajwiki::pipeline::PipelineError::Empty(_)
-            )
-        )
-        || matches!(
-            cause.downcast_ref::<trajwiki_core::EmbedError>(),
-            Some(
-                trajwiki_core::EmbedError::ModelNotFound { .. }
-                    | trajwiki_core::EmbedError::Setting { .. }
-                    | trajwiki_core::EmbedError::InvalidModel { .. }
-                    | trajwiki_core::EmbedError::Json { .. }
-                    | trajwiki_core::EmbedError::Limit(_)
-            )
-        )
-        || cause.is::<trajwiki_core::limits::LimitError>()
-        || matches!(
-            cause.downcast_ref::<StoreError>(),
-            Some(
-                StoreError::Conflict { .. }
-                    | StoreError::NotAStore { .. }
-                    | StoreError::Foreign { .. }
-                    | StoreError::NeedsUpgrade { .. }
-                    | StoreError::ReadOnly { .. }
-                    | StoreError::Dangling { .. }
-                    | StoreError::Location { .. }
-                    | StoreError::SessionFull { .. }
-                    | StoreError::Access { .. }
-            )
-        )
 }

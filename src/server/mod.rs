@@ -354,26 +354,8 @@ impl Failure {
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        let (status, code) =
-            store_status(&e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal));
-        Failure::new(status, code, e.to_string())
+        Failure::of(&e)
     }
-}
-
-/// The status and code of a store error that a client, the disk or the operator caused, when it
-/// is one: a conflicting write, a read-only store, a full session, a store moved away while
-/// served, a full disk.
-fn store_status(e: &StoreError) -> Option<(StatusCode, Code)> {
-    Some(match e {
-        StoreError::Conflict { .. } => (StatusCode::CONFLICT, Code::Conflict),
-        StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, Code::ReadOnly),
-        StoreError::SessionFull { .. } => (StatusCode::CONFLICT, Code::SessionFull),
-        // Not the request's fault, and not the server's to mend: it answers again once it is
-        // started on the store's new place.
-        StoreError::Relocated { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::StoreMoved),
-        e if e.is_storage_full() => (StatusCode::INSUFFICIENT_STORAGE, Code::StorageFull),
-        _ => return None,
-    })
 }
 
 /// A namespace without messages (or one outside an MCP server's scope), as a client is told:
@@ -391,74 +373,54 @@ impl From<ApiError> for Failure {
         if let ApiError::UnknownNamespace { namespace, .. } = &e {
             return unknown_namespace(namespace);
         }
-        let message = e.to_string();
-        let (status, code) = match &e {
-            ApiError::Id(_) => (StatusCode::BAD_REQUEST, Code::BadId),
-            ApiError::NotFound { .. } => (StatusCode::NOT_FOUND, Code::NotFound),
-            ApiError::NotBuilt(_) => (StatusCode::CONFLICT, Code::NotBuilt),
-            ApiError::NoHistory(_) => (StatusCode::BAD_REQUEST, Code::NoHistory),
-            ApiError::Limit(_) => (StatusCode::PAYLOAD_TOO_LARGE, Code::TooLarge),
-            ApiError::Pipeline(p) => match p.cause() {
-                PipelineError::ModelMismatch { .. } => (StatusCode::CONFLICT, Code::ModelMismatch),
-                PipelineError::Stale { .. } => (StatusCode::CONFLICT, Code::Stale),
-                // Nothing to build from: the namespace holds no messages (yet).
-                PipelineError::Empty(_) => (StatusCode::NOT_FOUND, Code::UnknownNamespace),
-                PipelineError::Store(e) => {
-                    store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
-                }
-                _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
-            },
-            ApiError::Store(e) => {
-                store_status(e).unwrap_or((StatusCode::INTERNAL_SERVER_ERROR, Code::Internal))
-            }
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
-        };
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
-            // What failed inside, so that an operator can tell one failure from another.
-            return Failure::internal(chain(&e));
-        }
-        Failure::new(status, code, message)
+        Failure::of(&e)
     }
-}
-
-/// An error with its causes: `what: why: …`.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cause = c.source();
-    }
-    out
 }
 
 impl From<TraceError> for Failure {
     fn from(e: TraceError) -> Self {
-        let message = e.to_string();
-        match e {
-            TraceError::NoRuns(_) => Failure::new(StatusCode::NOT_FOUND, Code::NoRuns, message),
-            TraceError::NotCompiled(_) => {
-                Failure::new(StatusCode::CONFLICT, Code::NotCompiled, message)
-            }
-            TraceError::NotInNamespace { .. } | TraceError::Unknown { .. } => {
-                Failure::new(StatusCode::NOT_FOUND, Code::NotFound, message)
-            }
-            TraceError::Pipeline(e) => Failure::from(ApiError::Pipeline(e)),
+        match &e {
             // The cause's status (a full disk is 507), with what was committed before it.
             TraceError::Partial { source, .. } => {
-                let cause = Failure::from(*source);
-                Failure::new(
-                    cause.status,
-                    cause.code,
-                    format!("{message}: {}", cause.message),
-                )
+                let cause = Failure::of(source.as_ref());
+                Failure::new(cause.status, cause.code, format!("{e}: {}", cause.message))
             }
-            _ => Failure::internal(message),
+            _ => Failure::of(&e),
         }
+    }
+}
+
+impl Failure {
+    /// An engine error as a client is told it: the status and code of its kind (which the
+    /// engine decides once for every face, `trajwiki::failure`) and its message; a failure of
+    /// the server's own with its causes, so that an operator can tell one from another.
+    fn of(e: &(dyn std::error::Error + 'static)) -> Failure {
+        use crate::failure::FailureKind as K;
+        let (status, code) = match crate::failure::kind(e) {
+            K::BadInput => (StatusCode::BAD_REQUEST, Code::BadRequest),
+            K::BadId => (StatusCode::BAD_REQUEST, Code::BadId),
+            K::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::TooLarge),
+            K::NotFound => (StatusCode::NOT_FOUND, Code::NotFound),
+            K::UnknownNamespace => (StatusCode::NOT_FOUND, Code::UnknownNamespace),
+            K::NoRuns => (StatusCode::NOT_FOUND, Code::NoRuns),
+            K::NotBuilt => (StatusCode::CONFLICT, Code::NotBuilt),
+            K::NotCompiled => (StatusCode::CONFLICT, Code::NotCompiled),
+            K::NoHistory => (StatusCode::BAD_REQUEST, Code::NoHistory),
+            K::ModelMismatch => (StatusCode::CONFLICT, Code::ModelMismatch),
+            K::Stale => (StatusCode::CONFLICT, Code::Stale),
+            K::Conflict => (StatusCode::CONFLICT, Code::Conflict),
+            K::SessionFull => (StatusCode::CONFLICT, Code::SessionFull),
+            K::ReadOnly => (StatusCode::FORBIDDEN, Code::ReadOnly),
+            // Not the request's fault, and not the server's to mend: it answers again once it
+            // is started on the store's new place.
+            K::StoreMoved => (StatusCode::SERVICE_UNAVAILABLE, Code::StoreMoved),
+            K::StorageFull => (StatusCode::INSUFFICIENT_STORAGE, Code::StorageFull),
+            // The server opened its store and loaded its model: what remains is its own.
+            K::NoStore | K::UnusableStore | K::Store | K::NoModel | K::Model | K::Internal => {
+                return Failure::internal(crate::failure::chain(e));
+            }
+        };
+        Failure::new(status, code, e.to_string())
     }
 }
 

@@ -21,6 +21,7 @@ pub mod cache;
 mod engine;
 pub mod eval;
 pub mod export;
+pub mod failure;
 pub mod llm;
 pub mod messages;
 pub mod metrics;
