@@ -532,20 +532,6 @@ pub fn build_namespace_kept(
     )
 }
 
-/// [`build_namespace_kept`] with `drivers` (models in place of the deterministic parts, a
-/// progress sink).
-pub fn build_namespace_kept_driven(
-    store: &mut Store,
-    ns: &Namespace,
-    embedder: &dyn Embedder,
-    config: &MemoryConfig,
-    options: BuildOptions,
-    kept: &mut Option<KeptFold>,
-    drivers: Drivers<'_>,
-) -> Result<BuildReport, PipelineError> {
-    build_retrying(store, ns, embedder, config, options, kept, drivers)
-}
-
 /// Writes a wiki page's body from the deterministic page and its trajectories' summaries
 /// (aligned with its `trajectory_ids`), or leaves it (`None`).
 pub trait PageWriter: Sync {
@@ -654,10 +640,12 @@ pub fn build_namespace_driven(
     options: BuildOptions,
     drivers: Drivers<'_>,
 ) -> Result<BuildReport, PipelineError> {
-    build_retrying(store, ns, embedder, config, options, &mut None, drivers)
+    build_namespace_kept_driven(store, ns, embedder, config, options, &mut None, drivers)
 }
 
-fn build_retrying(
+/// [`build_namespace_kept`] with `drivers` (models in place of the deterministic parts, a
+/// progress sink): the one build every other calls.
+pub fn build_namespace_kept_driven(
     store: &mut Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
