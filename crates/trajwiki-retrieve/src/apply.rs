@@ -83,7 +83,13 @@ impl IndexDelta {
             .iter()
             .map(|t| trajectory_bytes(t) + 2 * dim)
             .sum();
-        messages + snapshots + claims + trajectories
+        // Held twice: the records' list and the index's per-message map.
+        let restatements: usize = self
+            .restatements
+            .iter()
+            .map(|(c, m)| 88 + c.as_str().len() + m.as_str().len())
+            .sum();
+        messages + snapshots + claims + trajectories + restatements
     }
 }
 

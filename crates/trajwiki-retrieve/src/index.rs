@@ -1182,7 +1182,34 @@ impl Index {
             + self.vocab.heap_bytes()
             + self.ids.heap_bytes();
         let lines = self.lines.iter().map(|(l, _)| 32 + l.len()).sum::<usize>();
-        messages + snapshots + trajectories + pages + claims + vectors + sparse + lines
+        // The per-message links: snapshots, claims, restated claims (24 bytes a list, 8 an
+        // entry; a map entry its key and list), revisions, speakers, item families, line sizes.
+        let lists = |l: &[Vec<usize>]| l.iter().map(|v| 24 + 8 * v.len()).sum::<usize>();
+        let links = lists(&self.msg_snaps)
+            + lists(&self.msg_claims)
+            + self
+                .restated_in
+                .values()
+                .map(|v| 40 + 8 * v.len())
+                .sum::<usize>()
+            + r.restatements
+                .iter()
+                .map(|(c, m)| 48 + c.as_str().len() + m.as_str().len())
+                .sum::<usize>()
+            + self
+                .revised_by
+                .keys()
+                .map(|c| 32 + c.as_str().len())
+                .sum::<usize>()
+            + self.speaker_of.iter().map(|s| 24 + s.len()).sum::<usize>()
+            + 8 * self.families_of.len()
+            + 16 * self.base_len.len()
+            + self
+                .page_terms
+                .iter()
+                .map(|t| 24 + 4 * t.len())
+                .sum::<usize>();
+        messages + snapshots + trajectories + pages + claims + vectors + sparse + lines + links
     }
 
     /// Message `i`'s context line and its whitespace tokens.
