@@ -274,7 +274,7 @@ fn a_build_with_another_model_or_config_is_refused_and_rebuild_says_what_it_repl
     .unwrap();
     assert!(report.replaced.is_some_and(|r| r.contains("hashing")));
     // Querying with the old model is now a clear error.
-    let err = trajwiki::retrieval::load_index(
+    let err = trajwiki::engine::load::load_index(
         &store,
         &ns,
         &HashingEmbedder::new(128),

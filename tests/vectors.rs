@@ -339,7 +339,7 @@ fn a_namespace_past_the_threshold_is_searched_through_its_approximate_index() {
     let ns = trajwiki::core::Namespace::new("long").unwrap();
     let embedder = trajwiki::core::HashingEmbedder::new(384);
     let loaded =
-        trajwiki::retrieval::load_index(&opened, &ns, &embedder, &mut Default::default(), None)
+        trajwiki::engine::load::load_index(&opened, &ns, &embedder, &mut Default::default(), None)
             .unwrap();
     assert_eq!(loaded.index.vectors().ann_rows(), 600);
     drop(opened);

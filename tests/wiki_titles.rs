@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use trajwiki::core::{EmbedError, EmbedKind, Embedder, Embeddings, HashingEmbedder, PageKind};
+use trajwiki::engine::load::load_index;
 use trajwiki::memory::MemoryConfig;
 use trajwiki::pipeline::{build_namespace, BuildOptions, ANN_THRESHOLD};
-use trajwiki::retrieval::load_index;
 use trajwiki::store::{Store, VectorDtype};
 use trajwiki::text::text::{norm, words};
 

@@ -14,7 +14,7 @@ use trajwiki::engine::llm::extract::LlmExtractor;
 use trajwiki::engine::llm::judge::LlmJudge;
 use trajwiki::engine::llm::matching::LlmDecider;
 use trajwiki::engine::llm::pages::LlmPageWriter;
-use trajwiki::engine::segment::refresh_segment;
+use trajwiki::engine::load::refresh_segment;
 use trajwiki::llm::{Client, ResponseCache};
 use trajwiki::pipeline::{
     build_namespace_driven, prefill_messages, BuildOptions, Drivers, Progress,

@@ -182,7 +182,7 @@ impl Engine {
     }
 
     /// Writes the index segment of `ns` on a thread of its own when it is due (see
-    /// [`crate::segment::refresh_segment`]): after a build, off the caller's path. One thread
+    /// [`crate::load::refresh_segment`]): after a build, off the caller's path. One thread
     /// per namespace at a time (a build meanwhile leaves it to the next); what fails is said on
     /// standard error (the segment is derived state: loads read the records without it).
     /// Returns the thread, or `None` when none was started.
@@ -209,7 +209,7 @@ impl Engine {
                         .connect()
                         .map_err(crate::pipeline::PipelineError::from)
                         .and_then(|store| {
-                            crate::segment::refresh_segment(&store, &ns, embedder.as_ref())
+                            crate::load::refresh_segment(&store, &ns, embedder.as_ref())
                         });
                     if let Err(e) = written {
                         eprintln!("trajwiki: {ns}: the index segment was not written: {e}");

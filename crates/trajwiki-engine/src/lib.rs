@@ -23,6 +23,7 @@ pub mod eval;
 pub mod export;
 pub mod failure;
 pub mod llm;
+pub mod load;
 pub mod messages;
 pub mod metrics;
 pub mod pipeline;

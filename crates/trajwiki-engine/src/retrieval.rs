@@ -18,13 +18,13 @@ use trajwiki_store::{Arrived, Cursor, MappedVectors, MemoryRecords, Store, Store
 use crate::pipeline::{embed_read, PipelineError};
 
 /// Where a load's time went: milliseconds per stage, each from the end of the one before.
-struct Laps {
+pub(crate) struct Laps {
     stages: BTreeMap<String, f64>,
     clock: Instant,
 }
 
 impl Laps {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Laps {
             stages: BTreeMap::new(),
             clock: Instant::now(),
@@ -32,7 +32,7 @@ impl Laps {
     }
 
     /// Ends `stage` now.
-    fn lap(&mut self, stage: &str) {
+    pub(crate) fn lap(&mut self, stage: &str) {
         let now = Instant::now();
         let ms = (now - self.clock).as_secs_f64() * 1000.0;
         self.stages.insert(stage.to_string(), ms);
@@ -84,7 +84,7 @@ impl SharedRows for MappedRows {
     }
 }
 
-/// A namespace's index as [`load_index`] built it.
+/// A namespace's index as a load built it ([`crate::load::load_index`]).
 pub struct Loaded {
     /// The index.
     pub index: Index,
@@ -222,36 +222,20 @@ fn message_side(
     }
 }
 
-/// Reads a namespace's records and builds its retrieval index: message vectors from the
-/// namespace's vector file as far as it reaches, the rest (messages ingested since the last
-/// build) and the pages embedded through the cache. What `derived` kept of the records from an
-/// earlier load of the namespace is reused, and what is derived now is kept in it (see
-/// [`Derived`]): after an append, only the new and changed records are derived. With
-/// `earlier`, the records are `earlier`'s and what changed since ([`Store::namespace_changes`]),
-/// not a read of the whole namespace; the index is the same.
-///
-/// Without `earlier`, the namespace's index segment is read first when there is a usable one
-/// (see [`crate::segment`]): the index as a build stored it, with what changed since applied in
-/// place; the index is the same as one loaded from the records. The stages then say `segment`
-/// (reading it) and `apply`; a segment left aside says why in a stage named
-/// `segment not used: <reason>` (the time spent on it), and the load reads the records.
-pub fn load_index(
+/// The build settings a load of `ns` applies (the build's model and settings apply at query
+/// time): [`PipelineError::ModelMismatch`] when it was built with another model than `model`.
+pub(crate) fn index_config(
     store: &Store,
     ns: &Namespace,
-    embedder: &dyn Embedder,
-    derived: &mut Derived,
-    earlier: Option<Earlier<'_>>,
-) -> Result<Loaded, PipelineError> {
-    let mut laps = Laps::start();
-    let model = embedder.model_id().to_string();
-    // One configuration: the build's model and settings apply at query time.
-    let config: trajwiki_memory::MemoryConfig = match store.built_with(ns)? {
+    model: &str,
+) -> Result<trajwiki_memory::MemoryConfig, PipelineError> {
+    Ok(match store.built_with(ns)? {
         Some((model_id, config)) => {
             if model_id != model {
                 return Err(PipelineError::ModelMismatch {
                     namespace: ns.clone(),
                     built: model_id,
-                    asked: model.clone(),
+                    asked: model.to_string(),
                 });
             }
             serde_json::from_str(&config).map_err(|e| {
@@ -264,17 +248,27 @@ pub fn load_index(
             })?
         }
         None => trajwiki_memory::MemoryConfig::default(),
-    };
-    if earlier.is_none() {
-        match crate::segment::load_segment(store, ns, embedder, derived, config.entity_min_count) {
-            Ok(loaded) => return Ok(loaded),
-            Err(crate::segment::Unused::Missing) => {}
-            Err(crate::segment::Unused::Because(reason)) => {
-                derived.forget_records();
-                laps.lap(&format!("segment not used: {reason}"));
-            }
-        }
-    }
+    })
+}
+
+/// Reads a namespace's records and builds its retrieval index (built with `config`, the times
+/// going on in `laps`): message vectors from the namespace's vector file as far as it reaches,
+/// the rest (messages ingested since the last build) and the pages embedded through the cache.
+/// What `derived` kept of the records from an earlier load of the namespace is reused, and what
+/// is derived now is kept in it (see [`Derived`]): after an append, only the new and changed
+/// records are derived. With `earlier`, the records are `earlier`'s and what changed since
+/// ([`Store::namespace_changes`]), not a read of the whole namespace; the index is the same.
+/// [`crate::load::load_index`] reads a segment first when there is one.
+pub(crate) fn load_records(
+    store: &Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    derived: &mut Derived,
+    earlier: Option<Earlier<'_>>,
+    config: &trajwiki_memory::MemoryConfig,
+    mut laps: Laps,
+) -> Result<Loaded, PipelineError> {
+    let model = embedder.model_id().to_string();
     // The messages and the records: what changed since an earlier load merged into its records,
     // else one read, while which the messages' side of the index is prepared from them (ingest
     // order is the vector file's row order; the index lists messages by session and position).

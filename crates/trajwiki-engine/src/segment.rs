@@ -1,12 +1,12 @@
 //! Index segments, the engine's side: a namespace's index as a load builds it, stored after a
 //! build (see `trajwiki_store`'s segment files) and read by a cold load instead of the records.
 //!
-//! - **Written by builds**: after a build commits, [`refresh_segment`] writes the namespace's
+//! - **Written by builds**: after a build commits, [`crate::load::refresh_segment`] writes the namespace's
 //!   segment when it has none (or one it cannot use) or when the namespace's messages grew by
 //!   an eighth since it was written ([`segment_due`]). The CLI's `build` does it in line; the
 //!   engine's builds (server appends, Python) on a thread of their own, after the build
 //!   returns, one per namespace at a time. The index written is the one a load gives now.
-//! - **Read by cold loads** ([`load_segment`], from [`crate::retrieval::load_index`]): the
+//! - **Read by cold loads** ([`load_segment`], from [`crate::load::load_index`]): the
 //!   segment's index, its message vectors mapped from the vector file as a load maps them (the
 //!   rows the stored load embedded are embedded again through the cache), then what changed in
 //!   the namespace since the segment's cursor applied in place
@@ -33,9 +33,7 @@ use trajwiki_retrieve::{Derived, Index, MessageVectors, SharedRows, StoredIndex}
 use trajwiki_store::{SegmentHeader, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
-use crate::retrieval::{
-    approximate_index, load_index, update_index, Held, Loaded, MappedRows, Updated,
-};
+use crate::retrieval::{approximate_index, update_index, Held, Loaded, MappedRows, Updated};
 
 /// A segment is written again when the namespace's messages grew by this share of those it
 /// holds.
@@ -65,7 +63,7 @@ impl From<PipelineError> for Unused {
     }
 }
 
-/// What [`write_segment`] wrote.
+/// What [`crate::load::write_segment`] wrote.
 #[derive(Debug, Clone)]
 pub struct Written {
     /// The file.
@@ -282,21 +280,19 @@ fn payload(index: &Index, rowids: &[i64], derived: &Derived) -> Result<Vec<u8>, 
     Ok(out)
 }
 
-/// Loads the index of `ns` as a load gives it now (from its segment when usable, else from the
-/// records) and writes it as the namespace's segment; `None` on a store that keeps none.
-/// A segment written while the namespace was deleted or replaced is removed again.
-pub fn write_segment(
+/// Writes `loaded`, the index of `ns` as a load gives it now (with what it derived, `derived`),
+/// as the namespace's segment; `None` on a store that keeps none. A segment written while the
+/// namespace was deleted or replaced is removed again. `started`: when the load began (the
+/// time reported is the load's and the write's).
+pub(crate) fn write_loaded(
     store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
+    loaded: &Loaded,
+    derived: &Derived,
+    started: Instant,
 ) -> Result<Option<Written>, PipelineError> {
-    if store.segment_path(ns, embedder.model_id()).is_none() {
-        return Ok(None);
-    }
-    let t0 = Instant::now();
-    let mut derived = Derived::default();
-    let loaded = load_index(store, ns, embedder, &mut derived, None)?;
-    let bytes = payload(&loaded.index, &loaded.rowids, &derived)?;
+    let bytes = payload(&loaded.index, &loaded.rowids, derived)?;
     let header = SegmentHeader {
         namespace: ns.to_string(),
         model: embedder.model_id().to_string(),
@@ -318,7 +314,7 @@ pub fn write_segment(
         path,
         messages: header.messages,
         bytes: bytes.len(),
-        ms: t0.elapsed().as_secs_f64() * 1000.0,
+        ms: started.elapsed().as_secs_f64() * 1000.0,
     }))
 }
 
@@ -395,21 +391,4 @@ pub fn segment_due(
         }
     }
     Ok(None)
-}
-
-/// Writes the segment of `ns` when [`segment_due`] says so (with the namespace's message count
-/// now); `None` when it was not due.
-pub fn refresh_segment(
-    store: &Store,
-    ns: &Namespace,
-    embedder: &dyn Embedder,
-) -> Result<Option<Written>, PipelineError> {
-    let messages = store.namespace_counts(ns)?.0 as usize;
-    if messages == 0 {
-        return Ok(None);
-    }
-    match segment_due(store, ns, embedder.model_id(), embedder.dim(), messages)? {
-        Some(_) => write_segment(store, ns, embedder),
-        None => Ok(None),
-    }
 }

@@ -13,8 +13,9 @@ use trajwiki_core::{
 use trajwiki_retrieve::{Context, Derived, Index, Mode, Ranking, RetrievalConfig};
 use trajwiki_store::{Cursor, Store};
 
+use crate::load::load_index;
 use crate::retrieval::{
-    embed_query, load_index, update_index as update_index_in_place, Earlier, Held, Updated,
+    embed_query, update_index as update_index_in_place, Earlier, Held, Updated,
 };
 
 use super::*;

@@ -20,8 +20,9 @@ pub mod regression;
 
 pub use answers::{AnswerOptions, AnswerSummary};
 
+use crate::load::load_index;
 use crate::pipeline::{build_namespace, BuildOptions, PipelineError};
-use crate::retrieval::{embed_query, load_index};
+use crate::retrieval::embed_query;
 
 /// Default context budgets, in whitespace tokens.
 pub const DEFAULT_BUDGETS: [usize; 5] = [700, 1500, 2700, 4000, 8000];
