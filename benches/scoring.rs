@@ -7,8 +7,8 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use half::f16;
 use std::hint::black_box;
-use trajwiki_compute::synthetic::{unit_rows, Rng};
-use trajwiki_compute::{
+use trajwiki::compute::synthetic::{unit_rows, Rng};
+use trajwiki::compute::{
     Candidate, CoverageWeights, CpuScoring, MatrixView, QueryWants, ScoringBackend, SelectionBatch,
     SetWords,
 };

@@ -13,15 +13,10 @@
 //! assert_eq!(store.stats().unwrap().messages, 0);
 //! ```
 
-pub use trajwiki_ann as ann;
-pub use trajwiki_compute as compute;
 pub use trajwiki_core as core;
-pub use trajwiki_embed as embed;
-pub use trajwiki_ingest as ingest;
-pub use trajwiki_llm as llm;
-pub use trajwiki_memory as memory;
-pub use trajwiki_store as store;
-pub use trajwiki_text as text;
+pub use trajwiki_engine::layers::{
+    ann, compute, cuda, embed, ingest, llm, memory, retrieve, store, text, trace as wikitrace,
+};
 
 pub use trajwiki_engine as engine;
 pub use trajwiki_engine::{
@@ -35,5 +30,3 @@ pub mod render;
 pub mod safe;
 pub mod server;
 pub mod viewer;
-pub use trajwiki_retrieve as retrieve;
-pub use trajwiki_trace as wikitrace;

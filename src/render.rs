@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
+use crate::store::{Store, StoreError};
+use crate::wikitrace::{GrepHit, OpenedInsight, RunEntry};
 use trajwiki_core::{ClaimStatus, SourceMessage, Timestamp, TIMESTAMP_FORMAT};
-use trajwiki_store::{Store, StoreError};
-use trajwiki_trace::{GrepHit, OpenedInsight, RunEntry};
 
 use crate::api::{History, Record};
 use crate::safe::line;

@@ -21,7 +21,7 @@ fn without_latency(path: &Path) -> Vec<String> {
 }
 
 fn cuda_usable() -> bool {
-    trajwiki_cuda::probe(0).is_ok()
+    trajwiki::cuda::probe(0).is_ok()
 }
 
 #[test]
@@ -139,8 +139,8 @@ fn device_cuda_without_a_gpu_is_a_usage_error() {
 #[test]
 fn a_model_that_stays_on_the_cpu_says_so_only_when_cuda_was_asked_for() {
     use trajwiki::api::{load_model, CpuOnly};
-    use trajwiki_cuda::Device;
-    use trajwiki_embed::EmbedOptions;
+    use trajwiki::cuda::Device;
+    use trajwiki::embed::EmbedOptions;
 
     let opts = EmbedOptions::default();
     // The lexical model loads without a GPU whatever the device; only `cuda` earns a note.

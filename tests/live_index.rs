@@ -1,6 +1,6 @@
 //! The read side lives: a server's index after an append — its records and the store's
 //! changes since (`Store::namespace_changes`), and what the previous load derived from single
-//! records (`trajwiki_retrieve::Derived`) — answers exactly as an index loaded cold from the
+//! records (`trajwiki::retrieve::Derived`) — answers exactly as an index loaded cold from the
 //! store. Random messages are appended over HTTP, one request at a time — one message or
 //! several, built, flushed or not built — to the current session, to a new one and to an older
 //! one (a backfill), through the searched server

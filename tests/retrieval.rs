@@ -16,11 +16,11 @@ const FLUSH: BuildOptions = BuildOptions {
     vectors: VectorDtype::F16,
     ann_threshold: ANN_THRESHOLD,
 };
+use trajwiki::compute::CpuScoring;
 use trajwiki::engine::load::load_index;
 use trajwiki::retrieval::embed_query;
 use trajwiki::retrieve::{Mode, RetrievalConfig};
 use trajwiki::store::{Store, VectorDtype};
-use trajwiki_compute::CpuScoring;
 
 fn demo_index() -> (
     tempfile::TempDir,

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde::Serialize;
-use trajwiki_compute::ScoringBackend;
 use trajwiki_core::EmbedError;
-use trajwiki_cuda::Device;
-use trajwiki_embed::EmbedOptions;
 use trajwiki_engine::api::LoadedModel;
-use trajwiki_memory::MemoryConfig;
+use trajwiki_engine::layers::compute::ScoringBackend;
+use trajwiki_engine::layers::cuda::Device;
+use trajwiki_engine::layers::embed::EmbedOptions;
+use trajwiki_engine::layers::memory::MemoryConfig;
 
 use crate::errors::{raise, Kind, OrRaise};
 
@@ -84,7 +84,7 @@ pub fn device(spec: &str) -> PyResult<Device> {
 /// The scoring backend of `device`; `cuda` that cannot run (no GPU, or a wheel built without the
 /// `cuda` feature) raises `ModelError` naming why.
 pub fn scoring(device: Device) -> PyResult<Arc<dyn ScoringBackend>> {
-    trajwiki_cuda::scoring_backend(device).map_err(|e| {
+    trajwiki_engine::layers::cuda::scoring_backend(device).map_err(|e| {
         raise(
             Kind::Model,
             format!("device \"{device}\": {e}; use device=\"cpu\" or \"auto\""),

@@ -6,7 +6,7 @@ use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray2};
 use pyo3::prelude::*;
 use trajwiki_core::{EmbedKind, Embedder as RustEmbedder};
-use trajwiki_cuda::Device;
+use trajwiki_engine::layers::cuda::Device;
 
 use crate::convert::strings;
 use crate::errors::{raise, Kind, OrRaise};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use trajwiki_engine::eval::{grid, run_locomo, summary_table, EvalOptions};
-use trajwiki_retrieve::RetrievalConfig;
+use trajwiki_engine::layers::retrieve::RetrievalConfig;
 
 use crate::convert::{device, memory_config, to_python};
 use crate::errors::OrRaise;

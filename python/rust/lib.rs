@@ -26,10 +26,15 @@ use pyo3::prelude::*;
 fn _trajwiki(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DEFAULT_MODEL", trajwiki_embed::DEFAULT_MODEL)?;
+    m.add(
+        "DEFAULT_MODEL",
+        trajwiki_engine::layers::embed::DEFAULT_MODEL,
+    )?;
     m.add(
         "MODES",
-        trajwiki_retrieve::Mode::ALL.map(|m| m.name()).to_vec(),
+        trajwiki_engine::layers::retrieve::Mode::ALL
+            .map(|m| m.name())
+            .to_vec(),
     )?;
     m.add("TrajwikiError", py.get_type::<errors::TrajwikiError>())?;
     m.add("InputError", py.get_type::<errors::InputError>())?;

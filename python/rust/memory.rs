@@ -6,18 +6,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 use trajwiki_core::{InsightId, Namespace, RunId};
-use trajwiki_cuda::Device;
 use trajwiki_engine::api::{self, namespaces_with_messages, Query};
+use trajwiki_engine::layers::cuda::Device;
+use trajwiki_engine::layers::ingest::jsonl;
+use trajwiki_engine::layers::llm::{ApiKey, LlmConfig};
+use trajwiki_engine::layers::memory::MemoryConfig;
+use trajwiki_engine::layers::retrieve::{Mode, RetrievalConfig};
+use trajwiki_engine::layers::store::VectorDtype;
+use trajwiki_engine::layers::store::{IngestReport, Store};
+use trajwiki_engine::layers::trace::ContextOptions;
 use trajwiki_engine::pipeline::{BuildOptions, Progress};
 use trajwiki_engine::trace;
 use trajwiki_engine::{Engine, Model};
-use trajwiki_ingest::jsonl;
-use trajwiki_llm::{ApiKey, LlmConfig};
-use trajwiki_memory::MemoryConfig;
-use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::VectorDtype;
-use trajwiki_store::{IngestReport, Store};
-use trajwiki_trace::ContextOptions;
 
 use crate::convert::{memory_config, string, to_json_text, to_python};
 use crate::errors::{raise, Kind, OrRaise};
@@ -44,7 +44,7 @@ impl Memory {
     /// Runs `work` with one of the engine's store connections.
     fn with_store<T>(&self, work: impl FnOnce(&mut Store) -> PyResult<T>) -> PyResult<T> {
         self.engine
-            .with_store(|store| Ok::<_, trajwiki_store::StoreError>(work(store)))
+            .with_store(|store| Ok::<_, trajwiki_engine::layers::store::StoreError>(work(store)))
             .or_raise()?
     }
 
@@ -56,7 +56,7 @@ impl Memory {
         namespaces: &[Namespace],
         options: BuildOptions,
         progress: Option<&Py<PyAny>>,
-    ) -> PyResult<Vec<trajwiki_memory::BuildReport>> {
+    ) -> PyResult<Vec<trajwiki_engine::layers::memory::BuildReport>> {
         namespaces
             .iter()
             .map(|ns| {
@@ -237,7 +237,7 @@ impl Memory {
                 trajwiki_engine::messages::parse_messages(value, ns.as_ref(), MESSAGES, None)
                     .or_raise()?;
             self.with_store(|store| {
-                let report = store.append_messages(source, &parsed).or_raise()?;
+                let report = self.engine.append(store, source, &parsed).or_raise()?;
                 let mut built = Vec::new();
                 if build {
                     let messages: Vec<_> = parsed.iter().map(|a| &a.message).collect();
@@ -530,7 +530,7 @@ impl Memory {
             })
             .or_raise()?;
         match deleted.not_scrubbed {
-            None | Some(trajwiki_store::NotScrubbed::Postgres) => Ok(deleted.existed),
+            None | Some(trajwiki_engine::layers::store::NotScrubbed::Postgres) => Ok(deleted.existed),
             Some(why) => Err(raise(
                 Kind::Store,
                 format!(
@@ -564,7 +564,7 @@ impl Memory {
             let parsed = jsonl::parse_runs(Path::new("<runs>"), &lines.join("\n"), ns.as_ref())
                 .or_raise()?;
             self.engine
-                .with_store(|store| store.ingest_runs(source, &parsed))
+                .with_store(|store| self.engine.ingest_runs(store, source, &parsed))
                 .or_raise()
         })?;
         ingest_report(py, &report)
@@ -591,8 +591,8 @@ impl Memory {
                 namespaces
                     .iter()
                     .map(|ns| {
-                        trace::compile_namespace(store, ns, &trajwiki_trace::DeterministicCompiler)
-                            .or_raise()
+                        let compiled = self.engine.namespace(ns).compile(store, None).or_raise()?;
+                        Ok(compiled.report)
                     })
                     .collect::<PyResult<Vec<_>>>()
             })

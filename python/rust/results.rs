@@ -4,7 +4,7 @@
 use pyo3::prelude::*;
 use trajwiki_core::TIMESTAMP_FORMAT;
 use trajwiki_engine::api::{Evidence as RustEvidence, Search};
-use trajwiki_retrieve::PathItem as RustPathItem;
+use trajwiki_engine::layers::retrieve::PathItem as RustPathItem;
 
 use crate::convert::to_python;
 

@@ -8,9 +8,9 @@ use trajwiki::answer::AnswerStatus;
 use trajwiki::api::Query;
 use trajwiki::engine::Model;
 use trajwiki::llm::{ApiKey, LlmConfig};
+use trajwiki::retrieve::RetrievalConfig;
 use trajwiki::Engine;
 use trajwiki_core::Namespace;
-use trajwiki_retrieve::RetrievalConfig;
 
 use super::device::scoring;
 use super::memory::load_embedder_on;

@@ -1,7 +1,8 @@
 //! `trajwiki delete`.
 
+use trajwiki::engine::Engine;
+use trajwiki::store::NotScrubbed;
 use trajwiki_core::Namespace;
-use trajwiki_store::NotScrubbed;
 
 use super::{Global, StoreArg, UsageError};
 
@@ -64,7 +65,8 @@ pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let deleted = store.delete_namespace(&ns)?;
+    let engine = Engine::for_records(store);
+    let deleted = engine.with_store(|store| engine.namespace(&ns).delete(store))?;
     if args.json {
         outjson!(serde_json::to_string_pretty(&deleted)?)?;
     } else {

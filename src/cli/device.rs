@@ -1,7 +1,7 @@
 //! `--device cpu|cuda|auto`: which backend scores retrieval candidates and embeds.
 //!
 //! Scoring (batched cosine top-k, fusion, coverage selection) goes through
-//! [`trajwiki_cuda::scoring_backend`]. Embedding uses the CUDA model (Qwen3-Embedding or a
+//! [`trajwiki::cuda::scoring_backend`]. Embedding uses the CUDA model (Qwen3-Embedding or a
 //! BERT-family encoder such as MiniLM) when the device is `cuda` (or `auto` with a usable GPU);
 //! the hashing embedder always runs on the CPU, which is said once on stderr when a GPU was asked
 //! for. `cuda` without a usable GPU (or in a build without the `cuda` feature) is a
@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use trajwiki::api::LoadedModel;
-use trajwiki_compute::ScoringBackend;
-use trajwiki_cuda::Device;
-use trajwiki_embed::{EmbedError, EmbedOptions};
+use trajwiki::compute::ScoringBackend;
+use trajwiki::cuda::Device;
+use trajwiki::embed::{EmbedError, EmbedOptions};
 
 use super::{Global, UsageError};
 
@@ -23,7 +23,7 @@ pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
 
 /// The scoring backend of `device`: `cuda` that cannot run is a usage error naming why.
 pub(crate) fn scoring(device: Device) -> anyhow::Result<Arc<dyn ScoringBackend>> {
-    trajwiki_cuda::scoring_backend(device).map_err(|e| {
+    trajwiki::cuda::scoring_backend(device).map_err(|e| {
         UsageError(format!(
             "--device {device}: {e} (use --device cpu or auto to run without a GPU)"
         ))

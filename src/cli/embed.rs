@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use trajwiki_embed::output::{write_jsonl, write_npy};
-use trajwiki_embed::{EmbedKind, EmbedOptions, Embeddings, DEFAULT_MODEL};
+use trajwiki::embed::output::{write_jsonl, write_npy};
+use trajwiki::embed::{EmbedKind, EmbedOptions, Embeddings, DEFAULT_MODEL};
 
 use super::device::load_model;
 use super::output::Output;

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
+use trajwiki::ingest::jsonl;
 use trajwiki_core::Namespace;
-use trajwiki_ingest::jsonl;
 
 use super::output::Output;
 use super::{Global, StoreArg, UsageError};

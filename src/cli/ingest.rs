@@ -4,9 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use trajwiki::engine::Engine;
+use trajwiki::ingest::{Format, Input};
+use trajwiki::store::{IngestReport, Store};
 use trajwiki_core::Namespace;
-use trajwiki_ingest::{Format, Input};
-use trajwiki_store::{IngestReport, Store};
 
 use super::{Global, UsageError};
 
@@ -92,13 +93,13 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
         spinner.finish_and_clear();
         inputs.push((name, records));
     }
-    let mut store = Store::open(&args.store)?;
+    let engine = Engine::for_records(Store::open(&args.store)?);
     let bar = global.bar(inputs.len() as u64, "ingesting");
     let mut reports = Vec::new();
     for (source, records) in &inputs {
         let report = match records {
-            Records::Messages(m) => store.ingest_messages(source, m),
-            Records::Runs(r) => store.ingest_runs(source, r),
+            Records::Messages(m) => engine.with_store(|s| engine.ingest_messages(s, source, m)),
+            Records::Runs(r) => engine.with_store(|s| engine.ingest_runs(s, source, r)),
         }
         .with_context(|| format!("ingesting {source}"))?;
         bar.inc(1);
@@ -124,7 +125,7 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
             }));
         if !namespaces.is_empty() {
             super::memory::build_and_report(
-                &mut store,
+                engine.connect()?,
                 &namespaces,
                 &args.flags,
                 args.json,

@@ -35,7 +35,7 @@ pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
         value["compute"] = serde_json::json!({
             "device": global.device.to_string(),
             "scoring_backend": backend.name(),
-            "built_with_cuda": trajwiki_cuda::BUILT_WITH_CUDA,
+            "built_with_cuda": trajwiki::cuda::BUILT_WITH_CUDA,
         });
         outjson!(serde_json::to_string_pretty(&value)?)?;
     } else {

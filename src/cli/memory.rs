@@ -3,23 +3,19 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use trajwiki::memory::MemoryConfig;
+use trajwiki::store::VectorDtype;
 use trajwiki_core::{Embedder, Namespace, PageId, PageKind, Timestamp, WikiPage};
-use trajwiki_memory::MemoryConfig;
-use trajwiki_store::VectorDtype;
 
 use super::device::load_model;
 use super::{Global, StoreArg, UsageError};
-use trajwiki::api::{LoadedModel, StoreResponses};
-use trajwiki::engine::llm::extract::LlmExtractor;
-use trajwiki::engine::llm::judge::LlmJudge;
-use trajwiki::engine::llm::matching::LlmDecider;
-use trajwiki::engine::llm::pages::LlmPageWriter;
-use trajwiki::engine::load::refresh_segment;
-use trajwiki::llm::{Client, ResponseCache};
-use trajwiki::pipeline::{
-    build_namespace_driven, prefill_messages, BuildOptions, Drivers, Progress,
-};
+use trajwiki::api::LoadedModel;
+use trajwiki::compute::CpuScoring;
+use trajwiki::engine::{BuildPlan, Engine, Model, ModelPart};
+use trajwiki::llm::Usage;
+use trajwiki::pipeline::{BuildOptions, Progress};
 use trajwiki::safe::line;
+use trajwiki::store::Store;
 
 /// Texts per chunk of the GPU prefill: several device batches, so that the next chunk is
 /// tokenised while this one runs.
@@ -34,10 +30,35 @@ pub(crate) fn load_embedder(spec: &str, global: Global) -> anyhow::Result<Box<dy
 pub(crate) fn load_embedder_on(spec: &str, global: Global) -> anyhow::Result<LoadedModel> {
     load_model(
         spec,
-        &trajwiki_embed::EmbedOptions::default(),
+        &trajwiki::embed::EmbedOptions::default(),
         global.device,
         global,
     )
+}
+
+/// Says where a model-driven build of `ns` fell back to the rules, and what the model cost.
+fn say_model_part(ns: &Namespace, model: &ModelPart, global: Global) {
+    let fell_back = [
+        (model.extracted_by_rules, "exchange(s) extracted deterministically (the model was unreachable or none of its claims valid)"),
+        (model.matched_by_rules, "trajectory match(es) left to the deterministic decider (the model was unreachable or its choice invalid)"),
+        (model.pages_by_rules, "page(s) kept their deterministic text (the model was unreachable or its page invalid)"),
+        (model.judged_by_rules, "claim transition(s) fell back to ADD (the model was unreachable or its decision invalid; see the ops' rationale)"),
+    ];
+    for (n, what) in fell_back {
+        if n > 0 {
+            global.say(format!("warning: {ns}: {n} {what}"));
+        }
+    }
+    let total = |f: fn(&Usage) -> u64| model.usage.values().map(f).sum::<u64>();
+    global.say(format!(
+        "{ns}: model {}: {} request(s), {} answered from the cache, {} prompt and {} completion token(s), {} failed",
+        model.model,
+        total(|u| u.requests),
+        total(|u| u.cached),
+        total(|u| u.prompt_tokens),
+        total(|u| u.completion_tokens),
+        total(|u| u.failed),
+    ));
 }
 
 /// Reads `--config FILE`, or the defaults.
@@ -53,7 +74,7 @@ pub(crate) fn load_config(path: Option<&PathBuf>) -> anyhow::Result<MemoryConfig
 pub(crate) struct BuildFlags {
     /// Embedding model: a model folder, a name in the model cache (`minilm`), or
     /// `hashing[-DIM]` (lexical, no model files; for tests).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// Memory configuration (TOML); keys left out keep their defaults.
     #[arg(long)]
@@ -99,7 +120,7 @@ pub(crate) struct BuildArgs {
 }
 
 pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
-    let mut store = args.store.open()?;
+    let store = args.store.open()?;
     let namespaces: Vec<Namespace> = if args.namespace.is_empty() {
         trajwiki::api::namespaces_with_messages(&store)?
     } else {
@@ -114,12 +135,12 @@ pub(crate) fn build(args: &BuildArgs, global: Global) -> anyhow::Result<()> {
         )
         .into());
     }
-    build_and_report(&mut store, &namespaces, &args.flags, args.json, global)
+    build_and_report(store, &namespaces, &args.flags, args.json, global)
 }
 
 /// Builds `namespaces` incrementally and prints one report line (or JSON object) each.
 pub(crate) fn build_and_report(
-    store: &mut trajwiki_store::Store,
+    store: Store,
     namespaces: &[Namespace],
     flags: &BuildFlags,
     json: bool,
@@ -127,7 +148,8 @@ pub(crate) fn build_and_report(
 ) -> anyhow::Result<()> {
     let config = load_config(flags.config.as_ref())?;
     let loaded = load_embedder_on(&flags.model, global)?;
-    let embedder = loaded.embedder;
+    let on_gpu = loaded.backend == "cuda";
+    let embedder: Arc<dyn Embedder> = loaded.embedder.into();
     let options = BuildOptions {
         rebuild: flags.rebuild,
         flush: flags.flush,
@@ -140,10 +162,18 @@ pub(crate) fn build_and_report(
             "building with the deterministic extractor and judge (no language model configured)",
         );
     }
+    // A build scores nothing; the engine writes each namespace's segment before this ends.
+    let engine = Engine::new(
+        store,
+        Model::Loaded(Arc::clone(&embedder)),
+        Arc::new(CpuScoring),
+        0,
+    )
+    .building_once();
     let started = std::time::Instant::now();
     // On a GPU, the new messages of every namespace are embedded together first: full batches
     // whatever the namespaces' sizes; the builds then find their vectors in the cache.
-    let prefill = if loaded.backend == "cuda" {
+    let prefill = if on_gpu {
         let bar = global.bar(0, "embedding messages");
         let progress = |done: usize, total: usize| {
             bar.set_length(total as u64);
@@ -151,14 +181,8 @@ pub(crate) fn build_and_report(
             let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
             bar.set_message(format!("embedding messages, {rate:.0} texts/s"));
         };
-        let prefill = prefill_messages(
-            store,
-            namespaces,
-            embedder.as_ref(),
-            PREFILL_CHUNK,
-            true,
-            &progress,
-        )?;
+        let prefill = engine
+            .with_store(|store| engine.prefill(store, namespaces, PREFILL_CHUNK, &progress))?;
         bar.finish_and_clear();
         global.say(format!(
             "embedded {} message text(s) of {} namespace(s) on the GPU in {:.1} s ({:.0} texts/s)",
@@ -196,88 +220,17 @@ pub(crate) fn build_and_report(
             bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
         };
-        let report = match &llm {
-            Some(llm) => {
-                let cache = StoreResponses::open(store.dir(), ns, store.is_read_only())?;
-                let client =
-                    Client::new(llm.clone(), Some(Arc::new(cache) as Arc<dyn ResponseCache>));
-                let judge = LlmJudge::new(&client);
-                let extractor = LlmExtractor::new(&client, config.clone());
-                let pages = LlmPageWriter::new(&client);
-                let decider = LlmDecider::new(&client, config.clone());
-                let drivers = Drivers {
-                    extractor: Some(&extractor),
-                    decider: Some(&decider),
-                    judge: Some(&judge),
-                    pages: Some(&pages),
-                    progress: Some(&progress),
-                };
-                let report = build_namespace_driven(
-                    store,
-                    ns,
-                    embedder.as_ref(),
-                    &config,
-                    options,
-                    drivers,
-                )?;
-                if extractor.fallbacks() > 0 {
-                    global.say(format!(
-                        "warning: {ns}: {} exchange(s) extracted deterministically (the model was unreachable or none of its claims valid)",
-                        extractor.fallbacks()
-                    ));
-                }
-                if decider.fallbacks() > 0 {
-                    global.say(format!(
-                        "warning: {ns}: {} trajectory match(es) left to the deterministic decider (the model was unreachable or its choice invalid)",
-                        decider.fallbacks()
-                    ));
-                }
-                if pages.fallbacks() > 0 {
-                    global.say(format!(
-                        "warning: {ns}: {} page(s) kept their deterministic text (the model was unreachable or its page invalid)",
-                        pages.fallbacks()
-                    ));
-                }
-                if judge.fallbacks() > 0 {
-                    global.say(format!(
-                        "warning: {ns}: {} claim transition(s) fell back to ADD (the model was unreachable or its decision invalid; see the ops' rationale)",
-                        judge.fallbacks()
-                    ));
-                }
-                let table = client.usage();
-                let total =
-                    |f: fn(&trajwiki::llm::Usage) -> u64| table.values().map(f).sum::<u64>();
-                global.say(format!(
-                    "{ns}: model {}: {} request(s), {} answered from the cache, {} prompt and {} completion token(s), {} failed",
-                    llm.model,
-                    total(|u| u.requests),
-                    total(|u| u.cached),
-                    total(|u| u.prompt_tokens),
-                    total(|u| u.completion_tokens),
-                    total(|u| u.failed),
-                ));
-                usage.insert(ns.to_string(), table);
-                report
-            }
-            None => build_namespace_driven(
-                store,
-                ns,
-                embedder.as_ref(),
-                &config,
-                options,
-                Drivers {
-                    progress: Some(&progress),
-                    ..Drivers::default()
-                },
-            )?,
+        let plan = BuildPlan {
+            llm: llm.as_ref(),
+            progress: Some(&progress),
+            ..BuildPlan::new(&config, options)
         };
-        // The index as a load gives it now, stored for the next cold load (when it is due).
-        if let Err(e) = refresh_segment(store, ns, embedder.as_ref()) {
-            global.say(format!(
-                "warning: {ns}: the index segment was not written ({e}); loads read the records"
-            ));
+        let built = engine.with_store(|store| engine.namespace(ns).build_with(store, &plan))?;
+        if let Some(model) = built.model {
+            say_model_part(ns, &model, global);
+            usage.insert(ns.to_string(), model.usage);
         }
-        reports.push(report);
+        reports.push(built.report);
     }
     bar.finish_and_clear();
     if json {
@@ -466,7 +419,7 @@ pub(crate) struct HistoryArgs {
 pub(crate) fn history(args: &HistoryArgs) -> anyhow::Result<()> {
     let store = args.store.open()?;
     let as_of: Option<Timestamp> = match &args.as_of {
-        Some(t) => Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
+        Some(t) => Some(trajwiki::ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
             UsageError(format!(
                 "--as-of {t:?}: expected a time like 2023-05-08T13:56:00 or a date"
             ))

@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use trajwiki_store::Store;
+use trajwiki::store::Store;
 
 /// Long-term memory for LLM agents that never loses the path back to its evidence.
 #[derive(Debug, Parser)]
@@ -56,7 +56,7 @@ pub struct Cli {
     /// CPU. GPU support needs a build with `--features cuda`.
     #[arg(long, global = true, env = "TRAJWIKI_DEVICE", default_value = "auto",
           value_parser = device::parse_device)]
-    device: trajwiki_cuda::Device,
+    device: trajwiki::cuda::Device,
     #[command(subcommand)]
     command: Command,
 }
@@ -134,8 +134,8 @@ impl StoreArg {
 /// otherwise fail later with an I/O error, or say that no store is there and suggest creating one
 /// where none can be. Store URIs are the store's to check.
 pub(crate) fn check_store_path(store: &Path) -> Result<(), UsageError> {
-    match trajwiki_store::store_location(store) {
-        Ok(trajwiki_store::StoreLocation::Dir(dir)) => check_dir_arg(
+    match trajwiki::store::store_location(store) {
+        Ok(trajwiki::store::StoreLocation::Dir(dir)) => check_dir_arg(
             "--store",
             store,
             &dir,
@@ -176,7 +176,7 @@ pub(crate) fn check_dir_arg(
 pub(crate) struct Global {
     pub quiet: bool,
     /// `--device`.
-    pub device: trajwiki_cuda::Device,
+    pub device: trajwiki::cuda::Device,
 }
 
 impl Global {

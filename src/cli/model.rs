@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use trajwiki_embed::fetch::{fetch_model, FetchOptions, Fetched, KNOWN_MODELS};
-use trajwiki_embed::resolve::{models_dir, trajwiki_home};
+use trajwiki::embed::fetch::{fetch_model, FetchOptions, Fetched, KNOWN_MODELS};
+use trajwiki::embed::resolve::{models_dir, trajwiki_home};
 
 /// Arguments of `trajwiki model`.
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use trajwiki_store::DB_FILE;
+use trajwiki::store::DB_FILE;
 
 use super::UsageError;
 

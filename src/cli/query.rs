@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use trajwiki::api::{Query, Search};
 use trajwiki::engine::Model;
 use trajwiki::eval::{grid, run_locomo, summary_table, AnswerOptions, EvalOptions};
+use trajwiki::retrieve::{Mode, RetrievalConfig};
 use trajwiki::Engine;
 use trajwiki_core::Namespace;
-use trajwiki_retrieve::{Mode, RetrievalConfig};
 
 use super::device::scoring;
 use super::memory::{load_config, load_embedder, load_embedder_on};
@@ -59,7 +59,7 @@ pub(crate) struct RetrievalArgs {
     #[arg(long, default_value = "full", value_parser = parse_mode)]
     pub(crate) mode: Mode,
     /// Embedding model (the one the memory was built with).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     pub(crate) model: String,
 }
 
@@ -249,7 +249,7 @@ pub(crate) struct EvalLocomoArgs {
     store: Option<PathBuf>,
     /// Element type of the message vector files the build writes: f16 or f32.
     #[arg(long, default_value = "f16", value_parser = super::memory::parse_dtype)]
-    vectors: trajwiki_store::VectorDtype,
+    vectors: trajwiki::store::VectorDtype,
     /// Context budgets (repeatable).
     #[arg(long = "budget")]
     budgets: Vec<usize>,
@@ -261,7 +261,7 @@ pub(crate) struct EvalLocomoArgs {
     #[arg(long = "without", value_parser = ["turn-model"])]
     without: Vec<String>,
     /// Embedding model.
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// Memory configuration (TOML).
     #[arg(long)]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use trajwiki::server::{AllowedHosts, Limits, McpOptions, ServerConfig};
+use trajwiki::store::Store;
 use trajwiki_core::Namespace;
-use trajwiki_store::Store;
 
 use super::ask::LlmArgs;
 use super::device::scoring;
@@ -30,7 +30,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TRAJWIKI_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Embedding model (the one the namespaces were built with).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// The largest request body accepted, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
@@ -79,7 +79,7 @@ pub(crate) struct McpArgs {
     #[arg(long)]
     allow_write: bool,
     /// Embedding model (the one the namespaces were built with).
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// The bytes of loaded namespace indexes kept between calls (S3-FIFO eviction: see `trajwiki_engine::cache`).
     #[arg(long, default_value_t = 2 << 30)]

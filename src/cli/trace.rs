@@ -2,18 +2,14 @@
 //! insights, read the first context for a new task, and descend to an insight's compilation and
 //! raw run, or search every run.
 
-use std::sync::Arc;
 use trajwiki::trace::{
-    compile_namespace, compiled_run_memory, first_context, grep_semantic, memory_of_insight,
-    memory_of_run, namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport,
-    TraceError,
+    compiled_run_memory, first_context, grep_semantic, memory_of_insight, memory_of_run,
+    namespaces_with_runs, opened_insight_json, run_entry_json, CompileReport, TraceError,
 };
 
-use trajwiki::api::StoreResponses;
-use trajwiki::engine::llm::compile::LlmCompiler;
-use trajwiki::llm::{Client, ResponseCache};
+use trajwiki::engine::Engine;
+use trajwiki::wikitrace::ContextOptions;
 use trajwiki_core::{InsightId, Namespace, RunId};
-use trajwiki_trace::{ContextOptions, DeterministicCompiler};
 
 use super::memory::load_embedder;
 use super::{Global, StoreArg, UsageError};
@@ -74,7 +70,7 @@ pub(crate) struct ContextArgs {
     #[arg(long)]
     exclude: Option<String>,
     /// Embedding model for task similarity.
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// Print the context as JSON (insights, omitted, similar runs, text).
     #[arg(long)]
@@ -108,7 +104,7 @@ pub(crate) struct GrepArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     limit: u32,
     /// Embedding model for --semantic.
-    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki_embed::DEFAULT_MODEL)]
+    #[arg(long, env = "TRAJWIKI_MODEL", default_value = trajwiki::embed::DEFAULT_MODEL)]
     model: String,
     /// Print as JSON.
     #[arg(long)]
@@ -133,7 +129,7 @@ fn namespace(name: &str) -> anyhow::Result<Namespace> {
 }
 
 fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
-    let mut store = args.store.open()?;
+    let store = args.store.open()?;
     let namespaces = if args.namespace.is_empty() {
         namespaces_with_runs(&store)?
     } else {
@@ -151,32 +147,21 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
     if llm.is_none() {
         global.say("compiling with the deterministic compiler (no language model configured)");
     }
+    let engine = Engine::for_records(store);
     let bar = global.bar(namespaces.len() as u64, "compiling");
     let mut reports: Vec<CompileReport> = Vec::new();
     for ns in &namespaces {
         bar.set_message(format!("compiling {ns}"));
-        let report = match &llm {
-            Some(config) => {
-                let cache = StoreResponses::open(store.dir(), ns, store.is_read_only())?;
-                let client = Client::new(
-                    config.clone(),
-                    Some(Arc::new(cache) as Arc<dyn ResponseCache>),
-                );
-                let compiler = LlmCompiler::new(&client);
-                let report = compile_namespace(&mut store, ns, &compiler)
-                    .map_err(|e| stopped(e, &reports))?;
-                for (run, why) in compiler.fallbacks() {
-                    global.say(format!(
-                        "warning: run {} of {ns} compiled deterministically: {why}",
-                        line(&run)
-                    ));
-                }
-                report
-            }
-            None => compile_namespace(&mut store, ns, &DeterministicCompiler)
-                .map_err(|e| stopped(e, &reports))?,
-        };
-        reports.push(report);
+        let compiled = engine
+            .with_store(|store| engine.namespace(ns).compile(store, llm.as_ref()))
+            .map_err(|e| stopped(e, &reports))?;
+        for (run, why) in &compiled.fell_back {
+            global.say(format!(
+                "warning: run {} of {ns} compiled deterministically: {why}",
+                line(run)
+            ));
+        }
+        reports.push(compiled.report);
         bar.inc(1);
     }
     bar.finish_and_clear();

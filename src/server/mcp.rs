@@ -12,6 +12,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::retrieve::Mode;
+use crate::store::Store;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -19,8 +21,6 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use trajwiki_core::{IdKind, Namespace};
-use trajwiki_retrieve::Mode;
-use trajwiki_store::Store;
 
 use super::{AppState, Code, Failure};
 use crate::api::{self, ApiError, Record};
@@ -388,13 +388,11 @@ impl MemoryTools {
             a.ns,
             Box::new(move |_, store, ns| {
                 let as_of = match &as_of {
-                    Some(t) => {
-                        Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
-                            Failure::bad_request(format!(
-                                "`as_of` {t:?}: expected a time like 2023-05-08T13:56:00 or a date"
-                            ))
-                        })?)
-                    }
+                    Some(t) => Some(crate::ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
+                        Failure::bad_request(format!(
+                            "`as_of` {t:?}: expected a time like 2023-05-08T13:56:00 or a date"
+                        ))
+                    })?),
                     None => None,
                 };
                 let history = api::history(store, &id, as_of)?;
@@ -422,8 +420,8 @@ impl MemoryTools {
                 trajwiki_core::limits::QUESTION_BYTES
                     .check(task.len())
                     .map_err(|e| Failure::from(ApiError::Limit(e)))?;
-                let defaults = trajwiki_trace::ContextOptions::default();
-                let options = trajwiki_trace::ContextOptions {
+                let defaults = crate::wikitrace::ContextOptions::default();
+                let options = crate::wikitrace::ContextOptions {
                     similar_runs: similar.unwrap_or(defaults.similar_runs),
                     budget: budget.or(defaults.budget),
                     exclude: None,
@@ -590,7 +588,7 @@ fn search_text(ns: &Namespace, found: &api::Search) -> String {
         found.context.tokens,
         found.budget
     );
-    let items = |out: &mut String, what: &str, items: &[trajwiki_retrieve::PathItem]| {
+    let items = |out: &mut String, what: &str, items: &[crate::retrieve::PathItem]| {
         if items.is_empty() {
             return;
         }

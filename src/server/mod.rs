@@ -4,7 +4,7 @@
 //! blocking threads beside the async runtime; each takes a store connection from the engine's
 //! small pool. The state between requests is one [`Engine`](crate::Engine)'s: loaded indexes in a
 //! byte-bounded LRU cache, each with the state of its namespace it was loaded at
-//! ([`IndexState`](trajwiki_store::IndexState): the last message's ingest position and the
+//! ([`IndexState`](crate::store::IndexState): the last message's ingest position and the
 //! build record); a request reads that state (two indexed lookups) and loads the index again when
 //! it changed, whoever wrote: another process or this server's appends. A write to one namespace
 //! leaves the other namespaces' indexes in place. Writes to a namespace go through its
@@ -44,6 +44,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::compute::ScoringBackend;
+use crate::memory::BuildReport;
+use crate::retrieve::{Mode, RetrievalConfig};
+use crate::store::{Store, StoreError};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -52,11 +56,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use trajwiki_compute::ScoringBackend;
 use trajwiki_core::{Embedder, Namespace};
-use trajwiki_memory::BuildReport;
-use trajwiki_retrieve::{Mode, RetrievalConfig};
-use trajwiki_store::{Store, StoreError};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -102,7 +102,7 @@ pub struct ServerConfig {
     pub mcp: McpOptions,
     /// The language model `POST …/ask` answers with; without one it answers with the evidence
     /// alone (status `no_answer_model`).
-    pub llm: Option<trajwiki_llm::LlmConfig>,
+    pub llm: Option<crate::llm::LlmConfig>,
     /// The `Host` names requests must carry (against DNS rebinding).
     pub allowed_hosts: AllowedHosts,
     /// The deadlines of requests and the most connections served at once.
@@ -120,7 +120,7 @@ struct AppState {
     views: Mutex<BoundedCache<AtState<HashMap<String, String>>>>,
     /// Build jobs, by id: the running ones and the last finished ones.
     jobs: Mutex<jobs::Jobs>,
-    llm: Option<trajwiki_llm::LlmConfig>,
+    llm: Option<crate::llm::LlmConfig>,
     /// The store's location as it may appear in an error's text (as given, and absolute),
     /// longest first: taken out of every message a client sees.
     store_names: Vec<String>,
@@ -885,7 +885,7 @@ async fn history(
     Params(q): Params<HistoryQuery>,
 ) -> Result<Json<Value>, Failure> {
     let as_of = match &q.as_of {
-        Some(t) => Some(trajwiki_ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
+        Some(t) => Some(crate::ingest::jsonl::parse_timestamp(t).ok_or_else(|| {
             Failure::bad_request(format!(
                 "as_of {t:?}: expected a time like 2023-05-08T13:56:00 or a date"
             ))
@@ -1034,25 +1034,19 @@ async fn append_runs(
     }
     state
         .with_store(move |state, store| {
-            let handle = state.engine.namespace(&ns);
-            let _writing = handle.writer();
             // Errors name the item as a line of `runs`: line N is item N.
             let runs =
-                trajwiki_ingest::jsonl::parse_runs(std::path::Path::new("runs"), &text, Some(&ns))
+                crate::ingest::jsonl::parse_runs(std::path::Path::new("runs"), &text, Some(&ns))
                     .map_err(|e| Failure::bad_request(e.to_string()))?;
-            let report = store
-                .ingest_runs("http", &runs)
-                .map_err(Failure::from_store)?;
+            let (report, compiled) =
+                state
+                    .engine
+                    .namespace(&ns)
+                    .add_runs(store, "http", &runs, req.compile)?;
             let mut value = json!({
                 "namespace": ns, "added": report.added, "unchanged": report.unchanged,
             });
-            if req.compile && !runs.is_empty() {
-                let compiled = crate::trace::compile_runs(
-                    store,
-                    &ns,
-                    &runs,
-                    &trajwiki_trace::DeterministicCompiler,
-                )?;
+            if let Some(compiled) = compiled {
                 value["compiled"] = serde_json::to_value(&compiled).map_err(|e| {
                     Failure::internal(format!("serializing the compile report: {e}"))
                 })?;
@@ -1089,8 +1083,8 @@ async fn run_context(
         .map_err(|e| Failure::from(ApiError::Limit(e)))?;
     state
         .with_store(move |state, store| {
-            let defaults = trajwiki_trace::ContextOptions::default();
-            let options = trajwiki_trace::ContextOptions {
+            let defaults = crate::wikitrace::ContextOptions::default();
+            let options = crate::wikitrace::ContextOptions {
                 similar_runs: req.similar.unwrap_or(defaults.similar_runs),
                 budget: req.budget.or(defaults.budget),
                 exclude: None,
@@ -1208,14 +1202,14 @@ async fn delete_namespace(
                 }
                 .into());
             }
-            if deleted.not_scrubbed == Some(trajwiki_store::NotScrubbed::StorageFull) {
+            if deleted.not_scrubbed == Some(crate::store::NotScrubbed::StorageFull) {
                 // The records are gone, their bytes not yet: the client must hear it.
                 return Err(Failure::new(
                     StatusCode::INSUFFICIENT_STORAGE,
                     Code::StorageFull,
                     format!(
                         "namespace {ns} is deleted, but the store's files still hold its text: {} (free space, then `trajwiki delete --scrub`)",
-                        trajwiki_store::NotScrubbed::StorageFull
+                        crate::store::NotScrubbed::StorageFull
                     ),
                 ));
             }

@@ -28,17 +28,20 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use trajwiki_compute::ScoringBackend;
-use trajwiki_core::{EmbedError, Embedder, Namespace};
+use trajwiki_core::{EmbedError, Embedder, Namespace, Run, SourceMessage};
 use trajwiki_cuda::Device;
 use trajwiki_embed::EmbedOptions;
 use trajwiki_memory::{BuildReport, MemoryConfig};
 use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
+use crate::build::{BuildPlan, Built};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
 use crate::pipeline::{
-    build_namespace_kept_driven, BuildOptions, Drivers, KeptFold, PipelineError, Progress,
+    build_namespace_kept_driven, BuildOptions, KeptFold, PipelineError, Prefill, Progress,
 };
+use crate::trace::{CompileReport, TraceError};
+use trajwiki_trace::DeterministicCompiler;
 
 /// At most this many idle store connections are kept.
 const POOL_SIZE: usize = 8;
@@ -83,6 +86,9 @@ pub struct Engine {
     reloads: bool,
     /// The namespaces whose index segment a thread is writing (see [`crate::segment`]).
     segmenting: Arc<Mutex<HashSet<Namespace>>>,
+    /// Whether a build writes its namespace's segment before it returns (a process that ends
+    /// with its command) rather than on a thread of its own.
+    segments_inline: bool,
 }
 
 impl Engine {
@@ -106,13 +112,32 @@ impl Engine {
             loaders: Mutex::new(HashMap::new()),
             reloads: true,
             segmenting: Arc::default(),
+            segments_inline: false,
         }
+    }
+
+    /// The engine of a command that writes and reads records but embeds and scores nothing
+    /// (ingest, compile, delete): the default model is named, loaded only should an operation
+    /// need it, on the CPU; no index is kept.
+    pub fn for_records(store: Store) -> Self {
+        let model = Model::Named {
+            spec: trajwiki_embed::DEFAULT_MODEL.to_string(),
+            device: Device::Cpu,
+        };
+        Engine::new(store, model, Arc::new(trajwiki_compute::CpuScoring), 0).building_once()
     }
 
     /// This engine for a command that answers and exits: no namespace is written and loaded
     /// again, so a load keeps nothing for a next one (less memory, a shorter load).
     pub fn answering_once(mut self) -> Self {
         self.reloads = false;
+        self
+    }
+
+    /// This engine for a command that builds and exits: a build writes its namespace's index
+    /// segment before it returns, where a long-lived engine leaves it to a thread.
+    pub fn building_once(mut self) -> Self {
+        self.segments_inline = true;
         self
     }
 
@@ -224,6 +249,77 @@ impl Engine {
                 None
             }
         }
+    }
+
+    /// Embeds the messages of `namespaces` that the embedding cache lacks, all of them together,
+    /// before they are built (see [`crate::pipeline::prefill_messages`]): on a GPU, full
+    /// batches whatever the namespaces' sizes, two chunks of `chunk` texts in flight.
+    /// `progress` is told the texts embedded of the total.
+    pub fn prefill(
+        &self,
+        store: &mut Store,
+        namespaces: &[Namespace],
+        chunk: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<Prefill, ApiError> {
+        let embedder = self.embedder()?;
+        Ok(crate::pipeline::prefill_messages(
+            store,
+            namespaces,
+            embedder.as_ref(),
+            chunk,
+            true,
+            progress,
+        )?)
+    }
+
+    /// Appends `messages`, which may belong to several namespaces, in one transaction (see
+    /// [`Store::append_messages`]) under their writer locks (see [`Engine::writing`]).
+    pub fn append(
+        &self,
+        store: &mut Store,
+        via: &str,
+        messages: &[Append],
+    ) -> Result<IngestReport, StoreError> {
+        let touched = api::namespaces_of(messages.iter().map(|a| &a.message));
+        self.writing(&touched, || store.append_messages(via, messages))
+    }
+
+    /// Ingests `messages`, each at its own position, in one transaction (see
+    /// [`Store::ingest_messages`]) under their namespaces' writer locks.
+    pub fn ingest_messages(
+        &self,
+        store: &mut Store,
+        source: &str,
+        messages: &[SourceMessage],
+    ) -> Result<IngestReport, StoreError> {
+        let touched = api::namespaces_of(messages);
+        self.writing(&touched, || store.ingest_messages(source, messages))
+    }
+
+    /// Ingests agent runs in one transaction (see [`Store::ingest_runs`]) under their
+    /// namespaces' writer locks.
+    pub fn ingest_runs(
+        &self,
+        store: &mut Store,
+        source: &str,
+        runs: &[Run],
+    ) -> Result<IngestReport, StoreError> {
+        let mut touched: Vec<Namespace> = runs.iter().map(|r| r.namespace.clone()).collect();
+        touched.dedup();
+        self.writing(&touched, || store.ingest_runs(source, runs))
+    }
+
+    /// Runs `write` holding the writer lock of each of `namespaces`, taken in name order (so
+    /// that two writes of several namespaces never wait for each other crosswise): a write of
+    /// several namespaces is serialised with their builds as one of one namespace is.
+    fn writing<T>(&self, namespaces: &[Namespace], write: impl FnOnce() -> T) -> T {
+        let mut namespaces = namespaces.to_vec();
+        namespaces.sort();
+        namespaces.dedup();
+        let handles: Vec<_> = namespaces.iter().map(|ns| self.namespace(ns)).collect();
+        let _writers: Vec<_> = handles.iter().map(|h| h.writer()).collect();
+        write()
     }
 
     /// The index cache's namespaces, bytes held and capacity.
@@ -369,11 +465,7 @@ impl<'e> NamespaceHandle<'e> {
         store: &Store,
         config: trajwiki_llm::LlmConfig,
     ) -> Result<trajwiki_llm::Client, ApiError> {
-        let cache = api::StoreResponses::on(store.opened().connect()?, &self.ns);
-        Ok(trajwiki_llm::Client::new(
-            config,
-            Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),
-        ))
+        Ok(llm_client(store, &self.ns, config)?)
     }
 
     /// Takes the namespace's writer lock: appends, builds and deletes of the namespace wait
@@ -465,10 +557,67 @@ impl<'e> NamespaceHandle<'e> {
         self.writer().build_told(store, config, options, progress)
     }
 
+    /// Builds as `plan` says (see [`Writer::build_with`]) under the writer lock.
+    pub fn build_with(&self, store: &mut Store, plan: &BuildPlan<'_>) -> Result<Built, ApiError> {
+        self.writer().build_with(store, plan)
+    }
+
     /// Deletes the namespace for good (see [`Store::delete_namespace`]) under the writer lock;
     /// its kept fold goes with it.
     pub fn delete(&self, store: &mut Store) -> Result<Deleted, StoreError> {
         self.writer().delete(store)
+    }
+
+    /// Stores `runs` (all of this namespace) and, with `compile`, compiles them with the
+    /// deterministic compiler, under the writer lock; returns the ingest and, when asked, the
+    /// compilation's report.
+    pub fn add_runs(
+        &self,
+        store: &mut Store,
+        source: &str,
+        runs: &[Run],
+        compile: bool,
+    ) -> Result<(IngestReport, Option<CompileReport>), TraceError> {
+        let _writer = self.writer();
+        let ingested = store
+            .ingest_runs(source, runs)
+            .map_err(PipelineError::from)?;
+        let compiled = match compile && !runs.is_empty() {
+            true => Some(crate::trace::compile_runs(
+                store,
+                &self.ns,
+                runs,
+                &DeterministicCompiler,
+            )?),
+            false => None,
+        };
+        Ok((ingested, compiled))
+    }
+
+    /// Compiles the namespace's runs not yet compiled (see
+    /// [`crate::trace::compile_namespace`]) under the writer lock: with a language model when
+    /// `llm` names one (validated; a run whose compilation is not valid is compiled
+    /// deterministically, and named in [`Compiled::fell_back`]), else deterministically.
+    pub fn compile(
+        &self,
+        store: &mut Store,
+        llm: Option<&trajwiki_llm::LlmConfig>,
+    ) -> Result<Compiled, TraceError> {
+        let _writer = self.writer();
+        let Some(config) = llm else {
+            let report = crate::trace::compile_namespace(store, &self.ns, &DeterministicCompiler)?;
+            return Ok(Compiled {
+                report,
+                fell_back: Vec::new(),
+            });
+        };
+        let client = llm_client(store, &self.ns, config.clone()).map_err(PipelineError::from)?;
+        let compiler = crate::llm::compile::LlmCompiler::new(&client);
+        let report = crate::trace::compile_namespace(store, &self.ns, &compiler)?;
+        Ok(Compiled {
+            report,
+            fell_back: compiler.fallbacks(),
+        })
     }
 
     /// Writes the namespace's memory as JSON lines (see [`crate::export::write_memory`]) and
@@ -480,6 +629,16 @@ impl<'e> NamespaceHandle<'e> {
     ) -> Result<usize, crate::export::ExportError> {
         crate::export::write_memory(store, &self.ns, out)
     }
+}
+
+/// What [`NamespaceHandle::compile`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Compiled {
+    /// The compilation's report.
+    pub report: CompileReport,
+    /// The runs a model's compilation of was not valid, compiled deterministically instead,
+    /// each with why.
+    pub fell_back: Vec<(String, String)>,
 }
 
 /// What [`NamespaceHandle::append`] did: the messages are stored; the build, when one was
@@ -522,21 +681,50 @@ impl Writer<'_> {
         options: BuildOptions,
         progress: Option<&(dyn Fn(Progress) + Sync)>,
     ) -> Result<BuildReport, ApiError> {
+        let plan = BuildPlan {
+            progress,
+            ..BuildPlan::new(config, options)
+        };
+        Ok(self.build_with(store, &plan)?.report)
+    }
+
+    /// Builds what arrived since the last build as `plan` says — with a language model's
+    /// drivers when it names one (their responses cached in the store under the namespace) —
+    /// from the kept fold, keeping the fold the build leaves; then the namespace's index
+    /// segment is written when due (on a thread of its own, or before this returns for an
+    /// engine [`building once`](Engine::building_once)). This is the one build.
+    pub fn build_with(
+        &mut self,
+        store: &mut Store,
+        plan: &BuildPlan<'_>,
+    ) -> Result<Built, ApiError> {
         let embedder = self.engine.embedder()?;
-        let report = build_namespace_kept_driven(
-            store,
-            self.ns,
-            embedder.as_ref(),
-            config,
-            options,
-            &mut self.kept,
-            Drivers {
-                progress,
-                ..Drivers::default()
-            },
-        )?;
-        self.engine.refresh_segment_later(self.ns);
-        Ok(report)
+        let (ns, kept) = (self.ns, &mut *self.kept);
+        let client = match plan.llm {
+            Some(config) => Some(llm_client(store, ns, config.clone())?),
+            None => None,
+        };
+        let built = crate::build::with_drivers(plan, client.as_ref(), |drivers| {
+            build_namespace_kept_driven(
+                store,
+                ns,
+                embedder.as_ref(),
+                plan.config,
+                plan.options,
+                kept,
+                drivers,
+            )
+        })?;
+        if self.engine.segments_inline {
+            if !store.is_read_only() {
+                if let Err(e) = crate::load::refresh_segment(store, ns, embedder.as_ref()) {
+                    eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
+                }
+            }
+        } else {
+            self.engine.refresh_segment_later(ns);
+        }
+        Ok(built)
     }
 
     /// Deletes the namespace; the kept fold goes with it.
@@ -545,6 +733,20 @@ impl Writer<'_> {
         *self.kept = None;
         deleted
     }
+}
+
+/// A client of the model `config` names whose responses are cached in the store under `ns`, on
+/// a connection of their own (nothing is written to a read-only store).
+fn llm_client(
+    store: &Store,
+    ns: &Namespace,
+    config: trajwiki_llm::LlmConfig,
+) -> Result<trajwiki_llm::Client, StoreError> {
+    let cache = api::StoreResponses::on(store.opened().connect()?, ns);
+    Ok(trajwiki_llm::Client::new(
+        config,
+        Some(Arc::new(cache) as Arc<dyn trajwiki_llm::ResponseCache>),
+    ))
 }
 
 /// The build settings of `ns`: its own when it was built before, else the defaults.

@@ -17,6 +17,7 @@
 
 pub mod answer;
 pub mod api;
+pub mod build;
 pub mod cache;
 mod engine;
 pub mod eval;
@@ -31,4 +32,26 @@ pub mod retrieval;
 pub mod segment;
 pub mod trace;
 
-pub use engine::{build_config, Appended, Engine, KeptIndex, Model, NamespaceHandle, Writer};
+/// The crates under the engine, for the types its operations take and give: a face depends on
+/// the engine (and on trajwiki-core for the records) and reaches these through it, so that the
+/// engine's features (`cuda`, `faiss`) are the faces' too. A face writes through the engine's
+/// operations ([`Engine`], [`NamespaceHandle`]), never through these: the root crate's
+/// `tests/door.rs` keeps both rules.
+pub mod layers {
+    pub use trajwiki_ann as ann;
+    pub use trajwiki_compute as compute;
+    pub use trajwiki_cuda as cuda;
+    pub use trajwiki_embed as embed;
+    pub use trajwiki_ingest as ingest;
+    pub use trajwiki_llm as llm;
+    pub use trajwiki_memory as memory;
+    pub use trajwiki_retrieve as retrieve;
+    pub use trajwiki_store as store;
+    pub use trajwiki_text as text;
+    pub use trajwiki_trace as trace;
+}
+
+pub use build::{BuildPlan, Built, ModelPart};
+pub use engine::{
+    build_config, Appended, Compiled, Engine, KeptIndex, Model, NamespaceHandle, Writer,
+};
