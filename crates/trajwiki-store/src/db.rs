@@ -285,6 +285,7 @@ impl std::ops::Deref for Tx<'_> {
 impl Tx<'_> {
     pub(crate) fn commit(mut self) -> SqlResult<()> {
         self.open = false;
+        crate::traffic::ended();
         let committed = self.db.execute_batch("COMMIT");
         match (self.db, &committed) {
             (Db::Postgres(pg), Ok(())) => pg.analyse_grown(),
@@ -295,6 +296,7 @@ impl Tx<'_> {
 
     pub(crate) fn rollback(mut self) -> SqlResult<()> {
         self.open = false;
+        crate::traffic::ended();
         self.db.forget_grown();
         self.db.execute_batch("ROLLBACK")
     }
@@ -303,6 +305,7 @@ impl Tx<'_> {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if self.open {
+            crate::traffic::ended();
             self.db.forget_grown();
             let _ = self.db.execute_batch("ROLLBACK");
         }
@@ -367,6 +370,7 @@ impl Db {
                 self.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
             }
         }
+        crate::traffic::begun(matches!(how, Begin::Write(_)));
         Ok(Tx {
             db: self,
             open: true,
@@ -381,6 +385,7 @@ impl Db {
     }
 
     pub(crate) fn prepare(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        crate::traffic::statement();
         #[cfg(test)]
         recorded::note(sql);
         match self {
@@ -391,6 +396,7 @@ impl Db {
 
     /// [`prepare`](Db::prepare), kept for the next call with the same text.
     pub(crate) fn prepare_cached(&self, sql: &str) -> SqlResult<Stmt<'_>> {
+        crate::traffic::statement();
         #[cfg(test)]
         recorded::note(sql);
         match self {
@@ -400,6 +406,7 @@ impl Db {
     }
 
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> SqlResult<usize> {
+        crate::traffic::statement();
         match self {
             Db::Sqlite(c) => c
                 .prepare_cached(sql)?
@@ -420,11 +427,14 @@ impl Db {
         #[cfg(test)]
         recorded::note(sql);
         match self {
-            Db::Sqlite(c) => c
-                .prepare_cached(sql)?
-                .query_row(rusqlite::params_from_iter(params.list()), |r| {
-                    f(&Row::Sqlite(r))
-                }),
+            // (PostgreSQL's is counted by `prepare_cached`.)
+            Db::Sqlite(c) => {
+                crate::traffic::statement();
+                c.prepare_cached(sql)?
+            }
+            .query_row(rusqlite::params_from_iter(params.list()), |r| {
+                f(&Row::Sqlite(r))
+            }),
             Db::Postgres(_) => self.prepare_cached(sql)?.query_row(params, f),
         }
     }

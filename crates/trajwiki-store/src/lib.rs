@@ -48,6 +48,7 @@ mod pg;
 mod raw;
 mod read;
 mod segments;
+pub mod traffic;
 mod vectors;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,141 @@
+//! What one append with its build asks of the store (issue 51, "an append writes once"):
+//! entries (transactions, and statements outside one) and write transactions, counted by
+//! `trajwiki_store::traffic` on the appending thread, for an append to a namespace that is built
+//! and searched already (its fold and index kept, as a server's are). The search that follows
+//! is counted too: the kept index takes the append's changes from the store.
+//!
+//! The bounds are today's counts, so that an append never costs more without this test saying
+//! so; issue 51's target (at most 3 entries, one write transaction) is not reached yet.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use trajwiki_core::Namespace;
+use trajwiki_engine::api::{load_embedder, Query};
+use trajwiki_engine::messages::parse_messages;
+use trajwiki_engine::pipeline::BuildOptions;
+use trajwiki_engine::{Engine, Model};
+use trajwiki_retrieve::{Mode, RetrievalConfig};
+use trajwiki_store::traffic::{self, Traffic};
+use trajwiki_store::Store;
+
+#[path = "../../trajwiki-store/tests/support/pg.rs"]
+mod pg;
+
+fn messages(ns: &Namespace, from: usize, n: usize) -> Vec<trajwiki_store::Append> {
+    let batch: Vec<Value> = (from..from + n)
+        .map(|i| {
+            let speaker = ["Maya", "Leo"][i % 2];
+            json!({
+                "session": 1 + i / 20,
+                "speaker": speaker,
+                "text": format!("Message {i}: I went to the pottery workshop in Lisbon with my sister {i}."),
+                "timestamp": format!("2024-01-{:02}T10:{:02}:00", 1 + i / 20, i % 60),
+            })
+        })
+        .collect();
+    parse_messages(json!(batch), Some(ns), "<test>", None).unwrap()
+}
+
+fn search(engine: &Engine, ns: &Namespace) {
+    let config = RetrievalConfig::default();
+    let query = Query {
+        question: "Where is the pottery workshop?",
+        mode: Mode::Full,
+        budget: 700,
+        config: &config,
+    };
+    engine
+        .with_store(|store| engine.namespace(ns).search(store, &query))
+        .unwrap();
+}
+
+/// One append of a reply (closing an exchange) with its build, then a search, counted.
+fn counted(engine: &Engine, ns: &Namespace, at: usize) -> (Traffic, Traffic) {
+    let batch = messages(ns, at, 2);
+    let (appended, append) = traffic::during(|| {
+        engine
+            .with_store(|store| {
+                engine
+                    .namespace(ns)
+                    .append(store, "test", &batch, Some(BuildOptions::default()))
+            })
+            .unwrap()
+    });
+    appended.build.unwrap().unwrap();
+    let ((), search) = traffic::during(|| search(engine, ns));
+    (append, search)
+}
+
+/// The counts of one append with build on `store`, and of the search after it.
+fn measured(store: Store) -> (Traffic, Traffic) {
+    let model = Model::Loaded(load_embedder("hashing-64").unwrap().into());
+    let engine = Engine::new(
+        store,
+        model,
+        Arc::new(trajwiki_compute::CpuScoring),
+        64 << 20,
+    );
+    let ns = Namespace::new("traffic").unwrap();
+    // A built, searched namespace: its fold and index are kept.
+    engine
+        .with_store(|store| {
+            engine.namespace(&ns).append(
+                store,
+                "test",
+                &messages(&ns, 0, 40),
+                Some(BuildOptions::default()),
+            )
+        })
+        .unwrap();
+    search(&engine, &ns);
+    let first = counted(&engine, &ns, 40);
+    let second = counted(&engine, &ns, 42);
+    // Each append of the same shape costs the same: nothing accumulates.
+    assert_eq!(first, second);
+    second
+}
+
+fn holds_to_the_bound((append, search): (Traffic, Traffic), backend: &str, bound: Traffic) {
+    eprintln!("{backend}: one append with build: {append:?}; the search after it: {search:?}");
+    assert!(append.write_transactions >= 1, "{append:?}");
+    assert!(
+        append.write_transactions <= bound.write_transactions && append.entries <= bound.entries,
+        "{backend}: one append with build costs more than {bound:?}: {append:?}"
+    );
+    assert_eq!(search.write_transactions, 0, "{search:?}");
+}
+
+#[test]
+fn one_append_with_its_build_enters_the_store_a_bounded_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    holds_to_the_bound(measured(Store::open(dir.path()).unwrap()), "SQLite", SQLITE);
+}
+
+#[test]
+fn one_append_with_its_build_enters_postgres_a_bounded_number_of_times() {
+    let Some(server) = pg::server() else { return };
+    holds_to_the_bound(
+        measured(Store::open(server.database()).unwrap()),
+        "PostgreSQL",
+        POSTGRES,
+    );
+}
+
+/// Today's counts on SQLite: the entries are the namespace's build settings read (to
+/// refuse a build that cannot run before anything is stored), the append's write, the fold's
+/// read of what arrived (a transaction and a statement), the embedding cache read, the
+/// memory's commit, the vector file's state and the cache read again for it, and the vector
+/// rows' write.
+const SQLITE: Traffic = Traffic {
+    entries: 9,
+    write_transactions: 3,
+    statements: 0,
+};
+
+/// Today's counts on PostgreSQL: one entry more than [`SQLITE`].
+const POSTGRES: Traffic = Traffic {
+    entries: 10,
+    write_transactions: 3,
+    statements: 0,
+};
