@@ -2,10 +2,12 @@
 //! (`../shared/tools/make_long_conv.py`) but its last `--last` messages (default 200) into a
 //! fresh store and builds it (lexical `hashing` model), then appends the rest one at a time —
 //! ingest, then build — the first 10 with `build_namespace` (the fold read back from the store
-//! each time, as a CLI call does), the others with `build_namespace_kept` (the fold kept in
-//! memory, as the Python `Memory` and the server do). Prints the median of the read-back
-//! appends, and the mean, median and 90th percentile of the kept ones (and the ingest's part of
-//! the mean).
+//! each time, as a CLI call does), the others through the engine's `NamespaceHandle::append`
+//! with its build (the fold kept in memory, the messages, the fold's commit and the vector rows
+//! one write transaction, as the server's appends are). Prints the median of the read-back
+//! appends, and the mean, median and 90th percentile of the kept ones. `--separate` appends as
+//! before issue 51 instead: the ingest a transaction of its own, then the build (the fold still
+//! kept), for a before/after in one binary.
 //!
 //! Half the appends close an exchange and build it, half only wait for its reply, so a median
 //! over a few appends falls between the two and moves with which ones they are: the mean over
@@ -23,10 +25,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use std::sync::Arc;
+
+use trajwiki::compute::CpuScoring;
 use trajwiki::core::HashingEmbedder;
+use trajwiki::engine::{Engine, Model};
 use trajwiki::memory::MemoryConfig;
-use trajwiki::pipeline::{build_namespace, build_namespace_kept, BuildOptions};
-use trajwiki::store::Store;
+use trajwiki::pipeline::{build_namespace, BuildOptions};
+use trajwiki::store::{Append, Store};
 
 /// The `q` quantile of `xs` (nearest rank).
 fn quantile(xs: &[f64], q: f64) -> f64 {
@@ -50,6 +56,7 @@ fn option(args: &[String], flag: &str) -> anyhow::Result<Option<String>> {
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let store_at = option(&args, "--store")?;
+    let separate = args.iter().any(|a| a == "--separate");
     let last = option(&args, "--last")?;
     let Some(path) = args
         .iter()
@@ -59,7 +66,7 @@ fn main() -> anyhow::Result<()> {
         .cloned()
     else {
         eprintln!(
-            "usage: cargo bench --bench append_store -- MESSAGES.jsonl [--last N] [--store URL]"
+            "usage: cargo bench --bench append_store -- MESSAGES.jsonl [--last N] [--store URL] [--separate]"
         );
         return Ok(());
     };
@@ -96,26 +103,42 @@ fn main() -> anyhow::Result<()> {
     );
     let mut read_back = Vec::new();
     let mut kept_times = Vec::new();
-    let mut ingest_times = Vec::new();
-    let mut kept = None;
-    for (i, m) in last.iter().enumerate() {
+    let (first, rest) = last.split_at(10);
+    for m in first {
         let t = Instant::now();
         store.ingest_messages("append", std::slice::from_ref(m))?;
-        let ingested = t.elapsed().as_secs_f64() * 1e3;
-        if i < 10 {
-            build_namespace(&mut store, &ns, &e, &config, options)?;
-            read_back.push(t.elapsed().as_secs_f64() * 1e3);
+        build_namespace(&mut store, &ns, &e, &config, options)?;
+        read_back.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let engine = Engine::new(
+        store,
+        Model::Loaded(Arc::new(HashingEmbedder::new(384))),
+        Arc::new(CpuScoring),
+        0,
+    );
+    let handle = engine.namespace(&ns);
+    for (i, m) in rest.iter().enumerate() {
+        let t = Instant::now();
+        let one = [Append::given(m.clone())];
+        if separate {
+            engine.with_store(|store| {
+                store.ingest_messages("append", std::slice::from_ref(m))?;
+                anyhow::Ok(handle.build(store, &config, options)?)
+            })?;
         } else {
-            build_namespace_kept(&mut store, &ns, &e, &config, options, &mut kept)?;
-            if i > 10 {
-                // The first kept build read the fold back; the others start from the kept one.
-                kept_times.push(t.elapsed().as_secs_f64() * 1e3);
-                ingest_times.push(ingested);
+            let appended =
+                engine.with_store(|store| handle.append(store, "append", &one, Some(options)))?;
+            if let Some(Err(e)) = appended.build {
+                anyhow::bail!("append {i}: the build failed: {e}");
             }
+        }
+        // The first append read the fold back; the others start from the kept one.
+        if i > 0 {
+            kept_times.push(t.elapsed().as_secs_f64() * 1e3);
         }
     }
     println!(
-        "append one message (ingest + build) at {} messages, {}: {:.1} ms with the fold read back (median of {}); with the fold kept, {:.2} ms a message (mean of {}; median {:.2}, p90 {:.2}; the ingest {:.2} of the mean)",
+        "append one message (ingest + build) at {} messages, {}: {:.1} ms with the fold read back (median of {}); with the fold kept, {:.2} ms a message (mean of {}; median {:.2}, p90 {:.2}; {})",
         history.len(),
         if store_at.is_some() { "PostgreSQL" } else { "SQLite" },
         quantile(&read_back, 0.5),
@@ -124,7 +147,11 @@ fn main() -> anyhow::Result<()> {
         kept_times.len(),
         quantile(&kept_times, 0.5),
         quantile(&kept_times, 0.9),
-        ingest_times.iter().sum::<f64>() / ingest_times.len() as f64,
+        if separate {
+            "the ingest and the build each their own transactions"
+        } else {
+            "ingest and build one transaction"
+        },
     );
     Ok(())
 }

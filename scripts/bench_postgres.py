@@ -48,6 +48,10 @@ def bench_binary() -> str:
     sys.exit("bench_postgres: cargo did not name the append_store binary")
 
 
+# Flags passed on to every run of the bench.
+EXTRA: list[str] = []
+
+
 def with_database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + name))
@@ -59,7 +63,7 @@ def psql(url: str, sql: str) -> None:
 
 def run(binary: str, messages: str, store: list[str]) -> dict:
     out = subprocess.run(
-        [binary, messages, *store], check=True, capture_output=True, text=True
+        [binary, messages, *store, *EXTRA], check=True, capture_output=True, text=True
     ).stdout
     m = LINE.search(out)
     if not m:
@@ -73,10 +77,15 @@ def main() -> None:
     ap.add_argument("--postgres", required=True, help="postgres://… of a server")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bin", help="the append_store bench binary")
+    ap.add_argument("--separate", action="store_true",
+                    help="append as before issue 51: the ingest, then the build, each its own "
+                         "transactions (the bench's --separate)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds: at least 1")
     binary = args.bin or bench_binary()
+    if args.separate:
+        EXTRA.append("--separate")
     rows = {"postgres": [], "sqlite": []}
     for r in range(1, args.rounds + 1):
         name = f"trajwiki_bench_{uuid.uuid4().hex[:12]}"

@@ -67,7 +67,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use crate::api::{self, ApiError};
 use crate::cache::{current_or_made, AtState, BoundedCache};
 use crate::engine::Model;
-use crate::pipeline::{BuildOptions, PipelineError};
+use crate::pipeline::BuildOptions;
 use crate::trace::TraceError;
 use crate::Engine;
 use codes::Code;
@@ -231,22 +231,12 @@ impl AppState {
         match appended.build {
             None => {}
             Some(Ok(built)) => value["built"] = report(&built)?,
-            // Stored, and what followed did not: the reply says which step and why.
+            // Stored, and the build did not follow (undone whole, its files with it): the
+            // reply says why.
             Some(Err(e)) => {
-                let step = match &e {
-                    ApiError::Pipeline(PipelineError::Unfinished {
-                        step,
-                        report: built,
-                        ..
-                    }) => {
-                        value["built"] = report(built)?;
-                        *step
-                    }
-                    _ => "build",
-                };
                 let failed = self.public(Failure::from(e));
                 value["not_done"] = json!({
-                    "step": step, "code": failed.code, "message": failed.message,
+                    "step": "build", "code": failed.code, "message": failed.message,
                 });
             }
         }
@@ -938,7 +928,7 @@ fn yes() -> bool {
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried request a no-op")),
     request_body = AppendRequest,
     responses((status = 200, description = "Appended and folded into the memory: `{added, unchanged, built}`"),
-        (status = 202, description = "Appended, and what was to follow did not: `{added, unchanged, built?, not_done: {step, code, message}}` (`step` is `build`, `vector file` or `approximate index`; `built` is there when the memory was committed)")))]
+        (status = 202, description = "Appended, and what was to follow did not: `{added, unchanged, built?, not_done: {step, code, message}}` (`step` is `build`: the messages are stored, their build was undone whole, its vector rows with it)")))]
 async fn append(
     State(state): State<Arc<AppState>>,
     Ns(ns): Ns,

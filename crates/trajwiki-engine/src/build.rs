@@ -3,6 +3,9 @@
 //! model-driven build, the model's usage and the places it fell back to rules, out. Every face
 //! builds through [`crate::Writer::build_with`] with one of these.
 
+use std::collections::HashMap;
+
+use trajwiki_core::{EmbedError, EmbedKind, Embedder, Embeddings};
 use trajwiki_llm::{Client, LlmConfig, UsageTable};
 use trajwiki_memory::{BuildReport, MemoryConfig};
 
@@ -103,4 +106,131 @@ pub(crate) fn with_drivers<E>(
             usage: client.usage(),
         }),
     })
+}
+
+/// An embedder that answers the documents it embedded ahead of time from what it computed
+/// then, and asks the model for the rest: an append embeds its messages before its
+/// transaction begins, so that the store's write lock is not held while the model runs.
+pub(crate) struct EmbeddedAhead<'a> {
+    model: &'a dyn Embedder,
+    known: HashMap<String, Vec<f32>>,
+}
+
+impl<'a> EmbeddedAhead<'a> {
+    /// `texts` embedded as documents by `model`, one call.
+    pub(crate) fn new(model: &'a dyn Embedder, texts: &[String]) -> Result<Self, EmbedError> {
+        let mut unique: Vec<&str> = texts.iter().map(String::as_str).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let rows = match unique.is_empty() {
+            true => None,
+            false => Some(model.embed(&unique, EmbedKind::Document)?),
+        };
+        let known = match &rows {
+            Some(rows) if rows.len() == unique.len() && rows.dim() == model.dim() => unique
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.to_string(), rows.row(i).to_vec()))
+                .collect(),
+            // Rows of the wrong shape are left to the build, which says what is wrong.
+            _ => HashMap::new(),
+        };
+        Ok(EmbeddedAhead { model, known })
+    }
+}
+
+impl Embedder for EmbeddedAhead<'_> {
+    fn model_id(&self) -> &str {
+        self.model.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.model.dim()
+    }
+
+    fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError> {
+        let ahead = kind == EmbedKind::Document;
+        let missing: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| !ahead || !self.known.contains_key(*t))
+            .collect();
+        if missing.len() == texts.len() {
+            return self.model.embed(texts, kind);
+        }
+        let computed = match missing.is_empty() {
+            true => None,
+            false => Some(self.model.embed(&missing, kind)?),
+        };
+        let dim = self.dim();
+        let mut data = Vec::with_capacity(texts.len() * dim);
+        let mut next = 0;
+        for text in texts {
+            match self.known.get(*text) {
+                Some(row) => data.extend_from_slice(row),
+                None => {
+                    let computed = computed.as_ref().expect("a text not known was embedded");
+                    data.extend_from_slice(computed.row(next));
+                    next += 1;
+                }
+            }
+        }
+        Embeddings::new(dim, data)
+    }
+
+    fn kernel(&self) -> Option<String> {
+        self.model.kernel()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use trajwiki_core::HashingEmbedder;
+
+    use super::*;
+
+    /// A model that counts the texts it is asked to embed.
+    struct Counted {
+        model: HashingEmbedder,
+        texts: AtomicUsize,
+    }
+
+    impl Embedder for Counted {
+        fn model_id(&self) -> &str {
+            self.model.model_id()
+        }
+        fn dim(&self) -> usize {
+            self.model.dim()
+        }
+        fn embed(&self, texts: &[&str], kind: EmbedKind) -> Result<Embeddings, EmbedError> {
+            self.texts.fetch_add(texts.len(), Ordering::Relaxed);
+            self.model.embed(texts, kind)
+        }
+    }
+
+    #[test]
+    fn texts_embedded_ahead_are_answered_without_the_model_and_in_order() {
+        let model = Counted {
+            model: HashingEmbedder::new(32),
+            texts: AtomicUsize::new(0),
+        };
+        let ahead = EmbeddedAhead::new(&model, &["b".into(), "a".into(), "b".into()]).unwrap();
+        assert_eq!(model.texts.load(Ordering::Relaxed), 2, "each text once");
+        let asked = ["a", "new", "b", "a", "other"];
+        let got = ahead.embed(&asked, EmbedKind::Document).unwrap();
+        assert_eq!(
+            model.texts.load(Ordering::Relaxed),
+            4,
+            "only the two unknown texts"
+        );
+        let direct = model.model.embed(&asked, EmbedKind::Document).unwrap();
+        for (i, text) in asked.iter().enumerate() {
+            assert_eq!(got.row(i), direct.row(i), "row {i} ({text})");
+        }
+        // A query is the model's, whatever was embedded ahead.
+        ahead.embed(&["a"], EmbedKind::Query).unwrap();
+        assert_eq!(model.texts.load(Ordering::Relaxed), 5);
+    }
 }

@@ -35,11 +35,9 @@ use trajwiki_memory::{BuildReport, MemoryConfig};
 use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
-use crate::build::{BuildPlan, Built};
+use crate::build::{BuildPlan, Built, EmbeddedAhead};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
-use crate::pipeline::{
-    build_namespace_kept_driven, BuildOptions, KeptFold, PipelineError, Prefill, Progress,
-};
+use crate::pipeline::{build_in_turn, BuildOptions, KeptFold, PipelineError, Prefill, Progress};
 use crate::trace::{CompileReport, TraceError};
 use trajwiki_trace::DeterministicCompiler;
 
@@ -482,11 +480,14 @@ impl<'e> NamespaceHandle<'e> {
     /// folds them into the memory from the kept fold, with the namespace's own build settings
     /// ([`build_config`]).
     ///
-    /// An error means nothing was stored. What could keep the build from running — its model
-    /// not loading, another model's or configuration's memory in the namespace, settings that
-    /// do not parse — is found before the messages are stored, so such an append stores
-    /// nothing; a build that fails once they are stored (a full disk, another writer's change
-    /// in between) is in [`Appended::build`], beside the messages it did not fold in.
+    /// An append with its build is one write transaction (the build lock of the namespace taken
+    /// first): the settings read, the messages stored, the fold's commit and the vector rows
+    /// commit together. An error means nothing was stored. What could keep the build from
+    /// running — its model not loading, another model's or configuration's memory in the
+    /// namespace, settings that do not parse — is found before the messages are stored, so
+    /// such an append stores nothing; a build that fails once they are (a full disk, a panic)
+    /// is undone to its savepoint and reported in [`Appended::build`], beside the messages,
+    /// which are kept.
     pub fn append(
         &self,
         store: &mut Store,
@@ -495,43 +496,79 @@ impl<'e> NamespaceHandle<'e> {
         build: Option<BuildOptions>,
     ) -> Result<Appended, ApiError> {
         let mut writer = self.writer();
-        let ready = match build {
-            Some(options) => Some((self.build_ready(store, options)?, options)),
-            None => None,
+        let Some(options) = build else {
+            let ingest = store.append_messages(via, messages)?;
+            return Ok(Appended {
+                ingest,
+                build: None,
+            });
         };
-        let ingest = store.append_messages(via, messages)?;
-        // The messages are stored: whatever the build does, even panic, the caller is told so.
-        let build = ready.map(|(config, options)| {
-            let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                writer.build(store, &config, options)
-            }));
-            built.unwrap_or_else(|panic| {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(ApiError::Panicked {
-                    step: "the build",
-                    message,
+        let embedder = self.engine.embedder()?;
+        // The messages' vectors are computed before the transaction, which then holds the
+        // store's write lock only while it folds and writes.
+        let texts: Vec<String> = messages
+            .iter()
+            .map(|a| a.message.embedding_text())
+            .collect();
+        let ahead = EmbeddedAhead::new(embedder.as_ref(), &texts)?;
+        let _turn = store.lock_builds(&self.ns)?;
+        let appended =
+            store.write_as_one("appending and building", &[self.ns.as_str()], |store| {
+                let config = self.build_ready(store, embedder.model_id(), options)?;
+                let ingest = store.append_messages(via, messages)?;
+                // The messages are stored: whatever the build does, even panic, they stay and the
+                // caller is told so.
+                let built = store.write_as_one("building", &[], |store| {
+                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let plan = BuildPlan::new(&config, options);
+                        writer.build_now(store, &ahead, &plan)
+                    }));
+                    let built = built.unwrap_or_else(|panic| {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_default();
+                        Err(ApiError::Panicked {
+                            step: "the build",
+                            message,
+                        })
+                    });
+                    // Undone to the savepoint, a build that failed after its commit committed
+                    // nothing: its error is the failure itself.
+                    built.map_err(|e| match e {
+                        ApiError::Pipeline(PipelineError::Unfinished { source, .. }) => {
+                            ApiError::Pipeline(*source)
+                        }
+                        e => e,
+                    })
+                });
+                Ok::<_, ApiError>(Appended {
+                    ingest,
+                    build: Some(built.map(|b| b.report)),
                 })
-            })
-        });
-        Ok(Appended { ingest, build })
+            })?;
+        if matches!(appended.build, Some(Ok(_))) {
+            self.engine.refresh_segment_later(&self.ns);
+        }
+        Ok(appended)
     }
 
-    /// The settings a build of the namespace runs with, once it is known to be able to run:
-    /// the model loads, and the memory, if any, was built with it and these settings (or
+    /// The settings a build of the namespace with `model` runs with, once it is known to be
+    /// able to run: the memory, if any, was built with that model and these settings (or
     /// `options` replace it).
-    fn build_ready(&self, store: &Store, options: BuildOptions) -> Result<MemoryConfig, ApiError> {
-        let embedder = self.engine.embedder()?;
+    fn build_ready(
+        &self,
+        store: &Store,
+        model: &str,
+        options: BuildOptions,
+    ) -> Result<MemoryConfig, ApiError> {
         let built = store.built_with(&self.ns)?;
         let config = stored_config(&self.ns, built.as_ref().map(|(_, c)| c.as_str()))?;
         match built {
-            Some((model, _)) if model != embedder.model_id() && !options.rebuild => Err(
-                PipelineError::built_with_another_model(&self.ns, &model, embedder.model_id())
-                    .into(),
-            ),
+            Some((built, _)) if built != model && !options.rebuild => {
+                Err(PipelineError::built_with_another_model(&self.ns, &built, model).into())
+            }
             _ => Ok(config),
         }
     }
@@ -648,8 +685,7 @@ pub struct Appended {
     /// The messages stored and those found stored already.
     pub ingest: IngestReport,
     /// The build that followed: its report, or why it failed once the messages were stored
-    /// (a [`crate::pipeline::PipelineError::Unfinished`] when the memory was committed and a
-    /// derived file after it was not).
+    /// (the build undone whole, its vector rows with it).
     pub build: Option<Result<BuildReport, ApiError>>,
 }
 
@@ -699,32 +735,48 @@ impl Writer<'_> {
         plan: &BuildPlan<'_>,
     ) -> Result<Built, ApiError> {
         let embedder = self.engine.embedder()?;
+        let _turn = store.lock_builds(self.ns)?;
+        let built = self.build_now(store, embedder.as_ref(), plan)?;
+        if self.engine.segments_inline {
+            if !store.is_read_only() {
+                if let Err(e) = crate::load::refresh_segment(store, self.ns, embedder.as_ref()) {
+                    eprintln!(
+                        "trajwiki: {}: the index segment was not written: {e}",
+                        self.ns
+                    );
+                }
+            }
+        } else {
+            self.engine.refresh_segment_later(self.ns);
+        }
+        Ok(built)
+    }
+
+    /// The build of [`Writer::build_with`], its build lock held by the caller, without the
+    /// segment.
+    fn build_now(
+        &mut self,
+        store: &mut Store,
+        embedder: &dyn Embedder,
+        plan: &BuildPlan<'_>,
+    ) -> Result<Built, ApiError> {
         let (ns, kept) = (self.ns, &mut *self.kept);
         let client = match plan.llm {
             Some(config) => Some(llm_client(store, ns, config.clone())?),
             None => None,
         };
-        let built = crate::build::with_drivers(plan, client.as_ref(), |drivers| {
-            build_namespace_kept_driven(
+        crate::build::with_drivers(plan, client.as_ref(), |drivers| {
+            build_in_turn(
                 store,
                 ns,
-                embedder.as_ref(),
+                embedder,
                 plan.config,
                 plan.options,
                 kept,
                 drivers,
             )
-        })?;
-        if self.engine.segments_inline {
-            if !store.is_read_only() {
-                if let Err(e) = crate::load::refresh_segment(store, ns, embedder.as_ref()) {
-                    eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
-                }
-            }
-        } else {
-            self.engine.refresh_segment_later(ns);
-        }
-        Ok(built)
+        })
+        .map_err(ApiError::from)
     }
 
     /// Deletes the namespace; the kept fold goes with it.

@@ -659,6 +659,20 @@ pub fn build_namespace_kept_driven(
     // build is then done again from where that one left the fold (each retry follows a commit
     // of someone else's).
     let _turn = store.lock_builds(ns)?;
+    build_in_turn(store, ns, embedder, config, options, kept, drivers)
+}
+
+/// [`build_namespace_kept_driven`] for a caller holding the namespace's build lock
+/// ([`Store::lock_builds`]).
+pub(crate) fn build_in_turn(
+    store: &mut Store,
+    ns: &Namespace,
+    embedder: &dyn Embedder,
+    config: &MemoryConfig,
+    options: BuildOptions,
+    kept: &mut Option<KeptFold>,
+    drivers: Drivers<'_>,
+) -> Result<BuildReport, PipelineError> {
     let mut tries = 0;
     loop {
         match build_once(store, ns, embedder, config, options, kept, drivers) {

@@ -47,6 +47,9 @@ pub(crate) struct Pg {
     client: RefCell<postgres::Client>,
     prepared: RefCell<HashMap<String, Prepared>>,
     grown: RefCell<HashMap<Arc<str>, u64>>,
+    /// Whether a transaction is open (SQLite's connection knows it; PostgreSQL's client does
+    /// not say).
+    open: std::cell::Cell<bool>,
 }
 
 /// A statement PostgreSQL prepared, and the table it inserts into (`INSERT INTO t …`).
@@ -268,11 +271,19 @@ pub fn postgres_write_lock(ns: &str) -> (i32, i32) {
     (0x5457_4b49, hash as i32)
 }
 
-/// A transaction: rolled back when dropped without [`commit`](Tx::commit).
+/// A transaction: rolled back when dropped without [`commit`](Tx::commit). One begun while
+/// another is open on the connection (an operation that makes several writes one transaction,
+/// [`Store::write_as_one`](crate::Store::write_as_one)) is a savepoint of it: committing
+/// releases the savepoint, rolling back undoes what was done since it, and the outer
+/// transaction decides.
 pub(crate) struct Tx<'a> {
     db: &'a Db,
     open: bool,
+    nested: bool,
 }
+
+/// The savepoint a nested [`Tx`] is (savepoints of one name stack).
+const NESTED: &str = "trajwiki_nested";
 
 impl std::ops::Deref for Tx<'_> {
     type Target = Db;
@@ -285,29 +296,26 @@ impl std::ops::Deref for Tx<'_> {
 impl Tx<'_> {
     pub(crate) fn commit(mut self) -> SqlResult<()> {
         self.open = false;
-        crate::traffic::ended();
-        let committed = self.db.execute_batch("COMMIT");
-        match (self.db, &committed) {
-            (Db::Postgres(pg), Ok(())) => pg.analyse_grown(),
-            _ => self.db.forget_grown(),
-        }
-        committed
+        self.db.end(true, self.nested)
     }
 
     pub(crate) fn rollback(mut self) -> SqlResult<()> {
         self.open = false;
-        crate::traffic::ended();
-        self.db.forget_grown();
-        self.db.execute_batch("ROLLBACK")
+        self.db.end(false, self.nested)
+    }
+
+    /// Leaves the transaction open past this value's life: the caller ends it with
+    /// [`Db::end`].
+    pub(crate) fn detach(mut self) -> bool {
+        self.open = false;
+        self.nested
     }
 }
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if self.open {
-            crate::traffic::ended();
-            self.db.forget_grown();
-            let _ = self.db.execute_batch("ROLLBACK");
+            let _ = self.db.end(false, self.nested);
         }
     }
 }
@@ -320,6 +328,7 @@ impl Db {
             client: RefCell::new(client),
             prepared: RefCell::new(HashMap::new()),
             grown: RefCell::new(HashMap::new()),
+            open: std::cell::Cell::new(false),
         })))
     }
 
@@ -343,7 +352,61 @@ impl Db {
     }
 
     /// Starts a transaction.
+    /// Whether a transaction is open on this connection.
+    pub(crate) fn in_transaction(&self) -> bool {
+        match self {
+            Db::Sqlite(c) => !c.is_autocommit(),
+            Db::Postgres(pg) => pg.open.get(),
+        }
+    }
+
+    /// Ends the transaction [`begin`](Db::begin) started (`nested`: the savepoint it made).
+    pub(crate) fn end(&self, commit: bool, nested: bool) -> SqlResult<()> {
+        if nested {
+            return match commit {
+                true => self.execute_batch(&format!("RELEASE SAVEPOINT {NESTED}")),
+                false => self.execute_batch(&format!(
+                    "ROLLBACK TO SAVEPOINT {NESTED}; RELEASE SAVEPOINT {NESTED}"
+                )),
+            };
+        }
+        crate::traffic::ended();
+        if let Db::Postgres(pg) = self {
+            pg.open.set(false);
+        }
+        if !commit {
+            self.forget_grown();
+            return self.execute_batch("ROLLBACK");
+        }
+        let committed = self.execute_batch("COMMIT");
+        match (self, &committed) {
+            (Db::Postgres(pg), Ok(())) => pg.analyse_grown(),
+            _ => self.forget_grown(),
+        }
+        // A commit SQLite refused (a busy or full database) leaves the transaction open.
+        if committed.is_err() && self.in_transaction() {
+            let _ = self.execute_batch("ROLLBACK");
+        }
+        committed
+    }
+
+    /// Starts a transaction, or a savepoint of the one open (see [`Tx`]).
     pub(crate) fn begin(&self, how: Begin<'_>) -> SqlResult<Tx<'_>> {
+        if self.in_transaction() {
+            let mut sql = format!("SAVEPOINT {NESTED};");
+            // The namespaces' write locks, for those the outer transaction did not name.
+            if let (Db::Postgres(_), Begin::Write(namespaces)) = (self, how) {
+                for (class, key) in namespaces.iter().map(|ns| postgres_write_lock(ns)) {
+                    sql.push_str(&format!(" SELECT pg_advisory_xact_lock({class}, {key});"));
+                }
+            }
+            self.execute_batch(&sql)?;
+            return Ok(Tx {
+                db: self,
+                open: true,
+                nested: true,
+            });
+        }
         match (self, how) {
             (Db::Sqlite(c), Begin::Write(_)) => c.execute_batch("BEGIN IMMEDIATE")?,
             (Db::Sqlite(c), Begin::Read) => c.execute_batch("BEGIN DEFERRED")?,
@@ -371,9 +434,13 @@ impl Db {
             }
         }
         crate::traffic::begun(matches!(how, Begin::Write(_)));
+        if let Db::Postgres(pg) = self {
+            pg.open.set(true);
+        }
         Ok(Tx {
             db: self,
             open: true,
+            nested: false,
         })
     }
 

@@ -489,6 +489,44 @@ impl Store {
         Ok(tx)
     }
 
+    /// Runs `work` as one write transaction taking the write locks of `namespaces` (see
+    /// [`Begin::Write`](db::Begin)): the writes it makes through this store, each of which
+    /// would otherwise be a transaction of its own, become savepoints of this one, so that they
+    /// commit together or not at all. Committed when `work` returns `Ok`, rolled back when it
+    /// returns `Err` or panics (the panic goes on). Inside another transaction, a savepoint of
+    /// that one.
+    pub fn write_as_one<T, E: From<StoreError>>(
+        &mut self,
+        what: &'static str,
+        namespaces: &[&str],
+        work: impl FnOnce(&mut Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.writable(what)?;
+        let nested = self
+            .conn
+            .begin(db::Begin::Write(namespaces))
+            .ctx(what)?
+            .detach();
+        let done = match self.in_place() {
+            Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self))),
+            Err(e) => Ok(Err(E::from(e))),
+        };
+        match done {
+            Ok(Ok(value)) => {
+                self.conn.end(true, nested).ctx(what)?;
+                Ok(value)
+            }
+            Ok(Err(e)) => {
+                let _ = self.conn.end(false, nested);
+                Err(e)
+            }
+            Err(panic) => {
+                let _ = self.conn.end(false, nested);
+                std::panic::resume_unwind(panic)
+            }
+        }
+    }
+
     /// Whether this connection may write now: [`StoreError::ReadOnly`] on a store opened read
     /// only, [`StoreError::Relocated`] on one whose path no longer leads to it.
     pub(crate) fn writable(&self, what: &'static str) -> Result<()> {

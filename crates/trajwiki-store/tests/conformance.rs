@@ -99,6 +99,7 @@ on_both!(
     rebuild_is_idempotent_and_pages_keep_revisions,
     a_grown_page_stores_the_chunks_it_changed,
     builds_of_one_namespace_take_turns,
+    writes_made_one_commit_together_and_a_failed_part_is_undone_alone,
     changed_immutable_record_is_a_conflict,
     snapshots_and_trajectories_keep_their_order_and_continuation,
     the_embedding_cache_answers_every_hash_asked,
@@ -525,6 +526,63 @@ fn builds_of_one_namespace_take_turns(fresh: Fresh) {
         .expect("the waiting build took the lock once the first let go");
     assert!(held);
     waiter.join().unwrap();
+}
+
+/// A failure of the caller's own, for the tests of [`Store::write_as_one`].
+fn failure(what: &str) -> StoreError {
+    StoreError::Dangling {
+        what: what.to_string(),
+        missing: "nothing".into(),
+    }
+}
+
+/// Writes inside [`Store::write_as_one`] are one transaction: another connection sees none of
+/// them until it returns, all of them after; a part that fails (a nested `write_as_one`)
+/// is undone alone, the rest kept; work that fails or panics leaves nothing.
+fn writes_made_one_commit_together_and_a_failed_part_is_undone_alone(fresh: Fresh) {
+    let mut store = fresh.open();
+    let other = fresh.open();
+    let msgs = messages();
+    let (first, rest) = msgs.split_at(1);
+    let count = |s: &Store| s.namespace_counts(&ns()).unwrap().0;
+    let kept = store.write_as_one("test", &["conf"], |store| {
+        store.ingest_messages("test", first)?;
+        assert_eq!(
+            count(&other),
+            0,
+            "a part was seen before the whole committed"
+        );
+        // A part that fails is undone to its savepoint; the outer work goes on.
+        let failed = store.write_as_one("part", &[], |store| {
+            store.ingest_messages("test", rest)?;
+            Err::<(), StoreError>(failure("a test's failing part"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(count(store), 1, "the failed part's writes were not undone");
+        Ok::<_, StoreError>(())
+    });
+    kept.unwrap();
+    assert_eq!(count(&other), 1);
+    // Work that fails leaves nothing, and the connection takes the next write.
+    let failed = store.write_as_one("test", &["conf"], |store| {
+        store.ingest_messages("test", rest)?;
+        Err::<(), StoreError>(failure("a test's failing work"))
+    });
+    assert!(failed.is_err());
+    assert_eq!(count(&other), 1);
+    // So does work that panics; the panic goes on.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = store.write_as_one("test", &["conf"], |store| {
+            store.ingest_messages("test", rest)?;
+            panic!("a test's panic");
+            #[allow(unreachable_code)]
+            Ok::<(), StoreError>(())
+        });
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(count(&other), 1);
+    store.ingest_messages("test", rest).unwrap();
+    assert_eq!(count(&other), msgs.len() as u64);
 }
 
 /// A page body is stored in chunks, each once: a page that grows by a line gets a revision
