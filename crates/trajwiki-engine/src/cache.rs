@@ -95,6 +95,11 @@ impl<T> BoundedCache<T> {
         gone
     }
 
+    /// Whether a value of `ns` is held (not marking it as used).
+    pub fn holds(&self, ns: &Namespace) -> bool {
+        self.entries.contains_key(ns)
+    }
+
     /// Takes the value of `ns` out of the cache, with its bytes.
     pub fn take(&mut self, ns: &Namespace) -> Option<(Arc<T>, usize)> {
         self.entries.remove(ns).map(|(_, held)| held)

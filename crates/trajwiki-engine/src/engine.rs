@@ -504,50 +504,72 @@ impl<'e> NamespaceHandle<'e> {
             });
         };
         let embedder = self.engine.embedder()?;
+        let phantom = ForgetUnlessSettled {
+            engine: self.engine,
+            ns: &self.ns,
+            settled: false,
+        };
         // The messages' vectors are computed before the transaction, which then holds the
         // store's write lock only while it folds and writes.
         let texts: Vec<String> = messages
             .iter()
             .map(|a| a.message.embedding_text())
             .collect();
-        let ahead = EmbeddedAhead::new(embedder.as_ref(), &texts)?;
+        // A model that panics stores nothing, and says so.
+        let ahead = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            EmbeddedAhead::new(embedder.as_ref(), &texts)
+        }))
+        .map_err(|panic| ApiError::Panicked {
+            step: "embedding the messages",
+            message: panic_message(panic.as_ref()),
+        })??;
         let _turn = store.lock_builds(&self.ns)?;
-        let appended =
-            store.write_as_one("appending and building", &[self.ns.as_str()], |store| {
-                let config = self.build_ready(store, embedder.model_id(), options)?;
-                let ingest = store.append_messages(via, messages)?;
-                // The messages are stored: whatever the build does, even panic, they stay and the
-                // caller is told so.
-                let built = store.write_as_one("building", &[], |store| {
-                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let plan = BuildPlan::new(&config, options);
-                        writer.build_now(store, &ahead, &plan)
-                    }));
-                    let built = built.unwrap_or_else(|panic| {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
-                        Err(ApiError::Panicked {
-                            step: "the build",
-                            message,
-                        })
-                    });
-                    // Undone to the savepoint, a build that failed after its commit committed
-                    // nothing: its error is the failure itself.
-                    built.map_err(|e| match e {
-                        ApiError::Pipeline(PipelineError::Unfinished { source, .. }) => {
-                            ApiError::Pipeline(*source)
-                        }
-                        e => e,
+        let appended = store.write_as_one("appending and building", &[self.ns.as_str()], |store| {
+            let config = self.build_ready(store, embedder.model_id(), options)?;
+            let ingest = store.append_messages(via, messages)?;
+            // The messages are stored: whatever the build does, even panic, they stay and the
+            // caller is told so.
+            let built = store.write_as_one("building", &[], |store| {
+                let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let plan = BuildPlan::new(&config, options);
+                    writer.build_now(store, &ahead, &plan)
+                }));
+                let built = built.unwrap_or_else(|panic| {
+                    Err(ApiError::Panicked {
+                        step: "the build",
+                        message: panic_message(panic.as_ref()),
                     })
                 });
-                Ok::<_, ApiError>(Appended {
-                    ingest,
-                    build: Some(built.map(|b| b.report)),
+                // Undone to the savepoint, a build that failed after its commit committed
+                // nothing: its error is the failure itself.
+                built.map_err(|e| match e {
+                    ApiError::Pipeline(PipelineError::Unfinished { source, .. }) => {
+                        ApiError::Pipeline(*source)
+                    }
+                    e => e,
                 })
-            })?;
+            });
+            // A kept index is taken to the state this transaction leaves, inside it: the
+            // search after the append finds it current, and reads the append's changes
+            // from no one.
+            // (One that fails to, or panics, is left for that search to load.)
+            if built.is_ok() && lock(&self.engine.indexes).holds(&self.ns) {
+                let updated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.index(store).is_ok()
+                }));
+                if updated.ok() != Some(true) {
+                    let forgotten = lock(&self.engine.indexes).take(&self.ns);
+                    drop(forgotten);
+                }
+            }
+            Ok::<_, ApiError>(Appended {
+                ingest,
+                build: Some(built.map(|b| b.report)),
+            })
+        });
+        // Not committed after all: an index kept at the state the transaction would have left
+        // is forgotten (a later commit could reach a state of the same numbers).
+        let appended = phantom.settle(appended)?;
         if matches!(appended.build, Some(Ok(_))) {
             self.engine.refresh_segment_later(&self.ns);
         }
@@ -665,6 +687,32 @@ impl<'e> NamespaceHandle<'e> {
         out: &mut impl std::io::Write,
     ) -> Result<usize, crate::export::ExportError> {
         crate::export::write_memory(store, &self.ns, out)
+    }
+}
+
+/// Forgets the kept index of `ns` when dropped before [`settle`](Self::settle) was told the
+/// transaction committed: an append that failed or panicked after it updated that index inside
+/// its transaction leaves none behind at a state the store never reached.
+struct ForgetUnlessSettled<'a> {
+    engine: &'a Engine,
+    ns: &'a Namespace,
+    settled: bool,
+}
+
+impl ForgetUnlessSettled<'_> {
+    /// `outcome`, the transaction's; the kept index stays only when it committed.
+    fn settle<T, E>(mut self, outcome: Result<T, E>) -> Result<T, E> {
+        self.settled = outcome.is_ok();
+        outcome
+    }
+}
+
+impl Drop for ForgetUnlessSettled<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            let forgotten = lock(&self.engine.indexes).take(self.ns);
+            drop(forgotten);
+        }
     }
 }
 
@@ -815,6 +863,15 @@ fn stored_config(ns: &Namespace, built: Option<&str>) -> Result<MemoryConfig, Ap
         }),
         None => Ok(MemoryConfig::default()),
     }
+}
+
+/// What a caught panic said.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

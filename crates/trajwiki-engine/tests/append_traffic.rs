@@ -2,7 +2,9 @@
 //! entries (transactions, and statements outside one) and write transactions, counted by
 //! `trajwiki_store::traffic` on the appending thread, for an append to a namespace that is built
 //! and searched already (its fold and index kept, as a server's are). The search that follows
-//! is counted too: the kept index takes the append's changes from the store.
+//! is counted too: the append took the kept index to its state inside its transaction, so the
+//! search reads the namespace's state and nothing else (it read the append's changes back, 3
+//! entries, before).
 //!
 //! Before issue 51 the same append entered the store 9 times with 3 write transactions (10 on
 //! PostgreSQL): the settings, the messages, the fold's read, the cache, the commit, the vector
@@ -105,6 +107,12 @@ fn holds_to_the_bound((append, search): (Traffic, Traffic), backend: &str, bound
         "{backend}: one append with build costs more than {bound:?}: {append:?}"
     );
     assert_eq!(search.write_transactions, 0, "{search:?}");
+    // The kept index was taken to the append's state inside its transaction: the search only
+    // reads the namespace's state, finds the index current, and answers.
+    assert_eq!(
+        search.entries, 1,
+        "{backend}: the search after an append: {search:?}"
+    );
 }
 
 #[test]

@@ -96,8 +96,9 @@ fn an_index_is_kept_until_its_namespace_is_written() {
     assert!(!loaded, "the second search uses the kept index");
     assert_eq!(engine.index_cache().0, vec![ns.clone()]);
 
-    // A write through this engine moves the namespace's state: the next search loads again
-    // and finds the new message.
+    // An append with its build through this engine takes the kept index to the state it
+    // leaves, inside its transaction: the next search finds the index current (nothing to
+    // load) and the new messages in it.
     engine
         .with_store(|store| {
             engine
@@ -107,7 +108,7 @@ fn an_index_is_kept_until_its_namespace_is_written() {
         .map(done)
         .unwrap();
     let (loaded, refs) = search(&engine, &ns, "Which breed is Biscuit, a beagle?");
-    assert!(loaded, "a write moved the namespace's index state");
+    assert!(!loaded, "the append brought the kept index up to date");
     assert_eq!(refs.len(), 4, "every message is in reach: {refs:?}");
 
     // A write through another connection (another process) is seen too.
@@ -228,11 +229,16 @@ fn an_index_is_kept_when_it_fits_only_without_its_derivations() {
     assert_eq!(tight.index_cache().0, vec![ns.clone()]);
 }
 
-/// An embedder that panics while `broken` is set: a defect in a build, after the append stored
-/// its messages.
+/// An embedder that panics on a text holding its `poison`: a defect in the model.
 struct Breaking {
     inner: Arc<dyn trajwiki_core::Embedder>,
-    broken: std::sync::atomic::AtomicBool,
+    poison: std::sync::Mutex<Option<&'static str>>,
+}
+
+impl Breaking {
+    fn poison(&self, word: Option<&'static str>) {
+        *self.poison.lock().unwrap() = word;
+    }
 }
 
 impl trajwiki_core::Embedder for Breaking {
@@ -249,8 +255,9 @@ impl trajwiki_core::Embedder for Breaking {
         texts: &[&str],
         kind: trajwiki_core::EmbedKind,
     ) -> Result<trajwiki_core::Embeddings, trajwiki_core::EmbedError> {
-        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
-            panic!("a defect inside the build");
+        let poison = *self.poison.lock().unwrap();
+        if let Some(word) = poison.filter(|w| texts.iter().any(|t| t.contains(w))) {
+            panic!("a defect inside the model, at {word:?}");
         }
         self.inner.embed(texts, kind)
     }
@@ -258,13 +265,15 @@ impl trajwiki_core::Embedder for Breaking {
 
 /// A build that panics after the append stored its messages is an error of the build beside the
 /// stored messages' report, never a lost report (issue 49: a 500 for a stored message, which a
-/// retry without a key stores again); the next build folds them in.
+/// retry without a key stores again); the build is undone to its savepoint and the next build
+/// folds them in. A model that panics on the appended messages themselves, which are embedded
+/// before the append's transaction, stores nothing and says so.
 #[test]
 fn a_build_that_panics_leaves_the_append_reported() {
     let dir = tempfile::tempdir().unwrap();
     let breaking = Arc::new(Breaking {
         inner: load_embedder("hashing-64").unwrap().into(),
-        broken: false.into(),
+        poison: std::sync::Mutex::new(None),
     });
     let engine = Engine::new(
         Store::open(dir.path()).unwrap(),
@@ -278,26 +287,43 @@ fn a_build_that_panics_leaves_the_append_reported() {
         ..BuildOptions::default()
     });
     let handle = engine.namespace(&ns);
+    let stored = || {
+        engine
+            .with_store(|store| Ok::<_, trajwiki_store::StoreError>(store.namespace_counts(&ns)?.0))
+            .unwrap()
+    };
+    // Stored, not built: the build of the next append embeds these inside its transaction.
     engine
-        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[..2]), build))
-        .map(done)
+        .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[..2]), None))
         .unwrap();
-    breaking
-        .broken
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // A model that panics on the appended messages: nothing stored, the append says why.
+    breaking.poison(Some("beagle"));
+    let refused =
+        engine.with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[2..]), build));
+    match refused {
+        Err(ApiError::Panicked { step, message }) => {
+            assert_eq!(step, "embedding the messages");
+            assert!(message.contains("a defect inside the model"), "{message}");
+        }
+        other => panic!("expected the model's panic, got {other:?}"),
+    }
+    assert_eq!(stored(), 2);
+    // A build that panics inside the transaction, after the messages were stored there: the
+    // build is undone, the messages kept and reported.
+    breaking.poison(Some("adopted"));
     let appended = engine
         .with_store(|store| handle.append(store, "test", &messages(&ns, &TALK[2..]), build))
         .unwrap();
     assert_eq!(appended.ingest.added, 2);
     match appended.build {
-        Some(Err(ApiError::Panicked { message, .. })) => {
-            assert!(message.contains("a defect inside the build"), "{message}")
+        Some(Err(ApiError::Panicked { step, message })) => {
+            assert_eq!(step, "the build");
+            assert!(message.contains("a defect inside the model"), "{message}")
         }
         other => panic!("expected the build's panic, got {other:?}"),
     }
-    breaking
-        .broken
-        .store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(stored(), 4);
+    breaking.poison(None);
     let built = engine
         .with_store(|store| {
             handle.build(
