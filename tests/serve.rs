@@ -459,7 +459,10 @@ fn appends_message_by_message_build_what_one_batch_builds() {
     assert!(!loads("demo"), "a write to live made demo load again");
     // The append took live's kept index to the state it left, inside its transaction: the
     // search after it finds the index current.
-    assert!(!loads("live"), "live's index was loaded again after its own append");
+    assert!(
+        !loads("live"),
+        "live's index was loaded again after its own append"
+    );
 
     // The appended messages are searched at once (the server's own write is seen).
     let (status, found) = post(

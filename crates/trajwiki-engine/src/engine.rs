@@ -523,8 +523,7 @@ impl<'e> NamespaceHandle<'e> {
             step: "embedding the messages",
             message: panic_message(panic.as_ref()),
         })??;
-        let _turn = store.lock_builds(&self.ns)?;
-        let appended = store.write_as_one("appending and building", &[self.ns.as_str()], |store| {
+        let appended = store.build_as_one("appending and building", &self.ns, |store| {
             let config = self.build_ready(store, embedder.model_id(), options)?;
             let ingest = store.append_messages(via, messages)?;
             // The messages are stored: whatever the build does, even panic, they stay and the

@@ -7,7 +7,7 @@
 //! entries, before).
 //!
 //! Before issue 51 the same append entered the store 9 times with 3 write transactions (10 on
-//! PostgreSQL): the settings, the messages, the fold's read, the cache, the commit, the vector
+//! PostgreSQL, and a connection opened for the build lock): the settings, the messages, the fold's read, the cache, the commit, the vector
 //! file's state, the cache again and the vector rows, each on its own.
 
 use std::sync::Arc;
@@ -141,10 +141,10 @@ const SQLITE: Traffic = Traffic {
     statements: 0,
 };
 
-/// On PostgreSQL one entry more: the namespace's build lock, a session advisory lock taken on
-/// a connection of its own before the transaction.
+/// On PostgreSQL the same: the namespace's build lock is taken by the transaction itself
+/// (before its write lock), where it was a session lock on a connection of its own.
 const POSTGRES: Traffic = Traffic {
-    entries: 2,
+    entries: 1,
     write_transactions: 1,
     statements: 0,
 };

@@ -55,7 +55,7 @@ pub const LOCK_DIR: &str = "locks";
 
 /// The first key of the PostgreSQL build lock: another than the write lock's
 /// ([`crate::postgres_write_lock`]), whose second key it shares.
-const POSTGRES_BUILD_CLASS: i32 = 0x5457_4b42;
+pub(crate) const POSTGRES_BUILD_CLASS: i32 = 0x5457_4b42;
 
 impl Store {
     /// Waits for, then takes, the build lock of `ns` (see the module docs).
@@ -70,13 +70,9 @@ impl Store {
                 location: crate::pg::redact(&url),
                 reason: format!("cannot connect for a build lock: {e}"),
             })?;
-            let (_, key) = crate::postgres_write_lock(ns.as_str());
-            conn.query_row(
-                "SELECT pg_advisory_lock(?1, ?2)",
-                [POSTGRES_BUILD_CLASS, key],
-                |_| Ok(()),
-            )
-            .ctx("taking a build lock")?;
+            let (class, key) = crate::db::postgres_build_lock(ns.as_str());
+            conn.query_row("SELECT pg_advisory_lock(?1, ?2)", [class, key], |_| Ok(()))
+                .ctx("taking a build lock")?;
             return Ok(BuildLock {
                 held: Held::Postgres(Box::new(conn)),
             });

@@ -256,8 +256,46 @@ pub(crate) enum Begin<'a> {
     /// that the writers of one namespace take turns and those of others go on meanwhile. A write
     /// that names none (content-addressed caches: embeddings) takes no lock on PostgreSQL.
     Write(&'a [&'a str]),
+    /// [`Begin::Write`] that also holds, on PostgreSQL, the build lock of each namespace (the
+    /// advisory lock [`Store::lock_builds`](crate::Store::lock_builds) holds for a session)
+    /// until the end of the transaction: taken before the write locks, as every builder takes
+    /// them, so a build made inside one transaction needs no connection of its own for it.
+    Building(&'a [&'a str]),
     /// Reads that see one state of the store throughout.
     Read,
+}
+
+impl Begin<'_> {
+    /// The advisory locks a PostgreSQL transaction begun so takes, in the one order every
+    /// writer takes them (so that two cannot deadlock): a namespace's build lock (its class
+    /// is the lower) before the write locks.
+    fn postgres_locks(self) -> Vec<(i32, i32)> {
+        let (namespaces, building): (&[&str], bool) = match self {
+            Begin::Write(namespaces) => (namespaces, false),
+            Begin::Building(namespaces) => (namespaces, true),
+            Begin::Read => (&[], false),
+        };
+        let mut keys: Vec<(i32, i32)> = namespaces
+            .iter()
+            .map(|ns| postgres_write_lock(ns))
+            .collect();
+        if building {
+            keys.extend(namespaces.iter().map(|ns| postgres_build_lock(ns)));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+}
+
+/// The advisory lock the builds of namespace `ns` take turns by on PostgreSQL (see
+/// [`Store::lock_builds`](crate::Store::lock_builds)): the write lock's second key, a class of
+/// its own.
+pub(crate) fn postgres_build_lock(ns: &str) -> (i32, i32) {
+    (
+        crate::build_lock::POSTGRES_BUILD_CLASS,
+        postgres_write_lock(ns).1,
+    )
 }
 
 /// The advisory lock a PostgreSQL store's writers of namespace `ns` hold for the length of each
@@ -395,8 +433,8 @@ impl Db {
         if self.in_transaction() {
             let mut sql = format!("SAVEPOINT {NESTED};");
             // The namespaces' write locks, for those the outer transaction did not name.
-            if let (Db::Postgres(_), Begin::Write(namespaces)) = (self, how) {
-                for (class, key) in namespaces.iter().map(|ns| postgres_write_lock(ns)) {
+            if let Db::Postgres(_) = self {
+                for (class, key) in how.postgres_locks() {
                     sql.push_str(&format!(" SELECT pg_advisory_xact_lock({class}, {key});"));
                 }
             }
@@ -408,16 +446,12 @@ impl Db {
             });
         }
         match (self, how) {
-            (Db::Sqlite(c), Begin::Write(_)) => c.execute_batch("BEGIN IMMEDIATE")?,
+            (Db::Sqlite(c), Begin::Write(_) | Begin::Building(_)) => {
+                c.execute_batch("BEGIN IMMEDIATE")?
+            }
             (Db::Sqlite(c), Begin::Read) => c.execute_batch("BEGIN DEFERRED")?,
-            (Db::Postgres(_), Begin::Write(namespaces)) => {
-                // One order for every writer: two that lock the same namespaces cannot deadlock.
-                let mut keys: Vec<(i32, i32)> = namespaces
-                    .iter()
-                    .map(|ns| postgres_write_lock(ns))
-                    .collect();
-                keys.sort_unstable();
-                keys.dedup();
+            (Db::Postgres(_), Begin::Write(_) | Begin::Building(_)) => {
+                let keys = how.postgres_locks();
                 // The transaction and its locks in one round trip (the keys are integers).
                 let mut sql = String::from("BEGIN;");
                 for (class, key) in keys {
@@ -433,7 +467,7 @@ impl Db {
                 self.execute_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?
             }
         }
-        crate::traffic::begun(matches!(how, Begin::Write(_)));
+        crate::traffic::begun(!matches!(how, Begin::Read));
         if let Db::Postgres(pg) = self {
             pg.open.set(true);
         }

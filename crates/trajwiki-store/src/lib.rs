@@ -501,12 +501,33 @@ impl Store {
         namespaces: &[&str],
         work: impl FnOnce(&mut Store) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
+        self.as_one(what, db::Begin::Write(namespaces), work)
+    }
+
+    /// [`Store::write_as_one`] for a build of `ns` inside the transaction: the namespace's build
+    /// lock held throughout, as [`Store::lock_builds`] holds it — on PostgreSQL taken by the
+    /// transaction itself (no connection of its own), before its write lock.
+    pub fn build_as_one<T, E: From<StoreError>>(
+        &mut self,
+        what: &'static str,
+        ns: &trajwiki_core::Namespace,
+        work: impl FnOnce(&mut Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        if self.conn.is_postgres() {
+            return self.as_one(what, db::Begin::Building(&[ns.as_str()]), work);
+        }
+        let _turn = self.lock_builds(ns)?;
+        self.as_one(what, db::Begin::Write(&[ns.as_str()]), work)
+    }
+
+    fn as_one<T, E: From<StoreError>>(
+        &mut self,
+        what: &'static str,
+        how: db::Begin<'_>,
+        work: impl FnOnce(&mut Store) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
         self.writable(what)?;
-        let nested = self
-            .conn
-            .begin(db::Begin::Write(namespaces))
-            .ctx(what)?
-            .detach();
+        let nested = self.conn.begin(how).ctx(what)?.detach();
         let done = match self.in_place() {
             Ok(()) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(self))),
             Err(e) => Ok(Err(E::from(e))),

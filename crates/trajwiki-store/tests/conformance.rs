@@ -99,6 +99,7 @@ on_both!(
     rebuild_is_idempotent_and_pages_keep_revisions,
     a_grown_page_stores_the_chunks_it_changed,
     builds_of_one_namespace_take_turns,
+    a_build_in_one_transaction_takes_its_turn,
     writes_made_one_commit_together_and_a_failed_part_is_undone_alone,
     changed_immutable_record_is_a_conflict,
     snapshots_and_trajectories_keep_their_order_and_continuation,
@@ -534,6 +535,52 @@ fn failure(what: &str) -> StoreError {
         what: what.to_string(),
         missing: "nothing".into(),
     }
+}
+
+/// A build made inside one transaction ([`Store::build_as_one`]) waits for a build that holds
+/// the namespace's lock, and a build waits for it while it runs.
+fn a_build_in_one_transaction_takes_its_turn(fresh: Fresh) {
+    let store = fresh.open();
+    let a = Namespace::new("a").unwrap();
+    let held = store.lock_builds(&a).unwrap();
+    assert!(held.is_held());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let location = fresh.location.clone();
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waiter = std::thread::spawn({
+        let ended = std::sync::Arc::clone(&ended);
+        move || {
+            let mut store = Store::open_existing(&location).unwrap();
+            let ns = Namespace::new("a").unwrap();
+            store
+                .build_as_one("test", &ns, |_| {
+                    tx.send("inside").unwrap();
+                    // Hold the turn a while: the build below waits for it.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    ended.store(true, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap();
+        }
+    });
+    assert!(
+        rx.recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "a build in one transaction did not wait for the held build lock"
+    );
+    drop(held);
+    assert_eq!(
+        rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap(),
+        "inside"
+    );
+    // It holds the lock now: a build waits until its transaction ends.
+    let next = store.lock_builds(&a).unwrap();
+    assert!(next.is_held());
+    assert!(
+        ended.load(std::sync::atomic::Ordering::SeqCst),
+        "a build did not wait for the transaction's turn"
+    );
+    waiter.join().unwrap();
 }
 
 /// Writes inside [`Store::write_as_one`] are one transaction: another connection sees none of
