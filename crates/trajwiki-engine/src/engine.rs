@@ -303,8 +303,7 @@ impl Engine {
         source: &str,
         runs: &[Run],
     ) -> Result<IngestReport, StoreError> {
-        let mut touched: Vec<Namespace> = runs.iter().map(|r| r.namespace.clone()).collect();
-        touched.dedup();
+        let touched: Vec<Namespace> = runs.iter().map(|r| r.namespace.clone()).collect();
         self.writing(&touched, || store.ingest_runs(source, runs))
     }
 
