@@ -236,15 +236,37 @@ impl Memory {
             let parsed =
                 trajwiki_engine::messages::parse_messages(value, ns.as_ref(), MESSAGES, None)
                     .or_raise()?;
-            self.with_store(|store| {
-                let report = self.engine.append(store, source, &parsed).or_raise()?;
-                let mut built = Vec::new();
-                if build {
-                    let messages: Vec<_> = parsed.iter().map(|a| &a.message).collect();
-                    let touched = api::namespaces_of(messages);
-                    built = self.build_in(store, &touched, BuildOptions::default(), None)?;
+            let touched = api::namespaces_of(parsed.iter().map(|a| &a.message));
+            self.with_store(|store| match touched.as_slice() {
+                // One namespace: the messages and their build are one transaction; a build that
+                // fails leaves the messages stored and raises once they are.
+                [ns] if build => {
+                    let appended = self
+                        .engine
+                        .namespace(ns)
+                        .append_configured(
+                            store,
+                            source,
+                            &parsed,
+                            Some(BuildOptions::default()),
+                            Some(&self.config),
+                        )
+                        .or_raise()?;
+                    let built = match appended.build {
+                        Some(built) => vec![built.or_raise()?],
+                        None => Vec::new(),
+                    };
+                    Ok((appended.ingest, built))
                 }
-                Ok((report, built))
+                // Several: stored in one transaction, then each built.
+                _ => {
+                    let report = self.engine.append(store, source, &parsed).or_raise()?;
+                    let mut built = Vec::new();
+                    if build {
+                        built = self.build_in(store, &touched, BuildOptions::default(), None)?;
+                    }
+                    Ok((report, built))
+                }
             })
         })?;
         let mut value = serde_json::json!({

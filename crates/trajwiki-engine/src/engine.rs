@@ -494,6 +494,20 @@ impl<'e> NamespaceHandle<'e> {
         messages: &[Append],
         build: Option<BuildOptions>,
     ) -> Result<Appended, ApiError> {
+        self.append_configured(store, via, messages, build, None)
+    }
+
+    /// [`NamespaceHandle::append`], building with `config` when given instead of the
+    /// namespace's own settings (a Python `Memory` builds with its configuration): a memory
+    /// built otherwise is then the build's error, beside the stored messages.
+    pub fn append_configured(
+        &self,
+        store: &mut Store,
+        via: &str,
+        messages: &[Append],
+        build: Option<BuildOptions>,
+        config: Option<&MemoryConfig>,
+    ) -> Result<Appended, ApiError> {
         let mut writer = self.writer();
         let Some(options) = build else {
             let ingest = store.append_messages(via, messages)?;
@@ -523,13 +537,14 @@ impl<'e> NamespaceHandle<'e> {
             message: panic_message(panic.as_ref()),
         })??;
         let appended = store.build_as_one("appending and building", &self.ns, |store| {
-            let config = self.build_ready(store, embedder.model_id(), options)?;
+            let ready = self.build_ready(store, embedder.model_id(), options)?;
+            let config = config.unwrap_or(&ready);
             let ingest = store.append_messages(via, messages)?;
             // The messages are stored: whatever the build does, even panic, they stay and the
             // caller is told so.
             let built = store.write_as_one("building", &[], |store| {
                 let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let plan = BuildPlan::new(&config, options);
+                    let plan = BuildPlan::new(config, options);
                     writer.build_now(store, &ahead, &plan)
                 }));
                 let built = built.unwrap_or_else(|panic| {
