@@ -928,7 +928,7 @@ fn yes() -> bool {
         ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried request a no-op")),
     request_body = AppendRequest,
     responses((status = 200, description = "Appended and folded into the memory: `{added, unchanged, built}`"),
-        (status = 202, description = "Appended, and what was to follow did not: `{added, unchanged, built?, not_done: {step, code, message}}` (`step` is `build`: the messages are stored, their build was undone whole, its vector rows with it)")))]
+        (status = 202, description = "Appended, and what was to follow did not: `{added, unchanged, not_done: {step, code, message}}` (`step` is `build`: the messages are stored, their build was undone whole, its vector rows with it)")))]
 async fn append(
     State(state): State<Arc<AppState>>,
     Ns(ns): Ns,

@@ -204,18 +204,32 @@ impl Engine {
         }
     }
 
-    /// Writes the index segment of `ns` on a thread of its own when it is due (see
-    /// [`crate::load::refresh_segment`]): after a build, off the caller's path. One thread
-    /// per namespace at a time (a build meanwhile leaves it to the next); what fails is said on
-    /// standard error (the segment is derived state: loads read the records without it).
-    /// Returns the thread, or `None` when none was started.
-    pub fn refresh_segment_later(&self, ns: &Namespace) -> Option<std::thread::JoinHandle<()>> {
+    /// Writes the index segment of `ns` when it is due (see [`crate::load::refresh_segment`]),
+    /// after a build has committed: for an engine [`building once`](Engine::building_once), on
+    /// `store` before this returns; otherwise on a thread of its own, off the caller's path, one
+    /// per namespace at a time (a build meanwhile leaves it to the next). What fails is said on
+    /// standard error: the segment is derived state, and loads read the records without it.
+    pub fn refresh_segment(&self, store: &Store, ns: &Namespace) {
         if self.opened.is_read_only() {
-            return None;
+            return;
         }
-        let embedder = self.embedder().ok()?;
+        let Ok(embedder) = self.embedder() else {
+            return;
+        };
+        let report = |ns: &Namespace, written: Result<_, PipelineError>| {
+            if let Err(e) = written {
+                eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
+            }
+        };
+        if self.segments_inline {
+            report(
+                ns,
+                crate::load::refresh_segment(store, ns, embedder.as_ref()),
+            );
+            return;
+        }
         if !lock(&self.segmenting).insert(ns.clone()) {
-            return None;
+            return;
         }
         let (opened, ns, running) = (
             self.opened.clone(),
@@ -230,22 +244,16 @@ impl Engine {
                 move || {
                     let written = opened
                         .connect()
-                        .map_err(crate::pipeline::PipelineError::from)
+                        .map_err(PipelineError::from)
                         .and_then(|store| {
                             crate::load::refresh_segment(&store, &ns, embedder.as_ref())
                         });
-                    if let Err(e) = written {
-                        eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
-                    }
+                    report(&ns, written);
                     lock(&running).remove(&ns);
                 }
             });
-        match spawned {
-            Ok(handle) => Some(handle),
-            Err(_) => {
-                lock(&running).remove(&ns);
-                None
-            }
+        if spawned.is_err() {
+            lock(&running).remove(&ns);
         }
     }
 
@@ -584,7 +592,7 @@ impl<'e> NamespaceHandle<'e> {
         // is forgotten (a later commit could reach a state of the same numbers).
         let appended = phantom.settle(appended)?;
         if matches!(appended.build, Some(Ok(_))) {
-            self.engine.refresh_segment_later(&self.ns);
+            self.engine.refresh_segment(store, &self.ns);
         }
         Ok(appended)
     }
@@ -798,18 +806,7 @@ impl Writer<'_> {
         let embedder = self.engine.embedder()?;
         let _turn = store.lock_builds(self.ns)?;
         let built = self.build_now(store, embedder.as_ref(), plan)?;
-        if self.engine.segments_inline {
-            if !store.is_read_only() {
-                if let Err(e) = crate::load::refresh_segment(store, self.ns, embedder.as_ref()) {
-                    eprintln!(
-                        "trajwiki: {}: the index segment was not written: {e}",
-                        self.ns
-                    );
-                }
-            }
-        } else {
-            self.engine.refresh_segment_later(self.ns);
-        }
+        self.engine.refresh_segment(store, self.ns);
         Ok(built)
     }
 

@@ -408,7 +408,6 @@ impl Db {
                 )),
             };
         }
-        crate::traffic::ended();
         if let Db::Postgres(pg) = self {
             pg.open.set(false);
         }
@@ -486,7 +485,7 @@ impl Db {
     }
 
     pub(crate) fn prepare(&self, sql: &str) -> SqlResult<Stmt<'_>> {
-        crate::traffic::statement();
+        crate::traffic::statement(self.in_transaction());
         #[cfg(test)]
         recorded::note(sql);
         match self {
@@ -497,7 +496,7 @@ impl Db {
 
     /// [`prepare`](Db::prepare), kept for the next call with the same text.
     pub(crate) fn prepare_cached(&self, sql: &str) -> SqlResult<Stmt<'_>> {
-        crate::traffic::statement();
+        crate::traffic::statement(self.in_transaction());
         #[cfg(test)]
         recorded::note(sql);
         match self {
@@ -507,7 +506,7 @@ impl Db {
     }
 
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> SqlResult<usize> {
-        crate::traffic::statement();
+        crate::traffic::statement(self.in_transaction());
         match self {
             Db::Sqlite(c) => c
                 .prepare_cached(sql)?
@@ -530,7 +529,7 @@ impl Db {
         match self {
             // (PostgreSQL's is counted by `prepare_cached`.)
             Db::Sqlite(c) => {
-                crate::traffic::statement();
+                crate::traffic::statement(self.in_transaction());
                 c.prepare_cached(sql)?
             }
             .query_row(rusqlite::params_from_iter(params.list()), |r| {

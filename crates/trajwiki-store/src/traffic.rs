@@ -22,7 +22,6 @@ pub struct Traffic {
 
 thread_local! {
     static COUNTED: Cell<Traffic> = const { Cell::new(Traffic { entries: 0, write_transactions: 0, statements: 0 }) };
-    static IN_TRANSACTION: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The store traffic `f` caused on this thread (work it hands to other threads is not
@@ -47,25 +46,18 @@ fn add(f: impl FnOnce(&mut Traffic)) {
     });
 }
 
-/// A transaction begins.
+/// A transaction begins (a savepoint of an open one is not counted).
 pub(crate) fn begun(write: bool) {
-    IN_TRANSACTION.with(|t| t.set(true));
     add(|t| {
         t.entries += 1;
         t.write_transactions += u64::from(write);
     });
 }
 
-/// The transaction ended.
-pub(crate) fn ended() {
-    IN_TRANSACTION.with(|t| t.set(false));
-}
-
-/// A statement runs.
-pub(crate) fn statement() {
-    let inside = IN_TRANSACTION.with(Cell::get);
+/// A statement runs, inside a transaction of its connection or on its own.
+pub(crate) fn statement(in_transaction: bool) {
     add(|t| {
         t.statements += 1;
-        t.entries += u64::from(!inside);
+        t.entries += u64::from(!in_transaction);
     });
 }
