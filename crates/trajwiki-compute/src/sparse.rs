@@ -294,6 +294,57 @@ impl Bm25Index {
         top.into_sorted()
     }
 
+    /// The `k` best matching documents among `docs` (distinct ids, any order), scored and
+    /// ordered as [`topk`](Self::topk) scores and orders them: the whole index's ranking with
+    /// every other document left out. Its work is a look-up per document and query term, not
+    /// the query terms' postings, so a small candidate set costs the same however large the
+    /// index grows. Ids past the index are refused.
+    pub fn topk_among(
+        &self,
+        query: &[u32],
+        docs: &[u32],
+        k: usize,
+    ) -> Result<Vec<Hit>, ComputeError> {
+        let n = self.doc_len.len();
+        if let Some(&d) = docs.iter().find(|&&d| d as usize >= n) {
+            return Err(ComputeError::IndexOutOfRange {
+                what: "a candidate document",
+                index: d as u64,
+                len: n,
+            });
+        }
+        let avg_len = bm25_avg_len(self.total_len, n);
+        // Each distinct query term once, in the query's order, with its postings and weight.
+        let terms: Vec<(&[(u32, u32)], f32)> = query
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| !query[..i].contains(t))
+            .filter_map(|(_, t)| self.postings.get(t))
+            .map(|list| (list.as_slice(), bm25_idf(n, list.len())))
+            .collect();
+        let mut top = TopK::new(k);
+        for &d in docs {
+            let mut sum: Option<f32> = None;
+            for &(list, idf) in &terms {
+                if let Ok(at) = list.binary_search_by_key(&d, |p| p.0) {
+                    let w = bm25_term(
+                        idf,
+                        list[at].1,
+                        self.doc_len[d as usize],
+                        avg_len,
+                        self.params,
+                    );
+                    // Added in the query's order, as `each_match` adds them: the same sum.
+                    sum = Some(sum.map_or(w, |s| s + w));
+                }
+            }
+            if let Some(s) = sum {
+                top.push(d, s);
+            }
+        }
+        Ok(top.into_sorted())
+    }
+
     /// [`topk`](Self::topk) for many queries in parallel.
     pub fn topk_batch(&self, queries: &[&[u32]], k: usize) -> Vec<Vec<Hit>> {
         queries.par_iter().map(|q| self.topk(q, k)).collect()
@@ -394,5 +445,42 @@ mod tests {
         for bad in [past, unordered, twice] {
             assert!(Bm25Index::from_parts(index.params(), index.doc_lens().to_vec(), bad).is_err());
         }
+    }
+
+    #[test]
+    fn a_ranking_among_candidates_is_the_whole_ranking_without_the_others() {
+        // Many short documents over few terms: many ties, repeated query terms, a changed
+        // document, and candidates in no order.
+        let mut x = 7u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let docs: Vec<Vec<u32>> = (0..300)
+            .map(|_| (0..next(6)).map(|_| next(12) as u32).collect())
+            .collect();
+        let refs: Vec<&[u32]> = docs.iter().map(Vec::as_slice).collect();
+        let mut index = Bm25Index::build(&refs, Bm25Params::default()).unwrap();
+        index.replace(3, &docs[3], &[4, 4, 9]).unwrap();
+        for round in 0..40 {
+            let query: Vec<u32> = (0..1 + next(4)).map(|_| next(14) as u32).collect();
+            let mut among: Vec<u32> = (0..300).filter(|_| next(3) == 0).collect();
+            among.reverse();
+            let k = if round % 2 == 0 { 5 } else { 300 };
+            let whole: Vec<Hit> = index
+                .topk(&query, 300)
+                .into_iter()
+                .filter(|h| among.contains(&h.0))
+                .take(k)
+                .collect();
+            assert_eq!(
+                index.topk_among(&query, &among, k).unwrap(),
+                whole,
+                "{query:?}"
+            );
+        }
+        assert!(index.topk_among(&[1], &[300], 3).is_err());
     }
 }

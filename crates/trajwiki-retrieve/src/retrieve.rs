@@ -330,6 +330,9 @@ type Lists = (Vec<u32>, Vec<u32>);
 /// A level's dense and BM25 hits (item index and score, best first).
 type ScoredLists = (Vec<Hit>, Vec<Hit>);
 
+/// The trajectories' dense and BM25 hits, each when a search scores it before routing.
+type TrajectoryHits = (Option<Vec<Hit>>, Option<Vec<Hit>>);
+
 /// The rankings of a structured search that depend on the question alone (see `Index::scans`).
 struct Scans {
     /// Pages: dense and BM25 ranks, when the mode routes through the wiki.
@@ -337,9 +340,12 @@ struct Scans {
     /// Trajectories' dense scores, best first, cut at the depth: on the direct path (else they
     /// are scored after routing, over the trajectories the pages reach).
     trajectories: Option<Vec<Hit>>,
-    /// Trajectories' BM25 hits.
-    traj_bm25: Vec<Hit>,
-    /// Snapshots: dense and BM25 ranks.
+    /// Trajectories' BM25 hits, when every trajectory is a candidate (routing through pages,
+    /// they are scored among the routed universe instead: [`Index::bm25_among`]).
+    traj_bm25: Option<Vec<Hit>>,
+    /// Snapshots: dense and BM25 ranks over all of them (also when routing through pages: a
+    /// routed snapshot's rank among all snapshots is what fusion weighs; ranked among the
+    /// routed universe alone, held-out coverage fell, see BENCHMARKS.md).
     snapshots: Lists,
     /// Messages: dense and BM25 hits (message, score), on the direct path.
     messages: Option<ScoredLists>,
@@ -379,6 +385,27 @@ impl Index {
             .unwrap_or_default())
     }
 
+    /// The query's terms in the order a BM25 sum adds them: the order of their text, not of
+    /// their ids (a term's id depends on when the index met it, and a sum's value on the order
+    /// of its terms).
+    fn bm25_order(&self, q_terms: &[u32]) -> Vec<u32> {
+        let mut q_terms = q_terms.to_vec();
+        q_terms.sort_unstable_by(|&a, &b| self.term(a).cmp(self.term(b)));
+        q_terms
+    }
+
+    /// BM25 top-`k` of one query among the documents `docs` of `index`: scored and ordered as
+    /// [`Index::bm25`] scores them, the others left out.
+    fn bm25_among(
+        &self,
+        index: &Bm25Index,
+        q_terms: &[u32],
+        docs: &[u32],
+        k: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        Ok(index.topk_among(&self.bm25_order(q_terms), docs, k)?)
+    }
+
     /// BM25 top-`k` of one query over `index`, on the backend.
     fn bm25(
         &self,
@@ -387,10 +414,7 @@ impl Index {
         k: usize,
         backend: &dyn ScoringBackend,
     ) -> Result<Vec<(u32, f32)>, IndexError> {
-        // Terms in the order of their text, not of their ids: a term's id depends on when the
-        // index met it, and a sum's value on the order of its terms.
-        let mut q_terms = q_terms.to_vec();
-        q_terms.sort_unstable_by(|&a, &b| self.term(a).cmp(self.term(b)));
+        let q_terms = self.bm25_order(q_terms);
         Ok(backend
             .bm25_topk_batch(index, &[&q_terms], k)?
             .into_iter()
@@ -655,16 +679,15 @@ impl Index {
                 .take(config.depth)
                 .collect(),
         };
-        let sparse: Vec<u32> = if everything {
-            scans.traj_bm25.into_iter().map(|h| h.0).collect()
-        } else {
-            scans
-                .traj_bm25
-                .into_iter()
-                .map(|h| h.0)
-                .filter(|t| universe.contains_key(&(*t as usize)))
-                .take(config.depth)
-                .collect()
+        let sparse: Vec<u32> = match scans.traj_bm25 {
+            Some(hits) => hits.into_iter().map(|h| h.0).collect(),
+            None => {
+                let among: Vec<u32> = universe.keys().map(|&t| t as u32).collect();
+                self.bm25_among(&self.traj_bm25, q_terms, &among, config.depth)?
+                    .into_iter()
+                    .map(|h| h.0)
+                    .collect()
+            }
         };
         let d = ranks(&dense);
         // The routed trajectories by their best page's rank, those of one page by their dense
@@ -988,11 +1011,14 @@ impl Index {
             let dense = || self.dense(&self.vectors.pages, qvec, depth, backend);
             both(&dense, &self.page_bm25, depth).map(|hits| Some(ranked(hits)))
         };
-        // Every trajectory is a candidate on the direct path; without it only those the pages
-        // reach, scored after routing. BM25 ranks them all, cut later to the candidates.
-        // Routing through pages, the structured levels are scored inside the routed universe.
-        let direct = direct && self.scores_everything(use_wiki);
-        let trajectories = || -> Result<(Option<Vec<Hit>>, Vec<Hit>), IndexError> {
+        // Routing through pages, the trajectories are scored inside the routed universe, after
+        // routing; else every trajectory is a candidate, ranked here.
+        let everything = self.scores_everything(use_wiki);
+        let direct = direct && everything;
+        let trajectories = || -> Result<TrajectoryHits, IndexError> {
+            if !everything {
+                return Ok((None, None));
+            }
             let bm25_depth = if direct {
                 config.depth.min(n_traj)
             } else {
@@ -1002,7 +1028,7 @@ impl Index {
                 || direct.then(|| self.trajectory_dense(None, qvec, q_entities, config.depth)),
                 || self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend),
             );
-            Ok((dense, sparse?))
+            Ok((dense, Some(sparse?)))
         };
         let snapshots = || -> Result<Lists, IndexError> {
             let depth = self.records.snapshots.len().min(config.depth);
