@@ -60,35 +60,79 @@ impl Memory {
         namespaces
             .iter()
             .map(|ns| {
-                // The callback runs with the interpreter's lock taken for the call; the first
-                // exception it raises is raised once the build is done (a build is not cut
-                // short half way).
-                let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
-                let tell = |p: Progress| {
-                    let Some(callback) = progress else { return };
-                    let mut raised = raised.lock().unwrap_or_else(|e| e.into_inner());
-                    if raised.is_some() {
-                        return;
-                    }
-                    Python::attach(|py| {
-                        let told = (ns.as_str(), p.stage.name(), p.done, p.total);
-                        if let Err(e) = callback.call1(py, told) {
-                            *raised = Some(e);
-                        }
-                    });
-                };
-                let told: Option<&(dyn Fn(Progress) + Sync)> = progress.map(|_| &tell as _);
+                let told = Told::new(progress, ns);
+                let tell = |p: Progress| told.tell(p);
                 let report = self
                     .engine
                     .namespace(ns)
-                    .build_told(store, &self.config, options, told)
-                    .or_raise()?;
-                match raised.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                    Some(e) => Err(e),
-                    None => Ok(report),
-                }
+                    .build_told(store, &self.config, options, told.callback(&tell))
+                    .or_raise();
+                told.finish(report)
             })
             .collect()
+    }
+}
+
+/// A Python progress callback as the engine's `progress`: called as `callback(namespace,
+/// stage, done, total)` with the interpreter's lock taken for the call. The first exception it
+/// raises is raised once the work is done ([`Told::finish`]): the work is not cut short half
+/// way, and the callback is not called again.
+struct Told<'a> {
+    callback: Option<&'a Py<PyAny>>,
+    ns: &'a Namespace,
+    raised: std::sync::Mutex<Option<PyErr>>,
+}
+
+impl<'a> Told<'a> {
+    fn new(callback: Option<&'a Py<PyAny>>, ns: &'a Namespace) -> Self {
+        Told {
+            callback,
+            ns,
+            raised: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn tell(&self, p: Progress) {
+        let Some(callback) = self.callback else {
+            return;
+        };
+        let mut raised = self.raised.lock().unwrap_or_else(|e| e.into_inner());
+        if raised.is_some() {
+            return;
+        }
+        Python::attach(|py| {
+            let told = (self.ns.as_str(), p.stage.name(), p.done, p.total);
+            if let Err(e) = callback.call1(py, told) {
+                *raised = Some(e);
+            }
+        });
+    }
+
+    /// `tell` as the engine takes it: none without a callback.
+    fn callback<'t>(
+        &self,
+        tell: &'t (dyn Fn(Progress) + Sync),
+    ) -> Option<&'t (dyn Fn(Progress) + Sync)> {
+        self.callback.map(|_| tell)
+    }
+
+    /// The work's `result`, unless the callback raised first.
+    fn finish<T>(self, result: PyResult<T>) -> PyResult<T> {
+        let value = result?;
+        match self.raised.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(value),
+        }
+    }
+}
+
+/// Checks that `progress`, when given, is callable.
+fn callable(progress: Option<&Py<PyAny>>, py: Python<'_>) -> PyResult<()> {
+    match progress {
+        Some(callback) if !callback.bind(py).is_callable() => {
+            Err(raise(Kind::Input, "progress: expected a callable"))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -301,11 +345,7 @@ impl Memory {
         vectors: &str,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        if let Some(callback) = &progress {
-            if !callback.bind(py).is_callable() {
-                return Err(raise(Kind::Input, "progress: expected a callable"));
-            }
-        }
+        callable(progress.as_ref(), py)?;
         let chosen = namespace.map(self::namespace).transpose()?;
         let vectors = VectorDtype::parse(vectors).ok_or_else(|| {
             raise(
@@ -586,7 +626,7 @@ impl Memory {
             let parsed = jsonl::parse_runs(Path::new("<runs>"), &lines.join("\n"), ns.as_ref())
                 .or_raise()?;
             self.engine
-                .with_store(|store| self.engine.ingest_runs(store, source, &parsed))
+                .with_store(|store| self.engine.ingest_runs(store, source, &parsed, None))
                 .or_raise()
         })?;
         ingest_report(py, &report)
@@ -594,9 +634,16 @@ impl Memory {
 
     /// Compiles the runs of `namespace`, or of every namespace with runs, into a diagnosis and
     /// at most 3 insights each (the deterministic compiler); returns one report per namespace.
-    /// Compiling again changes nothing.
-    #[pyo3(signature = (namespace = None))]
-    fn compile_runs(&self, py: Python<'_>, namespace: Option<&str>) -> PyResult<Py<PyAny>> {
+    /// Compiling again changes nothing. `progress`, a callable, is called as each run is
+    /// committed with the namespace, `"compiling"`, the runs done and the runs in all.
+    #[pyo3(signature = (namespace = None, progress = None))]
+    fn compile_runs(
+        &self,
+        py: Python<'_>,
+        namespace: Option<&str>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        callable(progress.as_ref(), py)?;
         let chosen = namespace.map(self::namespace).transpose()?;
         let reports = py.detach(|| -> PyResult<_> {
             self.with_store(|store| {
@@ -613,8 +660,14 @@ impl Memory {
                 namespaces
                     .iter()
                     .map(|ns| {
-                        let compiled = self.engine.namespace(ns).compile(store, None).or_raise()?;
-                        Ok(compiled.report)
+                        let told = Told::new(progress.as_ref(), ns);
+                        let tell = |p: Progress| told.tell(p);
+                        let compiled = self
+                            .engine
+                            .namespace(ns)
+                            .compile(store, None, told.callback(&tell))
+                            .or_raise();
+                        told.finish(compiled.map(|c| c.report))
                     })
                     .collect::<PyResult<Vec<_>>>()
             })

@@ -63,6 +63,22 @@ def test_compile_then_first_context_then_descend(memory: trajwiki.Memory) -> Non
     assert [s["external_ref"] for s in left_out["similar"]] == ["heat-2"]
 
 
+def test_compile_tells_each_run_committed(memory: trajwiki.Memory) -> None:
+    told: list[tuple[str, str, int, int]] = []
+    (report,) = memory.compile_runs("kitchen", progress=lambda *p: told.append(p))
+    assert told == [("kitchen", "compiling", done, 3) for done in range(4)]
+    assert report["runs"] == 3
+
+    # An exception the callback raises comes out once the runs are compiled.
+    def fail(*_: object) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        memory.compile_runs(progress=fail)
+    with pytest.raises(trajwiki.InputError, match="progress: expected a callable"):
+        memory.compile_runs(progress=3)
+
+
 def test_grep_runs_exact_and_semantic(memory: trajwiki.Memory) -> None:
     memory.compile_runs()
     hits = memory.grep_runs("facing the MICROWAVE", namespace="kitchen")

@@ -4,7 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use trajwiki::ingest::jsonl;
+use trajwiki::export::Export;
+use trajwiki::Engine;
 use trajwiki_core::Namespace;
 
 use super::output::Output;
@@ -75,20 +76,21 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
         }
         other => other,
     };
-    let mut buf = Vec::new();
-    let n = match what {
-        What::Memory => trajwiki::export::write_memory(&store, &ns, &mut buf)?,
-        What::Runs => {
-            let runs = store.runs(&ns)?;
-            jsonl::write_runs(&mut buf, &runs)?;
-            runs.len()
-        }
-        _ => {
-            let messages = store.messages(&ns)?;
-            jsonl::write_messages(&mut buf, &messages)?;
-            messages.len()
-        }
+    let what = match what {
+        What::Memory => Export::Memory,
+        What::Runs => Export::Runs,
+        What::Auto | What::Messages => Export::Messages,
     };
+    let engine = Engine::for_records(store);
+    let bar = global.bar(0, "exporting");
+    let progress = global.follow(&bar, ns.to_string());
+    let mut buf = Vec::new();
+    let n = engine.with_store(|store| {
+        engine
+            .namespace(&ns)
+            .export(store, what, &mut buf, Some(&progress))
+    })?;
+    bar.finish_and_clear();
     match (&output, &args.output) {
         (Some(output), Some(path)) => {
             output.write(&buf)?;

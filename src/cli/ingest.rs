@@ -94,15 +94,21 @@ pub(crate) fn run(args: &IngestArgs, global: Global) -> anyhow::Result<()> {
         inputs.push((name, records));
     }
     let engine = Engine::for_records(Store::open(&args.store)?);
-    let bar = global.bar(inputs.len() as u64, "ingesting");
+    // One bar that follows each file's records as they are stored.
+    let bar = global.bar(0, "ingesting");
     let mut reports = Vec::new();
-    for (source, records) in &inputs {
+    for (i, (source, records)) in inputs.iter().enumerate() {
+        let which = Global::which(i, inputs.len());
+        let progress = global.follow(&bar, format!("{source}{which}"));
         let report = match records {
-            Records::Messages(m) => engine.with_store(|s| engine.ingest_messages(s, source, m)),
-            Records::Runs(r) => engine.with_store(|s| engine.ingest_runs(s, source, r)),
+            Records::Messages(m) => {
+                engine.with_store(|s| engine.ingest_messages(s, source, m, Some(&progress)))
+            }
+            Records::Runs(r) => {
+                engine.with_store(|s| engine.ingest_runs(s, source, r, Some(&progress)))
+            }
         }
         .with_context(|| format!("ingesting {source}"))?;
-        bar.inc(1);
         reports.push((source, records.kind(), report));
     }
     bar.finish_and_clear();

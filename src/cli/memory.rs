@@ -13,7 +13,7 @@ use trajwiki::api::LoadedModel;
 use trajwiki::compute::CpuScoring;
 use trajwiki::engine::{BuildPlan, Engine, Model, ModelPart};
 use trajwiki::llm::Usage;
-use trajwiki::pipeline::{BuildOptions, Progress};
+use trajwiki::pipeline::BuildOptions;
 use trajwiki::safe::line;
 use trajwiki::store::Store;
 
@@ -202,24 +202,8 @@ pub(crate) fn build_and_report(
     // Model calls and tokens per namespace and phase (the cost table), when a model builds.
     let mut usage = std::collections::BTreeMap::new();
     for (i, ns) in namespaces.iter().enumerate() {
-        let which = if namespaces.len() > 1 {
-            format!(" ({} of {})", i + 1, namespaces.len())
-        } else {
-            String::new()
-        };
-        let shown = std::sync::Mutex::new(None);
-        let progress = |p: Progress| {
-            let mut shown = shown.lock().unwrap_or_else(|e| e.into_inner());
-            if *shown != Some(p.stage) {
-                *shown = Some(p.stage);
-                // A stage that counts nothing shows no bar.
-                global.restyle(&bar, p.stage.unit().is_some());
-                let unit = p.stage.unit().map_or(String::new(), |u| format!(" ({u})"));
-                bar.set_message(format!("{ns}{which}: {}{unit}", p.stage.label()));
-            }
-            bar.set_length(p.total as u64);
-            bar.set_position(p.done as u64);
-        };
+        let which = Global::which(i, namespaces.len());
+        let progress = global.follow(&bar, format!("{ns}{which}"));
         let plan = BuildPlan {
             llm: llm.as_ref(),
             progress: Some(&progress),

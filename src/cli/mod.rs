@@ -205,6 +205,37 @@ impl Global {
         bar
     }
 
+    /// ` (i+1 of n)` for the `i`th of `n` items when there are several, else nothing: which one
+    /// a progress line is at.
+    pub(crate) fn which(i: usize, n: usize) -> String {
+        if n > 1 {
+            format!(" ({} of {n})", i + 1)
+        } else {
+            String::new()
+        }
+    }
+
+    /// An engine operation's `progress` shown on `bar`: `what`, then the stage's words and unit;
+    /// a stage that counts shows a bar with its count, one that counts nothing its time alone.
+    pub(crate) fn follow<'a>(
+        &'a self,
+        bar: &'a ProgressBar,
+        what: String,
+    ) -> impl Fn(trajwiki::pipeline::Progress) + Sync + 'a {
+        let shown = std::sync::Mutex::new(None);
+        move |p| {
+            let mut shown = shown.lock().unwrap_or_else(|e| e.into_inner());
+            if *shown != Some(p.stage) {
+                *shown = Some(p.stage);
+                self.restyle(bar, p.stage.unit().is_some());
+                let unit = p.stage.unit().map_or(String::new(), |u| format!(" ({u})"));
+                bar.set_message(format!("{what}: {}{unit}", p.stage.label()));
+            }
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+        }
+    }
+
     /// Shows `bar` as a bar with counts, or (`counted` false) as its message and the time alone.
     pub(crate) fn restyle(&self, bar: &ProgressBar, counted: bool) {
         let template = if counted {

@@ -148,12 +148,18 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
         global.say("compiling with the deterministic compiler (no language model configured)");
     }
     let engine = Engine::for_records(store);
-    let bar = global.bar(namespaces.len() as u64, "compiling");
+    // One bar that follows each namespace's runs as they are compiled.
+    let bar = global.bar(0, "compiling");
     let mut reports: Vec<CompileReport> = Vec::new();
-    for ns in &namespaces {
-        bar.set_message(format!("compiling {ns}"));
+    for (i, ns) in namespaces.iter().enumerate() {
+        let which = Global::which(i, namespaces.len());
+        let progress = global.follow(&bar, format!("{ns}{which}"));
         let compiled = engine
-            .with_store(|store| engine.namespace(ns).compile(store, llm.as_ref()))
+            .with_store(|store| {
+                engine
+                    .namespace(ns)
+                    .compile(store, llm.as_ref(), Some(&progress))
+            })
             .map_err(|e| stopped(e, &reports))?;
         for (run, why) in &compiled.fell_back {
             global.say(format!(
@@ -162,7 +168,6 @@ fn compile(args: &CompileArgs, global: Global) -> anyhow::Result<()> {
             ));
         }
         reports.push(compiled.report);
-        bar.inc(1);
     }
     bar.finish_and_clear();
     if args.json {

@@ -37,7 +37,9 @@ use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
 use crate::build::{BuildPlan, Built, EmbeddedAhead};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
-use crate::pipeline::{build_in_turn, BuildOptions, KeptFold, PipelineError, Prefill, Progress};
+use crate::pipeline::{
+    build_in_turn, BuildOptions, KeptFold, PipelineError, Prefill, Progress, Stage,
+};
 use crate::trace::{CompileReport, TraceError};
 use trajwiki_trace::DeterministicCompiler;
 
@@ -292,27 +294,35 @@ impl Engine {
     }
 
     /// Ingests `messages`, each at its own position, in one transaction (see
-    /// [`Store::ingest_messages`]) under their namespaces' writer locks.
+    /// [`Store::ingest_messages`]) under their namespaces' writer locks; `progress` hears of the
+    /// messages gone through ([`Stage::Storing`]).
     pub fn ingest_messages(
         &self,
         store: &mut Store,
         source: &str,
         messages: &[SourceMessage],
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
     ) -> Result<IngestReport, StoreError> {
         let touched = api::namespaces_of(messages);
-        self.writing(&touched, || store.ingest_messages(source, messages))
+        let told = Progress::teller(progress, Stage::Storing);
+        self.writing(&touched, || {
+            store.ingest_messages_told(source, messages, &told)
+        })
     }
 
     /// Ingests agent runs in one transaction (see [`Store::ingest_runs`]) under their
-    /// namespaces' writer locks.
+    /// namespaces' writer locks; `progress` hears of the runs gone through
+    /// ([`Stage::Storing`]).
     pub fn ingest_runs(
         &self,
         store: &mut Store,
         source: &str,
         runs: &[Run],
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
     ) -> Result<IngestReport, StoreError> {
         let touched: Vec<Namespace> = runs.iter().map(|r| r.namespace.clone()).collect();
-        self.writing(&touched, || store.ingest_runs(source, runs))
+        let told = Progress::teller(progress, Stage::Storing);
+        self.writing(&touched, || store.ingest_runs_told(source, runs, &told))
     }
 
     /// Runs `write` holding the writer lock of each of `namespaces`, taken in name order (so
@@ -668,6 +678,7 @@ impl<'e> NamespaceHandle<'e> {
                 &self.ns,
                 runs,
                 &DeterministicCompiler,
+                &|_, _| {},
             )?),
             false => None,
         };
@@ -678,14 +689,18 @@ impl<'e> NamespaceHandle<'e> {
     /// [`crate::trace::compile_namespace`]) under the writer lock: with a language model when
     /// `llm` names one (validated; a run whose compilation is not valid is compiled
     /// deterministically, and named in [`Compiled::fell_back`]), else deterministically.
+    /// `progress` hears of each run committed ([`Stage::Compiling`]).
     pub fn compile(
         &self,
         store: &mut Store,
         llm: Option<&trajwiki_llm::LlmConfig>,
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
     ) -> Result<Compiled, TraceError> {
         let _writer = self.writer();
+        let told = Progress::teller(progress, Stage::Compiling);
         let Some(config) = llm else {
-            let report = crate::trace::compile_namespace(store, &self.ns, &DeterministicCompiler)?;
+            let report =
+                crate::trace::compile_namespace(store, &self.ns, &DeterministicCompiler, &told)?;
             return Ok(Compiled {
                 report,
                 fell_back: Vec::new(),
@@ -693,21 +708,24 @@ impl<'e> NamespaceHandle<'e> {
         };
         let client = llm_client(store, &self.ns, config.clone()).map_err(PipelineError::from)?;
         let compiler = crate::llm::compile::LlmCompiler::new(&client);
-        let report = crate::trace::compile_namespace(store, &self.ns, &compiler)?;
+        let report = crate::trace::compile_namespace(store, &self.ns, &compiler, &told)?;
         Ok(Compiled {
             report,
             fell_back: compiler.fallbacks(),
         })
     }
 
-    /// Writes the namespace's memory as JSON lines (see [`crate::export::write_memory`]) and
-    /// returns the number of lines.
+    /// Writes `what` of the namespace as JSON lines (see [`crate::export::write`]) and returns
+    /// the number of lines; `progress` hears of the records written ([`Stage::Exporting`]).
     pub fn export(
         &self,
         store: &Store,
+        what: crate::export::Export,
         out: &mut impl std::io::Write,
+        progress: Option<&(dyn Fn(Progress) + Sync)>,
     ) -> Result<usize, crate::export::ExportError> {
-        crate::export::write_memory(store, &self.ns, out)
+        let told = Progress::teller(progress, Stage::Exporting);
+        crate::export::write(store, &self.ns, what, out, &told)
     }
 }
 

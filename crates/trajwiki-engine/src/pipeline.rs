@@ -556,8 +556,9 @@ pub struct Drivers<'a> {
     pub progress: Option<&'a (dyn Fn(Progress) + Sync)>,
 }
 
-/// Where a build is: its stage and, for a stage that counts, the units done of the total
-/// (texts embedded, messages folded; 0 of 0 for one that counts nothing).
+/// Where a long operation is (a build, an ingest, a compile, an export): its stage and, for a
+/// stage that counts, the units done of the total (texts embedded, messages folded, records
+/// stored or written, runs compiled; 0 of 0 for one that counts nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Progress {
     /// The stage.
@@ -568,7 +569,8 @@ pub struct Progress {
     pub total: usize,
 }
 
-/// A stage of a build, in the order a build passes them.
+/// A stage of a long operation: a build's, in the order a build passes them, then those of an
+/// ingest, a compile and an export (one stage each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
@@ -584,6 +586,12 @@ pub enum Stage {
     Committing,
     /// Bringing the vector file and the approximate index up to date.
     Vectors,
+    /// An ingest storing its records, in one transaction (counts records gone through).
+    Storing,
+    /// Compiling agent runs, each committed as it is compiled (counts runs).
+    Compiling,
+    /// Writing an export (counts records).
+    Exporting,
 }
 
 impl Stage {
@@ -596,6 +604,9 @@ impl Stage {
             Stage::Pages => "pages",
             Stage::Committing => "committing",
             Stage::Vectors => "vectors",
+            Stage::Storing => "storing",
+            Stage::Compiling => "compiling",
+            Stage::Exporting => "exporting",
         }
     }
 
@@ -608,6 +619,9 @@ impl Stage {
             Stage::Pages => "rendering pages",
             Stage::Committing => "committing",
             Stage::Vectors => "vectors",
+            Stage::Storing => "storing",
+            Stage::Compiling => "compiling runs",
+            Stage::Exporting => "exporting",
         }
     }
 
@@ -616,7 +630,24 @@ impl Stage {
         match self {
             Stage::Embedding => Some("texts"),
             Stage::Folding => Some("messages"),
+            Stage::Storing | Stage::Exporting => Some("records"),
+            Stage::Compiling => Some("runs"),
             _ => None,
+        }
+    }
+}
+
+impl Progress {
+    /// `progress`, told of `done` of `total` at `stage`, as a plain `(done, total)` callback
+    /// for a layer below the engine (a no-op without one).
+    pub fn teller<'a>(
+        progress: Option<&'a (dyn Fn(Progress) + Sync)>,
+        stage: Stage,
+    ) -> impl Fn(usize, usize) + Sync + 'a {
+        move |done, total| {
+            if let Some(progress) = progress {
+                progress(Progress { stage, done, total });
+            }
         }
     }
 }

@@ -116,22 +116,25 @@ pub fn compile_namespace(
     store: &mut Store,
     ns: &Namespace,
     compiler: &dyn RunCompiler,
+    told: &dyn Fn(usize, usize),
 ) -> Result<CompileReport, TraceError> {
     let runs = store.runs(ns)?;
     if runs.is_empty() {
         return Err(TraceError::NoRuns(ns.clone()));
     }
-    compile_runs(store, ns, &runs, compiler)
+    compile_runs(store, ns, &runs, compiler, told)
 }
 
 /// Compiles `runs` (of namespace `ns`, already in the store) and commits each compilation with
 /// its insights: the work of these runs, whatever else the namespace holds. A run compiled
 /// before by the same compiler gets the same records again, which the store keeps as they are.
+/// `told(done, total)` hears of each run committed (and of none, first).
 pub fn compile_runs(
     store: &mut Store,
     ns: &Namespace,
     runs: &[trajwiki_core::Run],
     compiler: &dyn RunCompiler,
+    told: &dyn Fn(usize, usize),
 ) -> Result<CompileReport, TraceError> {
     let started = Instant::now();
     let mut report = CompileReport {
@@ -146,6 +149,7 @@ pub fn compile_runs(
         fallbacks: Vec::new(),
         ms: 0,
     };
+    told(0, runs.len());
     for (done, run) in runs.iter().enumerate() {
         let stopped = |source: TraceError| TraceError::Partial {
             namespace: ns.clone(),
@@ -169,6 +173,7 @@ pub fn compile_runs(
             OutcomeClass::Failure => report.failure += 1,
             OutcomeClass::Unknown => report.unknown += 1,
         }
+        told(done + 1, runs.len());
     }
     report.ms = started.elapsed().as_millis();
     Ok(report)

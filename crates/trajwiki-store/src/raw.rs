@@ -14,6 +14,9 @@ use crate::conflict::Differences;
 use crate::error::{Result, SqlContext, StoreError};
 use crate::{fmt_ts, from_json, parse_stored, parse_ts, to_json, Store};
 
+/// How often an ingest tells how far it is, in records.
+const TELL_EVERY: usize = 1_000;
+
 /// What an ingest batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct IngestReport {
@@ -281,11 +284,22 @@ impl Store {
         source: &str,
         messages: &[SourceMessage],
     ) -> Result<IngestReport> {
+        self.ingest_messages_told(source, messages, &|_, _| {})
+    }
+
+    /// [`ingest_messages`](Store::ingest_messages), telling `told(done, total)` the messages
+    /// gone through as it goes (every 1,000 and at the end).
+    pub fn ingest_messages_told(
+        &mut self,
+        source: &str,
+        messages: &[SourceMessage],
+        told: &dyn Fn(usize, usize),
+    ) -> Result<IngestReport> {
         let items: Vec<(Cow<'_, SourceMessage>, Place)> = messages
             .iter()
             .map(|m| (Cow::Borrowed(m), Place::Given))
             .collect();
-        self.write_messages(source, items)
+        self.write_messages(source, items, told)
     }
 
     /// Appends messages in one transaction: each at its own position or after the last of its
@@ -296,14 +310,16 @@ impl Store {
             .iter()
             .map(|a| (Cow::Borrowed(&a.message), a.place))
             .collect();
-        self.write_messages(source, items)
+        self.write_messages(source, items, &|_, _| {})
     }
 
     fn write_messages(
         &mut self,
         source: &str,
         items: Vec<(Cow<'_, SourceMessage>, Place)>,
+        told: &dyn Fn(usize, usize),
     ) -> Result<IngestReport> {
+        let total = items.len();
         let namespaces = batch_namespaces(items.iter().map(|(m, _)| &m.namespace));
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
@@ -311,7 +327,10 @@ impl Store {
         let mut ensured = HashSet::new();
         // The messages of this batch by id, with their content hashes.
         let mut seen: HashMap<MessageId, (SourceMessage, String)> = HashMap::new();
-        for (msg, place) in items {
+        for (done, (msg, place)) in items.into_iter().enumerate() {
+            if done % TELL_EVERY == 0 {
+                told(done, total);
+            }
             let msg = match place {
                 Place::Given => msg,
                 Place::Next => {
@@ -452,6 +471,7 @@ impl Store {
             }
             seen.insert(msg.id.clone(), (msg.into_owned(), hash));
         }
+        told(total, total);
         batch.close(tx, &report)?;
         Ok(report)
     }
@@ -459,13 +479,27 @@ impl Store {
     /// Ingests a batch of agent runs in one transaction, with the same content-addressing rules as
     /// [`ingest_messages`](Store::ingest_messages).
     pub fn ingest_runs(&mut self, source: &str, runs: &[Run]) -> Result<IngestReport> {
+        self.ingest_runs_told(source, runs, &|_, _| {})
+    }
+
+    /// [`ingest_runs`](Store::ingest_runs), telling `told(done, total)` the runs gone through
+    /// as it goes (every 1,000 and at the end).
+    pub fn ingest_runs_told(
+        &mut self,
+        source: &str,
+        runs: &[Run],
+        told: &dyn Fn(usize, usize),
+    ) -> Result<IngestReport> {
         let namespaces = batch_namespaces(runs.iter().map(|r| &r.namespace));
         let tx = self.write_tx("starting an ingest", &namespaces)?;
         let mut report = IngestReport::default();
         let mut batch = Batch::new(source, "runs");
         let mut ensured = HashSet::new();
         let mut seen: HashMap<&RunId, (&Run, String)> = HashMap::new();
-        for run in runs {
+        for (done, run) in runs.iter().enumerate() {
+            if done % TELL_EVERY == 0 {
+                told(done, runs.len());
+            }
             let hash = run.content_hash();
             if let Some((prev, prev_hash)) = seen.get(&run.id) {
                 if *prev_hash != hash {
@@ -527,6 +561,7 @@ impl Store {
                 }
             }
         }
+        told(runs.len(), runs.len());
         batch.close(tx, &report)?;
         Ok(report)
     }

@@ -166,7 +166,11 @@ class Memory:
         namespace: str | None = None,
         source: str = "python",
     ) -> dict[str, Any]: ...
-    def compile_runs(self, namespace: str | None = None) -> list[dict[str, Any]]: ...
+    def compile_runs(
+        self,
+        namespace: str | None = None,
+        progress: Callable[[str, str, int, int], object] | None = None,
+    ) -> list[dict[str, Any]]: ...
     def first_context(
         self,
         task: str,
