@@ -6,6 +6,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than the system's allocator: a cold load decodes a namespace's records into
+/// many small strings on several threads, where glibc's per-thread arenas grow a page range at a
+/// time (BENCHMARKS.md, "The cold load's allocations").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
