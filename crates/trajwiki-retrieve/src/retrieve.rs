@@ -197,8 +197,9 @@ pub struct Ranking {
 /// those the routed pages add (each its `route_per_page` members nearest the question) and the
 /// snapshots to theirs; the messages are every message where the direct routes over raw turns
 /// stay as the safety net (`full`, `latest-snapshot`), else the messages of the evidence.
-/// Without routing (`no-wiki`) it is every trajectory, snapshot and message. (The lexical and
-/// dense scans still read whole levels; see BENCHMARKS.md.)
+/// Without routing (`no-wiki`) it is every trajectory, snapshot and message. (Routing through
+/// pages, the trajectories are scored among the routed ones; the dense and BM25 scans of the
+/// pages, snapshots and messages still read whole levels: see BENCHMARKS.md, item 3.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Candidates {
     /// Wiki pages (the index page excluded).
