@@ -102,6 +102,22 @@ pub struct Wiki {
     /// The stems of the entities with a group: no such keyword is a topic (its page would be
     /// titled as the entity's).
     entity_stems: BTreeSet<String>,
+    /// The trajectories whose state changed since the last [`Wiki::take_pages`] (each one
+    /// [`Wiki::update`]d or [`Wiki::touch`]ed, which also marks every page showing it).
+    changed: BTreeSet<usize>,
+    /// Per page key, the title of each section as last rendered: a section's title is a function
+    /// of the page's head and its members' states alone, so a section whose members and head
+    /// are the same and none of whose members changed keeps it. Not persisted: a resumed wiki
+    /// titles every section again, to the same titles.
+    section_titles: BTreeMap<String, Vec<Option<SectionTitle>>>,
+}
+
+/// A section's title and what it was made from (see `Wiki::section_titles`).
+#[derive(Debug, Clone, PartialEq)]
+struct SectionTitle {
+    head: String,
+    members: Vec<usize>,
+    title: String,
 }
 
 /// The stem an entity's name would have as a keyword ("biscuit"), for a one-word entity.
@@ -240,6 +256,7 @@ impl Wiki {
 
     /// Marks every page showing trajectory `t` for rendering (a claim of `t` changed status).
     pub fn touch(&mut self, t: usize) {
+        self.changed.insert(t);
         if let Some(on) = self.on.get(t) {
             self.dirty_pages.extend(on.iter().cloned());
         }
@@ -500,6 +517,7 @@ impl Wiki {
         lexicon: &Lexicon,
     ) {
         self.section = c.page_target.max(1);
+        self.changed.insert(t);
         while self.on.len() < states.len() {
             self.on.push(BTreeSet::new());
             self.primary.push(None);
@@ -721,21 +739,61 @@ impl Wiki {
         states: &[TrajState],
     ) -> (Vec<(WikiPage, Vec<usize>)>, Vec<PageId>) {
         let dirty = std::mem::take(&mut self.dirty_pages);
+        let changed = std::mem::take(&mut self.changed);
+        let mut titles = std::mem::take(&mut self.section_titles);
         let mut pages: Vec<(WikiPage, Vec<usize>)> = dirty
             .iter()
             .filter_map(|key| {
                 self.pages.get(key).map(|d| {
                     let members = d.linked();
-                    (self.render(ns, states, key, d, &members), members)
+                    let kept = titles.entry(key.clone()).or_default();
+                    let sections = Sections {
+                        kept,
+                        changed: &changed,
+                    };
+                    (self.render(ns, states, key, d, &members, sections), members)
                 })
             })
             .collect();
         pages.sort_by(|(a, _), (b, _)| a.kind.cmp(&b.kind).then(a.id.cmp(&b.id)));
-        let retired = std::mem::take(&mut self.retired)
-            .iter()
-            .map(|key| PageId::derive(ns, key))
-            .collect();
+        let retired: BTreeSet<String> = std::mem::take(&mut self.retired);
+        for key in &retired {
+            titles.remove(key);
+        }
+        self.section_titles = titles;
+        let retired = retired.iter().map(|key| PageId::derive(ns, key)).collect();
         (pages, retired)
+    }
+}
+
+/// A page's kept section titles, and the trajectories changed since they were made.
+struct Sections<'a> {
+    kept: &'a mut Vec<Option<SectionTitle>>,
+    changed: &'a BTreeSet<usize>,
+}
+
+impl Sections<'_> {
+    /// The title of section `i` of a page headed `head`, of `members`: the kept one when it was
+    /// made from the same head and members and none of them changed since, else made again.
+    fn title(&mut self, i: usize, head: &str, states: &[TrajState], members: &[usize]) -> String {
+        if let Some(Some(kept)) = self.kept.get(i) {
+            if kept.head == head
+                && kept.members == members
+                && !members.iter().any(|m| self.changed.contains(m))
+            {
+                return kept.title.clone();
+            }
+        }
+        let title = section_title(head, states, members);
+        if self.kept.len() <= i {
+            self.kept.resize(i + 1, None);
+        }
+        self.kept[i] = Some(SectionTitle {
+            head: head.to_string(),
+            members: members.to_vec(),
+            title: title.clone(),
+        });
+        title
     }
 }
 
@@ -792,6 +850,7 @@ impl Wiki {
         key: &str,
         d: &Draft,
         members: &[usize],
+        mut sections: Sections<'_>,
     ) -> WikiPage {
         let title = if key.starts_with(INDEX) {
             format!(
@@ -909,13 +968,25 @@ impl Wiki {
                 "\n## Facts\n"
             });
             let size = self.section.max(1);
+            let chunks: Vec<&[usize]> = d.members.chunks(size).collect();
+            // Each shown claim into the sections its trajectory is in (in the order shown).
+            let mut sections_of: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+            for (i, section) in chunks.iter().enumerate() {
+                for &ti in *section {
+                    let of = sections_of.entry(ti).or_default();
+                    if of.last() != Some(&i) {
+                        of.push(i);
+                    }
+                }
+            }
+            let mut in_section: Vec<Vec<&ClaimEntry>> = vec![Vec::new(); chunks.len()];
+            for (ti, claim) in &shown {
+                for &i in sections_of.get(ti).map_or(&[][..], Vec::as_slice) {
+                    in_section[i].push(*claim);
+                }
+            }
             let mut any = false;
-            for section in d.members.chunks(size) {
-                let mut lines: Vec<&ClaimEntry> = shown
-                    .iter()
-                    .filter(|(ti, _)| section.contains(ti))
-                    .map(|(_, c)| *c)
-                    .collect();
+            for (i, (section, mut lines)) in chunks.iter().zip(in_section).enumerate() {
                 if lines.is_empty() {
                     continue;
                 }
@@ -923,7 +994,7 @@ impl Wiki {
                 lines.sort_by_key(|c| c.at);
                 body.push_str(&format!(
                     "\n### {}\n",
-                    section_title(&d.head, states, section)
+                    sections.title(i, &d.head, states, section)
                 ));
                 for claim in lines {
                     body.push_str(&claim_line(claim));

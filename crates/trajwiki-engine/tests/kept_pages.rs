@@ -1,0 +1,91 @@
+//! A LoCoMo conversation appended message by message through one engine — its fold and wiki
+//! kept between appends, with what the wiki carries from one render to the next (each page's
+//! section titles) — has the memory of one build over the same messages, pages byte for byte.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use trajwiki_engine::api::load_embedder;
+use trajwiki_engine::export::Export;
+use trajwiki_engine::pipeline::BuildOptions;
+use trajwiki_engine::{Engine, Model};
+use trajwiki_store::{Append, Store};
+
+fn engine(dir: &Path) -> Engine {
+    let model = Model::Loaded(load_embedder("hashing-64").unwrap().into());
+    Engine::new(
+        Store::open(dir).unwrap(),
+        model,
+        Arc::new(trajwiki_compute::CpuScoring),
+        64 << 20,
+    )
+}
+
+#[test]
+fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo/locomo7.json");
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (the shared evaluation data is not checked out)",
+            path.display()
+        );
+        return;
+    }
+    let samples = trajwiki_ingest::locomo::read_locomo(&path).unwrap();
+    // The longest of the first two: its speakers' pages have several sections.
+    let sample = samples
+        .iter()
+        .take(2)
+        .max_by_key(|s| s.messages.len())
+        .unwrap();
+    let ns = &sample.namespace;
+    let flush = BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    };
+    let export = |engine: &Engine| {
+        let mut out = Vec::new();
+        engine
+            .with_store(|s| {
+                engine
+                    .namespace(ns)
+                    .export(s, Export::Memory, &mut out, None)
+            })
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+
+    let live_dir = tempfile::tempdir().unwrap();
+    let live = engine(live_dir.path());
+    for m in &sample.messages {
+        let append = [Append::given(m.clone())];
+        live.with_store(|s| {
+            live.namespace(ns)
+                .append(s, "live", &append, Some(BuildOptions::default()))
+        })
+        .unwrap();
+    }
+    live.with_store(|s| live.namespace(ns).append(s, "live", &[], Some(flush)))
+        .unwrap();
+
+    let once_dir = tempfile::tempdir().unwrap();
+    let once = engine(once_dir.path());
+    once.with_store(|s| once.ingest_messages(s, "once", &sample.messages, None))
+        .unwrap();
+    once.with_store(|s| once.namespace(ns).append(s, "once", &[], Some(flush)))
+        .unwrap();
+
+    let (live, once) = (export(&live), export(&once));
+    assert!(
+        once.lines()
+            .filter(|l| l.contains("\"record\":\"page\""))
+            .count()
+            > 10
+    );
+    assert!(once.contains("\\n### "), "pages with sections");
+    assert!(
+        live == once,
+        "the memory appended message by message differs"
+    );
+}
