@@ -105,16 +105,23 @@ pub struct Wiki {
     /// The trajectories whose state changed since the last [`Wiki::take_pages`] (each one
     /// [`Wiki::update`]d or [`Wiki::touch`]ed, which also marks every page showing it).
     changed: BTreeSet<usize>,
-    /// Per page key, the title of each section as last rendered: a section's title is a function
-    /// of the page's head and its members' states alone, so a section whose members and head
-    /// are the same and none of whose members changed keeps it. Not persisted: a resumed wiki
-    /// titles every section again, to the same titles.
-    section_titles: BTreeMap<String, Vec<Option<SectionTitle>>>,
+    /// Per page key, the titles it was last rendered with: the page's own (of the kinds titled
+    /// from their members) and each section's. A title is a function of the page's head and of
+    /// its members' states alone, so one made from the same head and members, none of which
+    /// changed since, is kept. Not persisted: a resumed wiki makes every title again, the same.
+    titles: BTreeMap<String, Titles>,
 }
 
-/// A section's title and what it was made from (see `Wiki::section_titles`).
+/// The titles a page was last rendered with (see `Wiki::titles`).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Titles {
+    page: Option<Title>,
+    sections: Vec<Option<Title>>,
+}
+
+/// A title and what it was made from.
 #[derive(Debug, Clone, PartialEq)]
-struct SectionTitle {
+struct Title {
     head: String,
     members: Vec<usize>,
     title: String,
@@ -740,18 +747,18 @@ impl Wiki {
     ) -> (Vec<(WikiPage, Vec<usize>)>, Vec<PageId>) {
         let dirty = std::mem::take(&mut self.dirty_pages);
         let changed = std::mem::take(&mut self.changed);
-        let mut titles = std::mem::take(&mut self.section_titles);
+        let mut titles = std::mem::take(&mut self.titles);
         let mut pages: Vec<(WikiPage, Vec<usize>)> = dirty
             .iter()
             .filter_map(|key| {
                 self.pages.get(key).map(|d| {
                     let members = d.linked();
-                    let kept = titles.entry(key.clone()).or_default();
-                    let sections = Sections {
-                        kept,
+                    let kept = Kept {
+                        titles: titles.entry(key.clone()).or_default(),
                         changed: &changed,
+                        states,
                     };
-                    (self.render(ns, states, key, d, &members, sections), members)
+                    (self.render(ns, states, key, d, &members, kept), members)
                 })
             })
             .collect();
@@ -760,40 +767,64 @@ impl Wiki {
         for key in &retired {
             titles.remove(key);
         }
-        self.section_titles = titles;
+        self.titles = titles;
         let retired = retired.iter().map(|key| PageId::derive(ns, key)).collect();
         (pages, retired)
     }
 }
 
-/// A page's kept section titles, and the trajectories changed since they were made.
-struct Sections<'a> {
-    kept: &'a mut Vec<Option<SectionTitle>>,
+/// A page's kept titles, and the trajectories changed since they were made.
+struct Kept<'a> {
+    titles: &'a mut Titles,
     changed: &'a BTreeSet<usize>,
+    states: &'a [TrajState],
 }
 
-impl Sections<'_> {
-    /// The title of section `i` of a page headed `head`, of `members`: the kept one when it was
-    /// made from the same head and members and none of them changed since, else made again.
-    fn title(&mut self, i: usize, head: &str, states: &[TrajState], members: &[usize]) -> String {
-        if let Some(Some(kept)) = self.kept.get(i) {
-            if kept.head == head
-                && kept.members == members
-                && !members.iter().any(|m| self.changed.contains(m))
+impl Kept<'_> {
+    /// `kept` when it was made from `head` and `members` and none of them changed since, else
+    /// `make()`, kept in its place.
+    fn reuse(
+        kept: &mut Option<Title>,
+        changed: &BTreeSet<usize>,
+        head: &str,
+        members: &[usize],
+        make: impl FnOnce() -> String,
+    ) -> String {
+        if let Some(k) = kept {
+            if k.head == head
+                && k.members == members
+                && !members.iter().any(|m| changed.contains(m))
             {
-                return kept.title.clone();
+                return k.title.clone();
             }
         }
-        let title = section_title(head, states, members);
-        if self.kept.len() <= i {
-            self.kept.resize(i + 1, None);
-        }
-        self.kept[i] = Some(SectionTitle {
+        let title = make();
+        *kept = Some(Title {
             head: head.to_string(),
             members: members.to_vec(),
             title: title.clone(),
         });
         title
+    }
+
+    /// The page's title (see [`page_title`]).
+    fn page(&mut self, key: &str, head: &str, members: &[usize]) -> String {
+        let states = self.states;
+        Self::reuse(&mut self.titles.page, self.changed, head, members, || {
+            page_title(key, head, states, members)
+        })
+    }
+
+    /// The title of section `i` (see [`section_title`]).
+    fn section(&mut self, i: usize, head: &str, members: &[usize]) -> String {
+        let sections = &mut self.titles.sections;
+        if sections.len() <= i {
+            sections.resize(i + 1, None);
+        }
+        let states = self.states;
+        Self::reuse(&mut sections[i], self.changed, head, members, || {
+            section_title(head, states, members)
+        })
     }
 }
 
@@ -850,7 +881,7 @@ impl Wiki {
         key: &str,
         d: &Draft,
         members: &[usize],
-        mut sections: Sections<'_>,
+        mut kept: Kept<'_>,
     ) -> WikiPage {
         let title = if key.starts_with(INDEX) {
             format!(
@@ -864,7 +895,7 @@ impl Wiki {
             // A topic page is named by its keyword as written: one page per keyword.
             capitalised(&d.head)
         } else {
-            page_title(key, &d.head, states, members)
+            kept.page(key, &d.head, members)
         };
         let mut keywords: BTreeMap<&str, usize> = BTreeMap::new();
         let mut terms: BTreeSet<&str> = BTreeSet::new();
@@ -992,10 +1023,7 @@ impl Wiki {
                 }
                 any = true;
                 lines.sort_by_key(|c| c.at);
-                body.push_str(&format!(
-                    "\n### {}\n",
-                    sections.title(i, &d.head, states, section)
-                ));
+                body.push_str(&format!("\n### {}\n", kept.section(i, &d.head, section)));
                 for claim in lines {
                     body.push_str(&claim_line(claim));
                     body.push('\n');
