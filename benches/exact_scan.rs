@@ -3,7 +3,7 @@
 //! a batch reads the rows), at query batch 1 and 64, on every core rayon sees. Writes the rows
 //! and queries it scanned as raw little-endian f32 (`rows.f32`, `queries.f32`) into `--out`, so
 //! that `scripts/bench_faiss.py` times faiss `IndexFlatIP` on exactly the same vectors, and
-//! prints one JSON object of median milliseconds per search.
+//! prints one JSON object of median milliseconds per search (and to sketch the f16 rows).
 //!
 //! `cargo bench --bench exact_scan -- --n 250000 --dim 384 --out DIR` (the script runs it).
 //! Not a criterion benchmark: the comparison needs both systems' numbers in one report.
@@ -69,6 +69,11 @@ fn main() -> anyhow::Result<()> {
     let sketch = Sketch::of(&m16);
     let m16s = m16.with_sketch(sketch.view())?;
     let mut report = serde_json::Map::new();
+    // What a load pays to sketch the rows (made at load, not stored).
+    let sketch_ms = median_ms(5, || {
+        std::hint::black_box(Sketch::of(&m16));
+    });
+    report.insert("sketch_f16_ms".into(), sketch_ms.into());
     report.insert("n".into(), n.into());
     report.insert("dim".into(), d.into());
     report.insert("k".into(), k.into());

@@ -184,8 +184,8 @@ fn code_into<T: Copy>(
     Some((scale, err.sqrt(), norm.sqrt()))
 }
 
-/// Codes row `x` into `code` in f32 lanes where the CPU has AVX-512 (detected at run time),
-/// otherwise (and for rows the lanes' error analysis does not cover) in f64, as [`code_row_f64`].
+/// Codes row `x` into `code`: in f32 with AVX-512 where the CPU has it (detected at run time)
+/// and the row suits it, otherwise in f64 ([`code_row_f64`]).
 fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
     if matches!(simd(), Simd::Avx512) {
@@ -195,76 +195,73 @@ fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
             return row;
         }
     }
-    code_row_lanes(x, code).unwrap_or_else(|| code_row_f64(x, code))
+    code_row_f64(x, code)
 }
 
+/// [`code_row_f64`] in f32, 16 lanes at a time; `None` for a row it leaves to the f64 path:
+/// one longer than 2,048, with a value that is not finite, whose sums overflow, or whose
+/// largest value is under 2⁻²⁰ (squares that underflow lose at most `n·2⁻¹⁴⁹` of a sum, far
+/// under the bound's `ROUNDING·|x|` from there on). Codes are rounded half to even.
+///
+/// Each element's error `v − fl(s·q)` is within `u·(|x̂ᵢ| + |eᵢ|)` of the real `eᵢ`
+/// (`u = 2⁻²⁴`), so `|e| ≤ (1 + u)·|e'| + u·|x̂|`, and a sum of `n` squares fused into 16 lanes
+/// is within `(n/16 + 5)·u` of the real one (under 1e-5 up to 2,048 dimensions): the norms
+/// are padded by 1e-5, and the error's norm by 1e-5 and 2e-6 · `|x̂|`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
+#[target_feature(enable = "avx512f")]
 #[allow(unsafe_code)]
 unsafe fn code_row_avx512(x: &[f32], code: &mut [i8]) -> Option<RowCode> {
-    code_row_lanes(x, code)
-}
-
-/// Lanes a row is coded in by [`code_row_lanes`].
-const LANES: usize = 16;
-
-/// [`code_row_f64`] in f32, summed in [`LANES`] lanes that the compiler vectorises; `None`
-/// for a row it leaves to the f64 path: one longer than 2,048, with a value that is not
-/// finite, whose sums overflow, or whose largest value is under 2⁻²⁰ (squares that underflow
-/// lose at most `n·2⁻¹⁴⁹` each sum, far under the bound's `ROUNDING·|x|` from there on).
-///
-/// Each element's error `v − fl(fl(s·q))` is within `u·(|x̂ᵢ| + |eᵢ|)` of the real `eᵢ`
-/// (`u = 2⁻²⁴`), so `|e| ≤ (1 + u)·|e'| + u·|x̂|`, and a sum of `n` squares in `LANES`
-/// lanes is within `(n/LANES + 5)·u` of the real one (under 1e-5 up to 2,048 dimensions):
-/// the norms are padded by 1e-5, and the error's norm by 1e-5 and 2e-6 · `|x̂|`.
-#[inline(always)]
-fn code_row_lanes(x: &[f32], code: &mut [i8]) -> Option<RowCode> {
-    if x.len() > 2048 || x.len() != code.len() {
+    use std::arch::x86_64::*;
+    let n = x.len();
+    if n > 2048 || n != code.len() {
         return None;
     }
-    let mut max = [0f32; LANES];
-    let mut sum_x = [0f32; LANES];
-    let (xs, x_rest) = x.split_at(x.len() - x.len() % LANES);
-    for chunk in xs.chunks_exact(LANES) {
-        for l in 0..LANES {
-            let a = chunk[l].abs();
-            max[l] = if a > max[l] { a } else { max[l] };
-            sum_x[l] += chunk[l] * chunk[l];
+    // The last block's lanes past the row read as zeros: they add nothing to any sum.
+    let blocks = n.div_ceil(16);
+    let mask = |b: usize| -> __mmask16 {
+        let left = n - 16 * b;
+        if left >= 16 {
+            0xFFFF
+        } else {
+            (1u16 << left) - 1
         }
+    };
+    let (xp, cp) = (x.as_ptr(), code.as_mut_ptr());
+    let (mut max, mut sum_x) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    for b in 0..blocks {
+        // SAFETY: the mask keeps the load inside the row.
+        let v = unsafe { _mm512_maskz_loadu_ps(mask(b), xp.add(16 * b)) };
+        max = _mm512_max_ps(max, _mm512_abs_ps(v));
+        sum_x = _mm512_fmadd_ps(v, v, sum_x);
     }
-    for (l, v) in x_rest.iter().enumerate() {
-        max[l] = max[l].max(v.abs());
-        sum_x[l] += v * v;
-    }
-    let max = max.iter().fold(0f32, |m, &v| m.max(v));
-    let norm_x: f32 = sum_x.iter().sum();
+    let max = _mm512_reduce_max_ps(max);
+    let norm_x = _mm512_reduce_add_ps(sum_x);
     // A NaN or ∞ anywhere makes the sum of squares NaN or ∞.
-    if !norm_x.is_finite() || max < 1.0 / 1_048_576.0 {
+    if !norm_x.is_finite() || !max.is_finite() || max < 1.0 / 1_048_576.0 {
         return None;
     }
     let scale = max / 127.0;
-    let inverse = 1.0 / scale;
-    let mut err = [0f32; LANES];
-    let mut norm = [0f32; LANES];
-    let code_one = |v: f32, c: &mut i8, err: &mut f32, norm: &mut f32| {
-        let q = (v * inverse).round_ties_even().clamp(-127.0, 127.0);
-        *c = q as i8;
-        let hat = scale * q;
-        let e = v - hat;
-        *err += e * e;
-        *norm += hat * hat;
-    };
-    let (codes, code_rest) = code.split_at_mut(xs.len());
-    for (chunk, c) in xs.chunks_exact(LANES).zip(codes.chunks_exact_mut(LANES)) {
-        for l in 0..LANES {
-            code_one(chunk[l], &mut c[l], &mut err[l], &mut norm[l]);
-        }
+    let (inverse, scales) = (_mm512_set1_ps(1.0 / scale), _mm512_set1_ps(scale));
+    let (low, high) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+    let (mut err, mut norm) = (_mm512_setzero_ps(), _mm512_setzero_ps());
+    for b in 0..blocks {
+        let m = mask(b);
+        // SAFETY: as above, for the loads and the stores.
+        let v = unsafe { _mm512_maskz_loadu_ps(m, xp.add(16 * b)) };
+        let q = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(v, inverse),
+        );
+        let q = _mm512_min_ps(_mm512_max_ps(q, low), high);
+        unsafe {
+            _mm512_mask_cvtepi32_storeu_epi8(cp.add(16 * b).cast(), m, _mm512_cvtps_epi32(q))
+        };
+        let hat = _mm512_mul_ps(scales, q);
+        let e = _mm512_sub_ps(v, hat);
+        err = _mm512_fmadd_ps(e, e, err);
+        norm = _mm512_fmadd_ps(hat, hat, norm);
     }
-    for (l, (&v, c)) in x_rest.iter().zip(code_rest.iter_mut()).enumerate() {
-        code_one(v, c, &mut err[l], &mut norm[l]);
-    }
-    let err = f64::from(err.iter().sum::<f32>()).sqrt();
-    let norm = f64::from(norm.iter().sum::<f32>()).sqrt();
+    let err = f64::from(_mm512_reduce_add_ps(err)).sqrt();
+    let norm = f64::from(_mm512_reduce_add_ps(norm)).sqrt();
     if !err.is_finite() || !norm.is_finite() {
         return None;
     }
@@ -505,8 +502,16 @@ mod tests {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn rows_coded_in_lanes_bound_their_error_as_tightly_as_in_f64() {
+    fn rows_coded_with_avx512_bound_their_error_as_tightly_as_in_f64() {
+        if !matches!(simd(), Simd::Avx512) {
+            eprintln!("skipped: this CPU has no AVX-512");
+            return;
+        }
+        // SAFETY: the CPU has the features (checked above).
+        #[allow(unsafe_code)]
+        let code_row_avx = |x: &[f32], code: &mut [i8]| unsafe { code_row_avx512(x, code) };
         let mut rng = Rng::new(11);
         for dim in [1, 7, 16, 17, 384, 1000, 2048] {
             let mut rows = unit_rows(&mut rng, 50, dim);
@@ -515,7 +520,7 @@ mod tests {
             }
             for (i, x) in rows.chunks_exact(dim).enumerate() {
                 let (mut lanes, mut wide) = (vec![0i8; dim], vec![0i8; dim]);
-                let coded = code_row_lanes(x, &mut lanes).expect("a unit row codes in lanes");
+                let coded = code_row_avx(x, &mut lanes).expect("a unit row codes in f32");
                 let exact = code_row_f64(x, &mut wide);
                 assert_eq!(lanes, wide, "dim {dim} row {i}: the codes");
                 // The real error's norm, from the codes chosen, in f64.
@@ -534,13 +539,13 @@ mod tests {
                 );
             }
         }
-        // Rows the lanes leave to f64: not finite, tiny, overflowing, too long.
+        // Rows left to f64: not finite, tiny, overflowing, too long.
         let mut code = vec![0i8; 4];
-        assert!(code_row_lanes(&[1.0, f32::NAN, 0.0, 0.0], &mut code).is_none());
-        assert!(code_row_lanes(&[1.0, f32::INFINITY, 0.0, 0.0], &mut code).is_none());
-        assert!(code_row_lanes(&[1e-7, 0.0, 0.0, 0.0], &mut code).is_none());
-        assert!(code_row_lanes(&[3e19, 3e19, 0.0, 0.0], &mut code).is_none());
-        assert!(code_row_lanes(&vec![0.5; 2049], &mut vec![0i8; 2049]).is_none());
+        assert!(code_row_avx(&[1.0, f32::NAN, 0.0, 0.0], &mut code).is_none());
+        assert!(code_row_avx(&[1.0, f32::INFINITY, 0.0, 0.0], &mut code).is_none());
+        assert!(code_row_avx(&[1e-7, 0.0, 0.0, 0.0], &mut code).is_none());
+        assert!(code_row_avx(&[3e19, 3e19, 0.0, 0.0], &mut code).is_none());
+        assert!(code_row_avx(&vec![0.5; 2049], &mut vec![0i8; 2049]).is_none());
     }
 
     #[test]
