@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
 use trajwiki_text::temporal::fmt_day;
@@ -897,35 +898,50 @@ impl Wiki {
         } else {
             kept.page(key, &d.head, members)
         };
-        let mut keywords: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut terms: BTreeSet<&str> = BTreeSet::new();
-        let mut items: BTreeMap<String, u32> = BTreeMap::new();
+        // Counted in hash maps, then ordered: the members of a large page hold many times the
+        // distinct words they count.
+        let mut keywords: FxHashMap<&str, usize> = FxHashMap::default();
+        let mut terms: FxHashSet<&str> = FxHashSet::default();
+        let mut items: FxHashMap<&str, u32> = FxHashMap::default();
+        let family = key.strip_prefix(INVENTORY);
         for &ti in members {
             let s = &states[ti];
             for k in &s.features.keywords {
                 *keywords.entry(k.as_str()).or_default() += 1;
             }
             terms.extend(s.features.terms.iter().map(String::as_str));
-            let family = key.strip_prefix(INVENTORY);
             for (item, f) in &s.items {
                 if family.is_none_or(|fam| fam == f) {
-                    *items.entry(item.clone()).or_default() += 1;
+                    *items.entry(item.as_str()).or_default() += 1;
                 }
             }
             if family.is_none_or(|f| f == "counts") {
                 for cnt in &s.counts {
-                    *items.entry(cnt.clone()).or_default() += 1;
+                    *items.entry(cnt.as_str()).or_default() += 1;
                 }
             }
         }
         let mut top: Vec<(&str, usize)> = keywords.into_iter().collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        top.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
+        let mut terms: Vec<&str> = terms.into_iter().collect();
+        terms.sort_unstable();
         let terms: Vec<String> = terms.into_iter().take(48).map(str::to_string).collect();
+        let mut items: Vec<(&str, u32)> = items.into_iter().collect();
+        items.sort_unstable();
         let items: Vec<ItemCount> = items
             .into_iter()
-            .map(|(item, count)| ItemCount { item, count })
+            .map(|(item, count)| ItemCount {
+                item: item.to_string(),
+                count,
+            })
             .collect();
+        // An inventory page's items as its claims are matched against them.
+        let items_lower: Vec<String> = if key.starts_with(INVENTORY) {
+            items.iter().map(|i| i.item.to_lowercase()).collect()
+        } else {
+            Vec::new()
+        };
 
         let mut body = format!("# {title}\n");
         let entity = key.strip_prefix(ENTITY);
@@ -940,7 +956,7 @@ impl Wiki {
             }
             if key.starts_with(INVENTORY) {
                 let text = claim.draft.text.to_lowercase();
-                return items.iter().any(|i| text.contains(&i.item.to_lowercase()));
+                return items_lower.iter().any(|i| text.contains(i.as_str()));
             }
             !key.starts_with(INDEX)
         };
