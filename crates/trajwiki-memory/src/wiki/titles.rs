@@ -10,9 +10,10 @@
 //! (unless it names an activity), an adverb, a filler or a generic term is no topic, and a
 //! title carries no count.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use trajwiki_text::lexicon::{
     contains, FILLER, GENERIC_TERMS, ITEM_FAMILIES, NAME_CONNECTORS, SURFACE_STOPS,
 };
@@ -236,22 +237,39 @@ fn topics(
     source: Source<'_>,
     taken: &Stems,
 ) -> Vec<String> {
-    let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
-    // Phrase → its topic when it is one and free; keyword surface → whether it is.
-    let mut phrases: HashMap<&str, Option<String>> = HashMap::new();
-    let mut surfaces: HashMap<&str, bool> = HashMap::new();
+    // Each topic once, by number: `names[i]`, tallied in `tally[i]`.
+    let mut names: Vec<String> = Vec::new();
+    let mut numbers: FxHashMap<String, u32> = FxHashMap::default();
+    let mut tally: Vec<Tally> = Vec::new();
+    let mut number = |topic: String| -> u32 {
+        *numbers.entry(topic).or_insert_with_key(|topic| {
+            names.push(topic.clone());
+            (names.len() - 1) as u32
+        })
+    };
+    // Phrase → its topic when it is one and free; keyword surface → its topic when it is one.
+    let mut phrases: FxHashMap<&str, Option<u32>> = FxHashMap::default();
+    let mut surfaces: FxHashMap<&str, Option<u32>> = FxHashMap::default();
     let judge = |p: &str| topic_phrase(p).filter(|p| taken.free(p));
+    // A member's topics and their weights: a few, looked up in place.
+    let mut mine: Vec<(u32, usize)> = Vec::new();
+    let add = |mine: &mut Vec<(u32, usize)>, topic: u32, weight: usize| match mine
+        .iter_mut()
+        .find(|(t, _)| *t == topic)
+    {
+        Some((_, w)) => *w += weight,
+        None => mine.push((topic, weight)),
+    };
     for (at, &m) in members.iter().enumerate() {
         let t = &states[m];
-        let mut mine: BTreeMap<String, usize> = BTreeMap::new();
+        mine.clear();
         if let Source::Facet(tag) = source {
             for f in t.features.facets.iter().filter(|f| f.tag == tag) {
-                if let Some(p) = phrases
+                let topic = *phrases
                     .entry(&f.value)
-                    .or_insert_with(|| judge(&f.value))
-                    .clone()
-                {
-                    *mine.entry(p).or_default() += 1;
+                    .or_insert_with(|| judge(&f.value).map(&mut number));
+                if let Some(topic) = topic {
+                    add(&mut mine, topic, 1);
                 }
             }
         }
@@ -261,20 +279,27 @@ fn topics(
                 Source::Facet(_) => false,
                 Source::All => true,
             };
-            let p = wanted.then(|| phrases.entry(item).or_insert_with(|| judge(item)).clone());
-            if let Some(p) = p.flatten() {
-                *mine.entry(p).or_default() += 2;
+            if !wanted {
+                continue;
+            }
+            let topic = *phrases
+                .entry(item)
+                .or_insert_with(|| judge(item).map(&mut number));
+            if let Some(topic) = topic {
+                add(&mut mine, topic, 2);
             }
         }
         if matches!(source, Source::All) {
             // The words of the trajectory's exact terms and of its facet values.
-            let mut said: Option<(HashSet<String>, HashSet<String>)> = None;
+            let mut said: Option<(FxHashSet<String>, FxHashSet<String>)> = None;
             for k in &t.features.keywords {
-                let Some(surface) = t.surfaces.get(k).filter(|s| {
-                    *surfaces
-                        .entry(s.as_str())
-                        .or_insert_with(|| topic_word(s) && taken.free(s))
-                }) else {
+                let Some(surface) = t.surfaces.get(k) else {
+                    continue;
+                };
+                let topic = *surfaces.entry(surface.as_str()).or_insert_with(|| {
+                    (topic_word(surface) && taken.free(surface)).then(|| number(surface.clone()))
+                });
+                let Some(topic) = topic else {
                     continue;
                 };
                 let (terms, facets) = said.get_or_insert_with(|| {
@@ -285,20 +310,32 @@ fn topics(
                 });
                 let bonus =
                     usize::from(terms.contains(surface)) + usize::from(facets.contains(surface));
-                let weight = mine.entry(surface.clone()).or_default();
-                *weight = (*weight).max(1 + bonus);
+                match mine.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, w)) => *w = (*w).max(1 + bonus),
+                    None => mine.push((topic, 1 + bonus)),
+                }
             }
         }
-        for (p, weight) in mine {
-            let e = tally.entry(p).or_insert(Tally {
-                score: 0,
-                first: at,
-            });
+        for &(topic, weight) in &mine {
+            if tally.len() <= topic as usize {
+                tally.resize_with(topic as usize + 1, || Tally {
+                    score: 0,
+                    first: usize::MAX,
+                });
+            }
+            let e = &mut tally[topic as usize];
+            if e.first == usize::MAX {
+                e.first = at;
+            }
             e.score += weight;
         }
     }
-    let mut ranked: Vec<(String, Tally)> = tally.into_iter().collect();
-    ranked.sort_by(|(a, x), (b, y)| {
+    let mut ranked: Vec<(&String, &Tally)> = names
+        .iter()
+        .zip(&tally)
+        .filter(|(_, t)| t.score > 0)
+        .collect();
+    ranked.sort_unstable_by(|(a, x), (b, y)| {
         (y.score, x.first, b.len())
             .cmp(&(x.score, y.first, a.len()))
             .then(a.cmp(b))
@@ -309,15 +346,15 @@ fn topics(
         if chosen.len() == TOPICS {
             break;
         }
-        if !chosen.iter().any(|c| overlap(c, &p)) {
-            chosen.push(p);
+        if !chosen.iter().any(|c| overlap(c, p)) {
+            chosen.push(p.clone());
         }
     }
     chosen
 }
 
 /// The words of `values`, normalised.
-fn words_of<'a>(values: impl Iterator<Item = &'a String>) -> HashSet<String> {
+fn words_of<'a>(values: impl Iterator<Item = &'a String>) -> FxHashSet<String> {
     values
         .flat_map(|v| words(v).into_iter().map(|(_, w)| norm(w)))
         .collect()
