@@ -29,7 +29,7 @@ use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{Embedder, Namespace};
-use trajwiki_retrieve::{Derived, Index, MessageVectors, SharedRows, StoredIndex};
+use trajwiki_retrieve::{Derived, Index, MessageVectors, SharedRows, SharedSketch, StoredIndex};
 use trajwiki_store::{SegmentHeader, Store, StoreError};
 
 use crate::pipeline::{embed_read, PipelineError};
@@ -113,7 +113,22 @@ pub fn load_segment(
         |e: &dyn std::fmt::Display| Unused::Because(format!("{}: {e}", segment.path.display()));
     let (rows, rest): (Rows, &[u8]) =
         postcard::take_from_bytes(&segment.payload).map_err(|e| damaged(&e))?;
-    let (stored, rest) = StoredIndex::decode(rest, ns).map_err(|e| damaged(&e))?;
+    let t1 = Instant::now();
+    let shared = shared_rows(store, ns, model, dim, &rows)?;
+    let mut vectors_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    // The shared rows are sketched while the records decode.
+    let (stored, (sketch, sketch_ms)) = rayon::join(
+        || StoredIndex::decode(rest, ns),
+        || {
+            let t = Instant::now();
+            let sketch = shared
+                .mapped
+                .as_ref()
+                .and_then(|m| MessageVectors::sketch_shared(m));
+            (sketch, t.elapsed().as_secs_f64() * 1000.0)
+        },
+    );
+    let (stored, rest) = stored.map_err(|e| damaged(&e))?;
     if !rest.is_empty() || stored.dim() != dim {
         return Err(damaged(
             &"bytes past the stored index, or another dimension",
@@ -128,10 +143,10 @@ pub fn load_segment(
     if stored.messages().is_empty() {
         return Err(damaged(&"it holds no messages"));
     }
-    let mut t_segment = t0.elapsed().as_secs_f64() * 1000.0;
+    let mut t_segment = t0.elapsed().as_secs_f64() * 1000.0 - vectors_ms;
     let t1 = Instant::now();
-    let (vectors, embedded) = message_vectors(store, ns, embedder, &stored, &rows)?;
-    let vectors_ms = t1.elapsed().as_secs_f64() * 1000.0;
+    let (vectors, embedded) = message_vectors(store, embedder, &stored, &rows, shared, sketch)?;
+    vectors_ms += t1.elapsed().as_secs_f64() * 1000.0;
     let t2 = Instant::now();
     // The lexicon's counts go with the index (an index takes appends in place only with them),
     // even for a caller that keeps nothing: they are let go of with it.
@@ -150,6 +165,7 @@ pub fn load_segment(
     let mut stages = BTreeMap::new();
     stages.insert("segment".to_string(), t_segment);
     stages.insert("vectors".to_string(), vectors_ms);
+    stages.insert("message sketch (beside segment)".to_string(), sketch_ms);
     let mut rowids = rows.rowids;
     let mut cursor = header.cursor;
     let mut embedded = embedded;
@@ -192,19 +208,26 @@ pub fn load_segment(
     })
 }
 
-/// The message vectors of a stored index as the load that stored it had them: the vector
-/// file's first `rows.shared` rows (in ingest order), the rest embedded through the cache.
-fn message_vectors(
+/// The vector file's rows a stored index's messages share, mapped, with the map between
+/// them and the index's messages.
+struct Shared {
+    /// Row `r` (ingest order) is message `by_rowid[r]` (index order).
+    by_rowid: Vec<u32>,
+    /// Message `i`'s row.
+    row_of: Vec<u32>,
+    /// The vector file's first `rows.shared` rows, when it serves some.
+    mapped: Option<MappedRows>,
+}
+
+/// [`Shared`] for `rows`: the vector file mapped as the load that stored them had it.
+fn shared_rows(
     store: &Store,
     ns: &Namespace,
-    embedder: &dyn Embedder,
-    stored: &StoredIndex,
+    model: &str,
+    dim: usize,
     rows: &Rows,
-) -> Result<(MessageVectors, usize), Unused> {
-    let model = embedder.model_id();
-    let dim = embedder.dim();
+) -> Result<Shared, Unused> {
     let n = rows.rowids.len();
-    // Row r (ingest order) is message by_rowid[r] (index order).
     let mut by_rowid: Vec<u32> = (0..n as u32).collect();
     by_rowid.sort_unstable_by_key(|&i| rows.rowids[i as usize]);
     if by_rowid
@@ -236,7 +259,31 @@ fn message_vectors(
         }
         Some(MappedRows::first(mapped, dim, shared).ok_or_else(out_of_step)?)
     };
-    let texts: Vec<String> = by_rowid[shared..]
+    Ok(Shared {
+        by_rowid,
+        row_of,
+        mapped,
+    })
+}
+
+/// The message vectors of a stored index as the load that stored it had them: the vector
+/// file's first `rows.shared` rows (in ingest order: `shared`, sketched as `sketch`), the rest
+/// embedded through the cache.
+fn message_vectors(
+    store: &Store,
+    embedder: &dyn Embedder,
+    stored: &StoredIndex,
+    rows: &Rows,
+    shared: Shared,
+    sketch: Option<SharedSketch>,
+) -> Result<(MessageVectors, usize), Unused> {
+    let dim = embedder.dim();
+    let Shared {
+        by_rowid,
+        row_of,
+        mapped,
+    } = shared;
+    let texts: Vec<String> = by_rowid[rows.shared as usize..]
         .iter()
         .map(|&i| stored.messages()[i as usize].embedding_text())
         .collect();
@@ -246,13 +293,14 @@ fn message_vectors(
     // The approximate index is the one a load attaches when the file is as the segment saw it.
     let ann = mapped
         .as_ref()
-        .filter(|m| m.info().rows == shared)
+        .filter(|m| m.info().rows == rows.shared as usize)
         .and_then(|m| approximate_index(m, dim));
-    let mut vectors = MessageVectors::new(
+    let mut vectors = MessageVectors::with_sketch(
         dim,
         mapped.map(|m| Box::new(m) as Box<dyn SharedRows>),
         tail,
         row_of,
+        sketch,
     )
     .map_err(|e| Unused::Because(e.to_string()))?;
     if let Some(ann) = ann {

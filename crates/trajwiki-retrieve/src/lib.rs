@@ -40,4 +40,4 @@ pub use index::{Index, IndexError, LevelTexts, LevelVectors, MessageSide, Namesp
 pub use render::Context;
 pub use retrieve::{Candidates, Mode, PathItem, Ranking, Rerank, Reranked, RetrievalConfig};
 pub use stored::StoredIndex;
-pub use vectors::{MessageVectors, SharedRows};
+pub use vectors::{MessageVectors, SharedRows, SharedSketch};

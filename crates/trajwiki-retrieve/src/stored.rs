@@ -469,23 +469,24 @@ impl StoredIndex {
             (*section, after) = rest.split_at(len);
         }
         let [messages, snapshots, claims, trajectories, rest] = sections;
-        // The sections are read side by side.
-        let ((messages, snapshots), ((claims, trajectories), rest)) = rayon::join(
-            || {
-                rayon::join(
-                    || decode_messages(messages, ns),
-                    || whole::<Vec<Snapshot>>(snapshots),
-                )
-            },
+        // The sections are read side by side, the longest (the rest, then the snapshots) first,
+        // so that the last to start are short.
+        let (rest, ((snapshots, messages), (trajectories, claims))) = rayon::join(
+            || whole::<In>(rest),
             || {
                 rayon::join(
                     || {
                         rayon::join(
-                            || decode_claims(claims, ns),
-                            || decode_trajectories_and_pages(trajectories, ns),
+                            || whole::<Vec<Snapshot>>(snapshots),
+                            || decode_messages(messages, ns),
                         )
                     },
-                    || whole::<In>(rest),
+                    || {
+                        rayon::join(
+                            || decode_trajectories_and_pages(trajectories, ns),
+                            || decode_claims(claims, ns),
+                        )
+                    },
                 )
             },
         );

@@ -28,6 +28,10 @@ pub trait SharedRows: Send + Sync {
     }
 }
 
+/// The int8 sketch of a namespace's shared message rows, made apart from its vectors
+/// ([`MessageVectors::sketch_shared`]).
+pub struct SharedSketch(Sketch);
+
 /// The message vectors of one namespace.
 pub struct MessageVectors {
     dim: usize,
@@ -65,6 +69,34 @@ impl MessageVectors {
         row_of: Vec<u32>,
     ) -> Result<Self, IndexError> {
         Self::made(dim, shared, tail, row_of, |view| Ok(sketch_if_long(view)))
+    }
+
+    /// [`MessageVectors::new`] with the shared rows' sketch made beforehand, beside other work,
+    /// by [`MessageVectors::sketch_shared`] of the same rows: the same vectors. A sketch of
+    /// another number of rows or dimension is made again.
+    pub fn with_sketch(
+        dim: usize,
+        shared: Option<Box<dyn SharedRows>>,
+        tail: Vec<f32>,
+        row_of: Vec<u32>,
+        sketch: Option<SharedSketch>,
+    ) -> Result<Self, IndexError> {
+        Self::made(dim, shared, tail, row_of, |view| {
+            Ok(match sketch {
+                Some(SharedSketch(sketch))
+                    if sketch.rows() == view.rows() && sketch.view().dim() == view.dim() =>
+                {
+                    Some(sketch)
+                }
+                _ => sketch_if_long(view),
+            })
+        })
+    }
+
+    /// The sketch [`MessageVectors::new`] makes of `shared` rows (`None` for rows it does not
+    /// sketch), for [`MessageVectors::with_sketch`].
+    pub fn sketch_shared(shared: &dyn SharedRows) -> Option<SharedSketch> {
+        sketch_if_long(&shared.view()).map(SharedSketch)
     }
 
     /// These vectors after the shared rows grew at their end (a build wrote the rows of the
@@ -303,5 +335,54 @@ impl MessageVectors {
         }
         hits.truncate(k);
         Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trajwiki_compute::synthetic::{unit_rows, Rng};
+    use trajwiki_compute::CpuScoring;
+
+    use super::*;
+    use crate::index::SKETCH_MIN_ROWS;
+
+    /// f32 rows held in memory, shared as a vector file's would be.
+    struct Held(Vec<f32>, usize);
+
+    impl SharedRows for Held {
+        fn view(&self) -> MatrixView<'_> {
+            MatrixView::f32(&self.0, self.1).expect("whole rows")
+        }
+    }
+
+    #[test]
+    fn a_sketch_made_beside_is_the_sketch_made_in_line() {
+        let (dim, n) = (8, SKETCH_MIN_ROWS + 5);
+        let mut rng = Rng::new(3);
+        let rows = unit_rows(&mut rng, n, dim);
+        let order: Vec<u32> = (0..n as u32).collect();
+        let shared = |rows: &[f32]| Some(Box::new(Held(rows.to_vec(), dim)) as Box<dyn SharedRows>);
+        let in_line = MessageVectors::new(dim, shared(&rows), Vec::new(), order.clone()).unwrap();
+        let beside = MessageVectors::sketch_shared(&Held(rows.clone(), dim));
+        assert!(beside.is_some(), "rows enough to be sketched");
+        let made =
+            MessageVectors::with_sketch(dim, shared(&rows), Vec::new(), order.clone(), beside)
+                .unwrap();
+        // A sketch of fewer rows is not taken for theirs: it is made again.
+        let short = MessageVectors::sketch_shared(&Held(rows[..(n - 1) * dim].to_vec(), dim));
+        let remade =
+            MessageVectors::with_sketch(dim, shared(&rows), Vec::new(), order, short).unwrap();
+        for v in [&made, &remade] {
+            assert_eq!(
+                v.owned_bytes(),
+                in_line.owned_bytes(),
+                "the same sketch held"
+            );
+        }
+        for q in unit_rows(&mut rng, 5, dim).chunks_exact(dim) {
+            let want = in_line.topk(q, 300, &CpuScoring).unwrap();
+            assert_eq!(made.topk(q, 300, &CpuScoring).unwrap(), want);
+            assert_eq!(remade.topk(q, 300, &CpuScoring).unwrap(), want);
+        }
     }
 }
