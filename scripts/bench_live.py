@@ -16,6 +16,7 @@ Results are printed as a table and written as JSON to --out.
 """
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -84,6 +85,8 @@ def measure(binary, store, turns, qs, pause):
     try:
         copy = scratch / "store"
         shutil.copytree(store, copy)
+        # The copy written out first: the cold load measures the load, not the disk's writeback.
+        os.sync()
         proc, url = serve(binary, copy)
         try:
             ns = namespace_of(url)

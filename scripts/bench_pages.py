@@ -14,6 +14,7 @@ HTTP and the build's `wiki_ms`), the p50 of the others, and each binary's closin
 over the first binary's. The first append of a run reads the fold and is left out.
 """
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -29,6 +30,8 @@ def measure(binary, store, turns, speakers):
     try:
         copy = scratch / "store"
         shutil.copytree(store, copy)
+        # The copy written out first: the cold load measures the load, not the disk's writeback.
+        os.sync()
         proc, url = bench_live.serve(binary, copy)
         try:
             ns = bench_live.namespace_of(url)
