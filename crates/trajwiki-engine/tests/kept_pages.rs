@@ -89,3 +89,124 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
         "the memory appended message by message differs"
     );
 }
+
+/// Three LoCoMo conversations in one namespace, one after the other, with two messages between
+/// the second and the third that name "Caro" before the third's Caroline speaks: speakers join
+/// a namespace that has two, then more (whom "you" addresses stops being read, then only the
+/// new names and the short forms of them are read again: "caro" becomes Caroline's alias).
+/// Appended message by message, its memory is one build's, pages byte for byte.
+#[test]
+fn speakers_joining_leave_the_pages_a_cold_build_renders() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo/locomo7.json");
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (the shared evaluation data is not checked out)",
+            path.display()
+        );
+        return;
+    }
+    let samples = trajwiki_ingest::locomo::read_locomo(&path).unwrap();
+    let ns = trajwiki_core::Namespace::new("joined").unwrap();
+    let of = |name: &str| {
+        samples
+            .iter()
+            .find(|s| s.namespace.as_str() == name)
+            .unwrap()
+    };
+    let moved = |m: &trajwiki_core::SourceMessage, k: u32| {
+        trajwiki_core::SourceMessage::new(
+            ns.clone(),
+            m.session + 100 * k,
+            m.seq,
+            m.speaker.clone(),
+            m.text.clone(),
+            m.timestamp,
+            m.attachments.clone(),
+            m.external_ref.as_ref().map(|r| format!("c{k}-{r}")),
+        )
+    };
+    let mut messages: Vec<trajwiki_core::SourceMessage> = Vec::new();
+    for (k, name) in ["conv-30", "conv-44"].iter().enumerate() {
+        messages.extend(
+            of(name)
+                .messages
+                .iter()
+                .take(120)
+                .map(|m| moved(m, k as u32)),
+        );
+    }
+    // Two exchanges of the first conversation's speakers about Caro, a session each.
+    let last = messages.last().unwrap().clone();
+    let exchanges = [
+        [
+            ("Gina", "Caro called me today about her adoption plans."),
+            ("Jon", "That is great news for Caro and her family!"),
+        ],
+        [
+            (
+                "Gina",
+                "Caro said the adoption agency in town was really helpful.",
+            ),
+            ("Jon", "I hope Caro hears back from the agency soon."),
+        ],
+    ];
+    for (i, exchange) in exchanges.iter().enumerate() {
+        for (j, (speaker, text)) in exchange.iter().enumerate() {
+            messages.push(trajwiki_core::SourceMessage::new(
+                ns.clone(),
+                last.session + 1 + i as u32,
+                1 + j as u32,
+                speaker.to_string(),
+                text.to_string(),
+                last.timestamp,
+                Vec::new(),
+                None,
+            ));
+        }
+    }
+    messages.extend(of("conv-26").messages.iter().take(120).map(|m| moved(m, 2)));
+
+    let flush = BuildOptions {
+        flush: true,
+        ..BuildOptions::default()
+    };
+    let export = |engine: &Engine| {
+        let mut out = Vec::new();
+        engine
+            .with_store(|s| {
+                engine
+                    .namespace(&ns)
+                    .export(s, Export::Memory, &mut out, None)
+            })
+            .unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let live_dir = tempfile::tempdir().unwrap();
+    let live = engine(live_dir.path());
+    for m in &messages {
+        let append = [Append::given(m.clone())];
+        live.with_store(|s| {
+            live.namespace(&ns)
+                .append(s, "live", &append, Some(BuildOptions::default()))
+        })
+        .unwrap();
+    }
+    live.with_store(|s| live.namespace(&ns).append(s, "live", &[], Some(flush)))
+        .unwrap();
+    let once_dir = tempfile::tempdir().unwrap();
+    let once = engine(once_dir.path());
+    once.with_store(|s| once.ingest_messages(s, "once", &messages, None))
+        .unwrap();
+    once.with_store(|s| once.namespace(&ns).append(s, "once", &[], Some(flush)))
+        .unwrap();
+    let (live, once) = (export(&live), export(&once));
+    assert!(
+        once.contains("\"title\":\"Caroline\""),
+        "the third conversation's speaker has a page"
+    );
+    assert!(
+        live == once,
+        "the memory appended message by message differs"
+    );
+}

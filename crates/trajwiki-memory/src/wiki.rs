@@ -278,17 +278,7 @@ impl Wiki {
     /// The speaker `entity` is a short form of ("mel" of "melanie"): the one speaker whose
     /// first name starts with it, when it is not a speaker itself.
     fn alias_of(&self, entity: &str) -> Option<&str> {
-        if self.speakers.contains(entity) || entity.chars().count() < 3 || entity.contains(' ') {
-            return None;
-        }
-        let mut hits = self.speakers.iter().filter(|s| {
-            let first = s.split(' ').next().unwrap_or(s);
-            first.len() > entity.len() && first.starts_with(entity)
-        });
-        match (hits.next(), hits.next()) {
-            (Some(s), None) => Some(s.as_str()),
-            _ => None,
-        }
+        alias_among(&self.speakers, entity)
     }
 
     /// Whether `entity` has a page of its own.
@@ -536,23 +526,42 @@ impl Wiki {
         let mut affected: BTreeSet<usize> = BTreeSet::from([t]);
         // Entities whose page came or went: their claims move between pages.
         let mut moved: BTreeSet<String> = BTreeSet::new();
-        // A new speaker changes which entities are aliases and whom "you" addresses: every
-        // entity page is derived again and every page renders again.
+        // A new speaker changes whom "you" addresses when there were two or fewer (every entity
+        // page is derived again and every page renders again); past that, which words name a
+        // speaker and which entities are aliases, for the names `renamed` gives: their entity
+        // pages are derived again, and every page showing a trajectory that mentions one of
+        // them renders again.
         let speakers: Vec<String> = lexicon
             .speakers
             .difference(&self.speakers)
             .cloned()
             .collect();
         if !speakers.is_empty() {
-            self.speakers.extend(speakers);
-            changed_groups.extend(
-                self.groups
-                    .keys()
-                    .filter(|k| k.starts_with(ENTITY))
-                    .cloned(),
-            );
-            let all: Vec<String> = self.pages.keys().cloned().collect();
-            self.dirty_pages.extend(all);
+            let before = std::mem::take(&mut self.speakers);
+            self.speakers = before.iter().chain(&speakers).cloned().collect();
+            if before.len() <= 2 {
+                changed_groups.extend(
+                    self.groups
+                        .keys()
+                        .filter(|k| k.starts_with(ENTITY))
+                        .cloned(),
+                );
+                let all: Vec<String> = self.pages.keys().cloned().collect();
+                self.dirty_pages.extend(all);
+            } else {
+                let names = renamed(&before, &self.speakers, &speakers);
+                changed_groups.extend(
+                    names
+                        .iter()
+                        .map(|n| format!("{ENTITY}{n}"))
+                        .filter(|k| self.groups.contains_key(k)),
+                );
+                for (x, state) in states.iter().enumerate() {
+                    if mentions(state, &names) {
+                        self.touch(x);
+                    }
+                }
+            }
         }
         let mut topics: BTreeSet<String> = BTreeSet::new();
         for key in joined {
@@ -827,6 +836,76 @@ impl Kept<'_> {
             section_title(head, states, members)
         })
     }
+}
+
+/// The speaker of `speakers` that `entity` is a short form of (see [`Wiki::alias_of`]).
+fn alias_among<'s>(speakers: &'s BTreeSet<String>, entity: &str) -> Option<&'s str> {
+    if speakers.contains(entity) || entity.chars().count() < 3 || entity.contains(' ') {
+        return None;
+    }
+    let mut hits = speakers.iter().filter(|s| {
+        let first = s.split(' ').next().unwrap_or(s);
+        first.len() > entity.len() && first.starts_with(entity)
+    });
+    match (hits.next(), hits.next()) {
+        (Some(s), None) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+/// The names whose reading changes when `new` speakers join `before` (making `after`), past
+/// two speakers: the new speakers (words that now name a speaker), the short forms of their
+/// first names (three characters or more: entities that may become or stop being aliases), and
+/// the speakers any of these stood for before or stand for now.
+fn renamed(
+    before: &BTreeSet<String>,
+    after: &BTreeSet<String>,
+    new: &[String],
+) -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for speaker in new {
+        names.insert(speaker.clone());
+        let first = speaker.split(' ').next().unwrap_or(speaker);
+        for (end, _) in first.char_indices().skip(3) {
+            names.insert(first[..end].to_string());
+        }
+    }
+    let stood_for: Vec<String> = names
+        .iter()
+        .flat_map(|n| [alias_among(before, n), alias_among(after, n)])
+        .flatten()
+        .map(str::to_string)
+        .collect();
+    names.extend(stood_for);
+    names
+}
+
+/// Whether trajectory `t` mentions one of `names` (lower case): among its entities, as a
+/// claim's subject, or as a word or two of a claim's text, as [`Wiki::subject_of`] reads them
+/// (only the texts that hold a name's first word are split into words).
+fn mentions(t: &TrajState, names: &BTreeSet<String>) -> bool {
+    let named =
+        |w: &str| names.contains(w) || w.strip_suffix("'s").is_some_and(|w| names.contains(w));
+    t.features.entities.iter().any(|e| names.contains(e))
+        || t.claims.iter().any(|c| {
+            if names.contains(&c.draft.subject) {
+                return true;
+            }
+            // Each word `norm` gives is in the text normalised whole; a name's first word is in
+            // any text that names it.
+            let text = norm(&c.draft.text);
+            if !names
+                .iter()
+                .any(|n| text.contains(n.split(' ').next().unwrap_or(n)))
+            {
+                return false;
+            }
+            let ws: Vec<String> = words(&c.draft.text)
+                .into_iter()
+                .map(|(_, w)| norm(w))
+                .collect();
+            ws.iter().any(|w| named(w)) || ws.windows(2).any(|p| names.contains(&p.join(" ")))
+        })
 }
 
 impl Draft {
