@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use trajwiki_core::{Namespace, SourceMessage};
 use trajwiki_engine::api::load_embedder;
 use trajwiki_engine::export::Export;
 use trajwiki_engine::pipeline::BuildOptions;
@@ -21,8 +22,8 @@ fn engine(dir: &Path) -> Engine {
     )
 }
 
-#[test]
-fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
+/// LoCoMo's samples, or `None` (said) when the shared evaluation data is absent.
+fn locomo() -> Option<Vec<trajwiki_ingest::locomo::LocomoSample>> {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo/locomo7.json");
     if !path.exists() {
@@ -30,16 +31,14 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
             "skipping: {} is absent (the shared evaluation data is not checked out)",
             path.display()
         );
-        return;
+        return None;
     }
-    let samples = trajwiki_ingest::locomo::read_locomo(&path).unwrap();
-    // The longest of the first two: its speakers' pages have several sections.
-    let sample = samples
-        .iter()
-        .take(2)
-        .max_by_key(|s| s.messages.len())
-        .unwrap();
-    let ns = &sample.namespace;
+    Some(trajwiki_ingest::locomo::read_locomo(&path).unwrap())
+}
+
+/// The memory of `messages` in `ns` exported, appended message by message through one engine
+/// (built after each) and ingested at once then built: `(live, once)`.
+fn live_and_once(ns: &Namespace, messages: &[SourceMessage]) -> (String, String) {
     let flush = BuildOptions {
         flush: true,
         ..BuildOptions::default()
@@ -55,10 +54,9 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
             .unwrap();
         String::from_utf8(out).unwrap()
     };
-
     let live_dir = tempfile::tempdir().unwrap();
     let live = engine(live_dir.path());
-    for m in &sample.messages {
+    for m in messages {
         let append = [Append::given(m.clone())];
         live.with_store(|s| {
             live.namespace(ns)
@@ -68,15 +66,27 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
     }
     live.with_store(|s| live.namespace(ns).append(s, "live", &[], Some(flush)))
         .unwrap();
-
     let once_dir = tempfile::tempdir().unwrap();
     let once = engine(once_dir.path());
-    once.with_store(|s| once.ingest_messages(s, "once", &sample.messages, None))
+    once.with_store(|s| once.ingest_messages(s, "once", messages, None))
         .unwrap();
     once.with_store(|s| once.namespace(ns).append(s, "once", &[], Some(flush)))
         .unwrap();
+    (export(&live), export(&once))
+}
 
-    let (live, once) = (export(&live), export(&once));
+#[test]
+fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
+    let Some(samples) = locomo() else {
+        return;
+    };
+    // The longest of the first two: its speakers' pages have several sections.
+    let sample = samples
+        .iter()
+        .take(2)
+        .max_by_key(|s| s.messages.len())
+        .unwrap();
+    let (live, once) = live_and_once(&sample.namespace, &sample.messages);
     assert!(
         once.lines()
             .filter(|l| l.contains("\"record\":\"page\""))
@@ -90,32 +100,25 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
     );
 }
 
-/// Three LoCoMo conversations in one namespace, one after the other, with two messages between
+/// Three LoCoMo conversations in one namespace, one after the other, with two exchanges between
 /// the second and the third that name "Caro" before the third's Caroline speaks: speakers join
 /// a namespace that has two, then more (whom "you" addresses stops being read, then only the
 /// new names and the short forms of them are read again: "caro" becomes Caroline's alias).
 /// Appended message by message, its memory is one build's, pages byte for byte.
 #[test]
 fn speakers_joining_leave_the_pages_a_cold_build_renders() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo/locomo7.json");
-    if !path.exists() {
-        eprintln!(
-            "skipping: {} is absent (the shared evaluation data is not checked out)",
-            path.display()
-        );
+    let Some(samples) = locomo() else {
         return;
-    }
-    let samples = trajwiki_ingest::locomo::read_locomo(&path).unwrap();
-    let ns = trajwiki_core::Namespace::new("joined").unwrap();
+    };
+    let ns = Namespace::new("joined").unwrap();
     let of = |name: &str| {
         samples
             .iter()
             .find(|s| s.namespace.as_str() == name)
             .unwrap()
     };
-    let moved = |m: &trajwiki_core::SourceMessage, k: u32| {
-        trajwiki_core::SourceMessage::new(
+    let moved = |m: &SourceMessage, k: u32| {
+        SourceMessage::new(
             ns.clone(),
             m.session + 100 * k,
             m.seq,
@@ -126,7 +129,7 @@ fn speakers_joining_leave_the_pages_a_cold_build_renders() {
             m.external_ref.as_ref().map(|r| format!("c{k}-{r}")),
         )
     };
-    let mut messages: Vec<trajwiki_core::SourceMessage> = Vec::new();
+    let mut messages: Vec<SourceMessage> = Vec::new();
     for (k, name) in ["conv-30", "conv-44"].iter().enumerate() {
         messages.extend(
             of(name)
@@ -153,7 +156,7 @@ fn speakers_joining_leave_the_pages_a_cold_build_renders() {
     ];
     for (i, exchange) in exchanges.iter().enumerate() {
         for (j, (speaker, text)) in exchange.iter().enumerate() {
-            messages.push(trajwiki_core::SourceMessage::new(
+            messages.push(SourceMessage::new(
                 ns.clone(),
                 last.session + 1 + i as u32,
                 1 + j as u32,
@@ -166,41 +169,7 @@ fn speakers_joining_leave_the_pages_a_cold_build_renders() {
         }
     }
     messages.extend(of("conv-26").messages.iter().take(120).map(|m| moved(m, 2)));
-
-    let flush = BuildOptions {
-        flush: true,
-        ..BuildOptions::default()
-    };
-    let export = |engine: &Engine| {
-        let mut out = Vec::new();
-        engine
-            .with_store(|s| {
-                engine
-                    .namespace(&ns)
-                    .export(s, Export::Memory, &mut out, None)
-            })
-            .unwrap();
-        String::from_utf8(out).unwrap()
-    };
-    let live_dir = tempfile::tempdir().unwrap();
-    let live = engine(live_dir.path());
-    for m in &messages {
-        let append = [Append::given(m.clone())];
-        live.with_store(|s| {
-            live.namespace(&ns)
-                .append(s, "live", &append, Some(BuildOptions::default()))
-        })
-        .unwrap();
-    }
-    live.with_store(|s| live.namespace(&ns).append(s, "live", &[], Some(flush)))
-        .unwrap();
-    let once_dir = tempfile::tempdir().unwrap();
-    let once = engine(once_dir.path());
-    once.with_store(|s| once.ingest_messages(s, "once", &messages, None))
-        .unwrap();
-    once.with_store(|s| once.namespace(&ns).append(s, "once", &[], Some(flush)))
-        .unwrap();
-    let (live, once) = (export(&live), export(&once));
+    let (live, once) = live_and_once(&ns, &messages);
     assert!(
         once.contains("\"title\":\"Caroline\""),
         "the third conversation's speaker has a page"
