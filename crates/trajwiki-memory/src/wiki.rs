@@ -1016,7 +1016,7 @@ impl Wiki {
             })
             .collect();
         // An inventory page's items as its claims are matched against them.
-        let items_lower: Vec<String> = if key.starts_with(INVENTORY) {
+        let items_lower: Vec<String> = if family.is_some() {
             items.iter().map(|i| i.item.to_lowercase()).collect()
         } else {
             Vec::new()

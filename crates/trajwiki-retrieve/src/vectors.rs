@@ -68,7 +68,7 @@ impl MessageVectors {
         tail: Vec<f32>,
         row_of: Vec<u32>,
     ) -> Result<Self, IndexError> {
-        Self::made(dim, shared, tail, row_of, |view| Ok(sketch_if_long(view)))
+        Self::with_sketch(dim, shared, tail, row_of, None)
     }
 
     /// [`MessageVectors::new`] with the shared rows' sketch made beforehand, beside other work,
