@@ -20,13 +20,10 @@ pub use trajwiki_engine::layers::{
 
 pub use trajwiki_engine as engine;
 pub use trajwiki_engine::{
-    answer, api, cache, eval, export, failure, messages, metrics, pipeline, retrieval, trace,
-    Engine,
+    answer, api, cache, eval, export, failure, markdown, messages, metrics, pipeline, render,
+    retrieval, safe, trace, Engine,
 };
 
-pub mod markdown;
 pub mod plot;
-pub mod render;
-pub mod safe;
 pub mod server;
 pub mod viewer;

@@ -170,3 +170,105 @@ fn the_check_sees_a_write_around_the_door() {
     );
     assert_eq!(around_the_door("// store.apply(x) is not called"), None);
 }
+
+/// The names of `Store`'s public methods: every `pub fn` of an `impl Store` block of the store
+/// crate.
+fn store_methods() -> Vec<String> {
+    let mut files = Vec::new();
+    sources(&root().join("crates/trajwiki-store/src"), &mut files);
+    let mut names = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut in_store = false;
+        for line in text.lines() {
+            if line.starts_with("impl") || line.starts_with('}') {
+                in_store = line.starts_with("impl Store {");
+            } else if let Some(rest) = line.strip_prefix("    pub fn ").filter(|_| in_store) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The `Store` methods `code` calls on a value named `store` (the chain may go over lines).
+fn store_calls(code: &str, methods: &[String]) -> Vec<String> {
+    let bytes = code.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("store") {
+        let at = from + at;
+        from = at + "store".len();
+        // A value of that name, not a field (`args.store`) nor a longer name (`with_store`).
+        if at > 0 && (ident(bytes[at - 1]) || bytes[at - 1] == b'.') {
+            continue;
+        }
+        let after = code[from..].trim_start();
+        let Some(call) = after.strip_prefix('.') else {
+            continue;
+        };
+        let name: String = call
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if call[name.len()..].starts_with('(') && methods.contains(&name) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_faces_read_only_through_the_engine() {
+    let methods = store_methods();
+    assert!(
+        ["pages", "namespaces", "message_by_ref", "append_messages"]
+            .iter()
+            .all(|m| methods.iter().any(|n| n == m)),
+        "the store's methods were not found: {methods:?}"
+    );
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    sources(&root().join("python/rust"), &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code: Vec<&str> = text
+            .lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .collect();
+        for call in store_calls(&code.join("\n"), &methods) {
+            let shown = file.strip_prefix(root()).unwrap_or(file).display();
+            found.push(format!("{shown}: store.{call}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "faces reading the store around the engine's operations (see its `reads`):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_a_read_around_the_door() {
+    let methods: Vec<String> = ["pages", "message_by_ref"].map(String::from).to_vec();
+    assert_eq!(
+        store_calls("let p = store.pages(&ns)?;", &methods),
+        ["pages"]
+    );
+    assert_eq!(
+        store_calls("let m = store\n    .message_by_ref(&ns, id)?", &methods),
+        ["message_by_ref"]
+    );
+    assert!(store_calls("engine.namespace(&ns).pages(store)", &methods).is_empty());
+    assert!(store_calls("let s = args.store.pages();", &methods).is_empty());
+    assert!(store_calls("self.with_store(|store| x)", &methods).is_empty());
+    assert!(store_calls("let d = store.display();", &methods).is_empty());
+}

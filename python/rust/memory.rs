@@ -566,7 +566,10 @@ impl Memory {
     fn wiki(&self, py: Python<'_>, namespace: &str) -> PyResult<Py<PyAny>> {
         let ns = self::namespace(namespace)?;
         let pages = py
-            .detach(|| self.engine.with_store(|store| store.pages(&ns)))
+            .detach(|| {
+                self.engine
+                    .with_store(|store| self.engine.namespace(&ns).pages(store))
+            })
             .or_raise()?;
         if pages.is_empty() {
             return Err(raise(

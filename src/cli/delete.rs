@@ -1,6 +1,6 @@
 //! `trajwiki delete`.
 
-use trajwiki::engine::Engine;
+use trajwiki::api::ApiError;
 use trajwiki::store::NotScrubbed;
 use trajwiki_core::Namespace;
 
@@ -36,12 +36,12 @@ pub(crate) struct NotScrubbedError {
 }
 
 pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
-    let mut store = args.store.open()?;
-    let shown = store.dir().display().to_string();
+    let engine = args.store.engine()?;
+    let shown = engine.dir().display().to_string();
     let again = format!("run `trajwiki delete --store {shown} --scrub` to finish");
     let Some(name) = args.namespace.as_deref() else {
         // `--scrub`.
-        return match store.scrub() {
+        return match engine.with_store(|store| Ok::<_, ApiError>(engine.scrub(store)))? {
             Ok(()) => {
                 global.say(format!(
                     "the space freed in {shown} is overwritten: no file of the store holds deleted text"
@@ -54,9 +54,9 @@ pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
         };
     };
     let ns = Namespace::new(name)?;
-    let (messages, runs) = store.namespace_counts(&ns)?;
-    // A namespace exists while it holds messages or runs.
-    if messages == 0 && runs == 0 {
+    let listed = engine.with_store(|store| engine.namespace(&ns).counts(store))?;
+    let (messages, runs) = (listed.messages, listed.runs);
+    if !listed.exists() {
         return Err(UsageError(format!("namespace {ns} does not exist in {shown}")).into());
     }
     if !args.yes {
@@ -65,7 +65,6 @@ pub(crate) fn run(args: &DeleteArgs, global: Global) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let engine = Engine::for_records(store);
     let deleted = engine.with_store(|store| engine.namespace(&ns).delete(store))?;
     if args.json {
         outjson!(serde_json::to_string_pretty(&deleted)?)?;

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use trajwiki::export::Export;
-use trajwiki::Engine;
 use trajwiki_core::Namespace;
 
 use super::output::Output;
@@ -41,15 +40,16 @@ pub(crate) struct ExportArgs {
 }
 
 pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
-    let store = args.store.open()?;
+    let engine = args.store.engine()?;
     // Checked before the work: a refused path costs nothing.
     let output = args.output.as_deref().map(Output::to).transpose()?;
     let ns = Namespace::new(args.namespace.as_str())?;
-    let (messages, runs) = store.namespace_counts(&ns)?;
-    if messages == 0 && runs == 0 {
+    let listed = engine.with_store(|store| engine.namespace(&ns).counts(store))?;
+    let (messages, runs) = (listed.messages, listed.runs);
+    if !listed.exists() {
         return Err(UsageError(format!(
             "namespace {ns} is empty or does not exist in {}",
-            store.dir().display()
+            engine.dir().display()
         ))
         .into());
     }
@@ -81,7 +81,6 @@ pub(crate) fn run(args: &ExportArgs, global: Global) -> anyhow::Result<()> {
         What::Runs => Export::Runs,
         What::Auto | What::Messages => Export::Messages,
     };
-    let engine = Engine::for_records(store);
     let bar = global.bar(0, "exporting");
     let progress = global.follow(&bar, ns.to_string());
     let mut buf = Vec::new();

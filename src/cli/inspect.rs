@@ -1,6 +1,6 @@
 //! `trajwiki stats`, `show` and `check`.
 
-use trajwiki::api::{get, get_in, Record};
+use trajwiki::api::{get, get_in, ApiError, Record};
 use trajwiki_core::{IdKind, Namespace, SourceMessage};
 
 use super::{Global, StoreArg, UsageError};
@@ -16,21 +16,13 @@ pub(crate) struct StatsArgs {
 }
 
 pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
-    let store = args.store.open()?;
-    let stats = store.stats()?;
-    let mut per_ns = Vec::new();
-    for ns in store.namespaces()? {
-        let (messages, runs) = store.namespace_counts(&ns)?;
-        per_ns.push((ns, messages, runs));
-    }
+    let engine = args.store.engine()?;
+    let (stats, per_ns) = engine
+        .with_store(|store| Ok::<_, ApiError>((engine.stats(store)?, engine.namespaces(store)?)))?;
     if args.json {
-        let namespaces: Vec<_> = per_ns
-            .iter()
-            .map(|(ns, m, r)| serde_json::json!({"namespace": ns, "messages": m, "runs": r}))
-            .collect();
         let mut value = serde_json::to_value(&stats)?;
-        value["store"] = serde_json::json!(store.dir());
-        value["per_namespace"] = serde_json::json!(namespaces);
+        value["store"] = serde_json::json!(engine.dir());
+        value["per_namespace"] = serde_json::json!(per_ns);
         let backend = super::device::scoring(global.device)?;
         value["compute"] = serde_json::json!({
             "device": global.device.to_string(),
@@ -41,7 +33,7 @@ pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
     } else {
         outln!(
             "store {} (schema v{})",
-            store.dir().display(),
+            engine.dir().display(),
             stats.schema_version
         )?;
         let rows = [
@@ -63,8 +55,13 @@ pub(crate) fn stats(args: &StatsArgs, global: Global) -> anyhow::Result<()> {
         for (name, n) in rows {
             outln!("  {name:<18} {n:>8}")?;
         }
-        for (ns, m, r) in per_ns {
-            outln!("  - {ns}: {m} messages, {r} runs")?;
+        for l in per_ns {
+            outln!(
+                "  - {}: {} messages, {} runs",
+                l.namespace,
+                l.messages,
+                l.runs
+            )?;
         }
     }
     Ok(())
@@ -87,14 +84,14 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
-    let store = args.store.open()?;
+    let engine = args.store.engine()?;
     let id = args.id.as_str();
     match (IdKind::of(id), &args.namespace) {
         (Ok(_), _) => {}
         (Err(_), Some(ns)) => {
             let ns = Namespace::new(ns.as_str())?;
-            let msg = store
-                .message_by_ref(&ns, id)?
+            let msg = engine
+                .with_store(|store| engine.namespace(&ns).message_by_ref(store, id))?
                 .ok_or_else(|| UsageError(format!("no message with ref {id} in namespace {ns}")))?;
             return print_message(&msg, args.json);
         }
@@ -105,10 +102,11 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         Ok(())
     };
     // With --namespace, ids resolve inside it only.
-    let record = match &args.namespace {
-        Some(ns) => get_in(&store, &Namespace::new(ns.as_str())?, id)?,
-        None => get(&store, id)?,
-    };
+    let ns = args.namespace.as_deref().map(Namespace::new).transpose()?;
+    let record = engine.with_store(|store| match &ns {
+        Some(ns) => get_in(store, ns, id),
+        None => get(store, id),
+    })?;
     if args.json {
         if let Record::Message(m) = &record {
             return print_message(m, true);
@@ -119,7 +117,8 @@ pub(crate) fn show(args: &ShowArgs) -> anyhow::Result<()> {
         // Ops are shown as their JSON, exactly.
         return json(serde_json::to_value(op)?);
     }
-    outln!("{}", trajwiki::render::record(&store, &record)?.trim_end())?;
+    let text = engine.with_store(|store| trajwiki::render::record(store, &record))?;
+    outln!("{}", text.trim_end())?;
     Ok(())
 }
 
@@ -147,8 +146,8 @@ pub(crate) struct CheckArgs {
 struct CheckFailed(usize);
 
 pub(crate) fn check(args: &CheckArgs, global: Global) -> anyhow::Result<()> {
-    let store = args.store.open()?;
-    let report = store.check()?;
+    let engine = args.store.engine()?;
+    let report = engine.with_store(|store| engine.check(store))?;
     if args.json {
         outjson!(serde_json::to_string_pretty(&report)?)?;
     } else {

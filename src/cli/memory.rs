@@ -311,21 +311,19 @@ pub(crate) fn wiki(args: &WikiArgs, global: Global) -> anyhow::Result<()> {
     if let Some(WikiAction::Export(export)) = &args.action {
         return super::markdown::run(export, super::markdown::Which::Wiki, global);
     }
-    let store = args.store.open()?;
+    let engine = args.store.engine()?;
     if let Some(id) = &args.page {
         let id = PageId::parse(id)?;
-        let page = match args.revision {
-            Some(r) => store.page_revision(&id, r)?,
-            None => store.page(&id)?,
-        }
-        .ok_or_else(|| {
-            UsageError(format!(
-                "no page {id}{} in this store",
-                args.revision
-                    .map(|r| format!(" revision {r}"))
-                    .unwrap_or_default()
-            ))
-        })?;
+        let page = engine
+            .with_store(|store| engine.page(store, &id, args.revision))?
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "no page {id}{} in this store",
+                    args.revision
+                        .map(|r| format!(" revision {r}"))
+                        .unwrap_or_default()
+                ))
+            })?;
         if args.json {
             outjson!(serde_json::to_string_pretty(&page)?)?;
         } else {
@@ -343,7 +341,7 @@ pub(crate) fn wiki(args: &WikiArgs, global: Global) -> anyhow::Result<()> {
         UsageError("give --namespace to list a wiki, or --page ID to print a page".into())
     })?;
     let ns = Namespace::new(ns)?;
-    let pages = store.pages(&ns)?;
+    let pages = engine.with_store(|store| engine.namespace(&ns).pages(store))?;
     if pages.is_empty() {
         return Err(UsageError(format!(
             "namespace {ns} has no wiki; run `trajwiki build --namespace {ns}`"

@@ -128,6 +128,12 @@ impl StoreArg {
             Store::open_existing(&self.store)?
         })
     }
+
+    /// The engine over the existing store, for commands that read and write records without a
+    /// model.
+    pub(crate) fn engine(&self) -> anyhow::Result<trajwiki::Engine> {
+        Ok(trajwiki::Engine::for_records(self.open()?))
+    }
 }
 
 /// Refuses a `--store` directory that is a file, or lies under one, naming it: the store would

@@ -21,7 +21,6 @@ use trajwiki_core::Namespace;
 
 use super::extract::{Body, Id, IdParam, Ns, NsParam};
 use super::{lock, AppState, Code, Failure};
-use crate::api::ApiError;
 use crate::engine::build_config;
 use crate::pipeline::{BuildOptions, Progress, Stage};
 
@@ -178,14 +177,8 @@ pub(super) async fn start_build(
 fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure> {
     let ns = &job.namespace;
     let mut store = state.engine.connect()?;
-    if store.namespace_counts(ns).map_err(Failure::from_store)?.0 == 0 {
-        return Err(ApiError::UnknownNamespace {
-            namespace: ns.clone(),
-            store: store.dir().to_path_buf(),
-        }
-        .into());
-    }
     let handle = state.engine.namespace(ns);
+    handle.existing(&store, false)?;
     let mut writer = handle.writer();
     let progress = |p: Progress| {
         let counts = match p.stage {

@@ -26,6 +26,7 @@ use super::{AppState, Code, Failure};
 use crate::api::{self, ApiError, Record};
 use crate::render::{self, first_line};
 use crate::trace::TraceError;
+use crate::Engine;
 
 /// How the tools are offered.
 #[derive(Debug, Clone, Default)]
@@ -151,7 +152,7 @@ impl MemoryTools {
         let default = self.options.namespace.clone();
         self.state
             .with_store(move |state, store| {
-                let ns = resolve(store, ns.namespace, default)?;
+                let ns = resolve(&state.engine, store, ns.namespace, default)?;
                 work(state, store, ns)
             })
             .await
@@ -170,6 +171,7 @@ impl MemoryTools {
 /// one. A server started with a namespace is scoped to it: another is not found, as a
 /// namespace without messages is not.
 fn resolve(
+    engine: &Engine,
     store: &Store,
     named: Option<String>,
     scope: Option<Namespace>,
@@ -184,7 +186,7 @@ fn resolve(
     if let Some(ns) = scope {
         return Ok(ns);
     }
-    let all = store.namespaces().map_err(Failure::from_store)?;
+    let all = engine.namespace_names(store)?;
     match all.as_slice() {
         [only] => Ok(only.clone()),
         [] => Err(Failure::bad_request("the store holds no namespace yet")),
@@ -215,13 +217,21 @@ impl MemoryTools {
     async fn list_namespaces(&self) -> Result<String, String> {
         let scope = self.options.namespace.clone();
         self.state
-            .with_store(move |_, store| {
+            .with_store(move |state, store| {
                 let mut out = String::new();
-                let listed = super::listed(store)?
+                let listed = state
+                    .engine
+                    .namespaces(store)?
                     .into_iter()
-                    .filter(|(ns, _, _)| scope.as_ref().is_none_or(|scope| scope == ns));
-                for (ns, messages, runs) in listed {
-                    put!(out, "{ns}: {messages} messages, {runs} runs");
+                    .filter(|l| scope.as_ref().is_none_or(|scope| *scope == l.namespace));
+                for l in listed {
+                    put!(
+                        out,
+                        "{}: {} messages, {} runs",
+                        l.namespace,
+                        l.messages,
+                        l.runs
+                    );
                 }
                 if out.is_empty() {
                     out.push_str("the store holds no namespace yet");
@@ -263,17 +273,7 @@ impl MemoryTools {
                 let record = record_of_kind(store, &ns, &id, IdKind::Page)?;
                 let mut out = record_text(store, &record)?;
                 if let Record::Page(page) = &record {
-                    put!(
-                        out,
-                        "\ntrajectories on this page ({}):",
-                        page.trajectory_ids.len()
-                    );
-                    for t in &page.trajectory_ids {
-                        let t = store.trajectory(t).map_err(Failure::from_store)?;
-                        if let Some(t) = t {
-                            put!(out, "  {} {}", t.id, first_line(&t.summary, 160));
-                        }
-                    }
+                    out.push_str(&render::page_members(store, page).map_err(Failure::from_store)?);
                 }
                 Ok(out)
             }),
@@ -292,36 +292,9 @@ impl MemoryTools {
                 let record = record_of_kind(store, &ns, &id, IdKind::Trajectory)?;
                 let mut out = record_text(store, &record)?;
                 if let Record::Trajectory(t) = &record {
-                    for s in &t.snapshot_ids {
-                        let Some(s) = store.snapshot(s).map_err(Failure::from_store)? else {
-                            continue;
-                        };
-                        put!(out, "\nsnapshot {} (v{}):", s.id, s.version);
-                        for c in &s.claim_ids {
-                            let Some(claim) = store.claim(c).map_err(Failure::from_store)? else {
-                                continue;
-                            };
-                            let status = store
-                                .claim_status(c)
-                                .map_err(Failure::from_store)?
-                                .unwrap_or(claim.status);
-                            put!(
-                                out,
-                                "  claim {} [{}] {}",
-                                c,
-                                status.as_str(),
-                                first_line(&claim.text, 300)
-                            );
-                            let sources: Vec<String> = claim
-                                .source_message_ids
-                                .iter()
-                                .map(|m| m.to_string())
-                                .collect();
-                            if !sources.is_empty() {
-                                put!(out, "    sources: {}", sources.join(", "));
-                            }
-                        }
-                    }
+                    out.push_str(
+                        &render::trajectory_claims(store, t).map_err(Failure::from_store)?,
+                    );
                 }
                 Ok(out)
             }),
@@ -336,7 +309,7 @@ impl MemoryTools {
         let id = a.id;
         self.run(
             a.ns,
-            Box::new(move |_, store, ns| {
+            Box::new(move |state, store, ns| {
                 let message = match IdKind::of(&id) {
                     Ok(_) => match api::get_in(store, &ns, &id)? {
                         Record::Message(m) => m,
@@ -347,9 +320,10 @@ impl MemoryTools {
                             )))
                         }
                     },
-                    Err(_) => store
-                        .message_by_ref(&ns, &id)
-                        .map_err(Failure::from_store)?
+                    Err(_) => state
+                        .engine
+                        .namespace(&ns)
+                        .message_by_ref(store, &id)?
                         .ok_or_else(|| {
                             Failure::new(
                                 axum::http::StatusCode::NOT_FOUND,
@@ -358,19 +332,7 @@ impl MemoryTools {
                             )
                         })?,
                 };
-                let mut out = render::message(&message);
-                let session = store
-                    .session_messages(&ns, message.session)
-                    .map_err(Failure::from_store)?;
-                if let Some(at) = session.iter().position(|m| m.id == message.id) {
-                    let around = &session[at.saturating_sub(2)..(at + 3).min(session.len())];
-                    put!(out, "\naround it in session {}:", message.session);
-                    for m in around {
-                        let mark = if m.id == message.id { ">" } else { " " };
-                        put!(out, "{mark} {} {}", m.id, render::message_line(m));
-                    }
-                }
-                Ok(out)
+                render::message_in_session(store, &ns, &message).map_err(Failure::from_store)
             }),
         )
         .await

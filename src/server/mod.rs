@@ -57,6 +57,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use trajwiki_core::{Embedder, Namespace};
+use trajwiki_engine::Listed;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -665,28 +666,13 @@ fn namespace(name: &str) -> Result<Namespace, Failure> {
     Namespace::new(name).map_err(|e| Failure::from(ApiError::Id(e)))
 }
 
-/// Every namespace of `store` with its message and run counts.
-fn listed(store: &Store) -> Result<Vec<(Namespace, u64, u64)>, Failure> {
-    let mut out = Vec::new();
-    for ns in store.namespaces().map_err(Failure::from_store)? {
-        let (messages, runs) = store.namespace_counts(&ns).map_err(Failure::from_store)?;
-        out.push((ns, messages, runs));
-    }
-    Ok(out)
-}
-
 /// Every namespace with its message and run counts.
 #[utoipa::path(get, path = "/namespaces", tag = "memory",
     responses((status = 200, description = "Every namespace with its message and run counts: `{namespaces}`")))]
 async fn namespaces(State(state): State<Arc<AppState>>) -> Result<Json<Value>, Failure> {
     state
-        .with_store(|_, store| {
-            let out: Vec<Value> = listed(store)?
-                .into_iter()
-                .map(|(ns, messages, runs)| {
-                    json!({"namespace": ns, "messages": messages, "runs": runs})
-                })
-                .collect();
+        .with_store(|state, store| {
+            let out = state.engine.namespaces(store)?;
             Ok(Json(json!({"namespaces": out})))
         })
         .await
@@ -813,17 +799,12 @@ fn parse_mode(name: Option<&str>) -> Result<Mode, Failure> {
     responses((status = 200, description = "The current wiki pages: `{pages}`")))]
 async fn pages(State(state): State<Arc<AppState>>, Ns(ns): Ns) -> Result<Json<Value>, Failure> {
     state
-        .with_store(move |_, store| {
-            let pages = store.pages(&ns).map_err(Failure::from_store)?;
+        .with_store(move |state, store| {
+            let handle = state.engine.namespace(&ns);
+            let pages = handle.pages(store)?;
             // Only a namespace without pages is counted (a count reads the whole namespace).
-            if pages.is_empty()
-                && store.namespace_counts(&ns).map_err(Failure::from_store)? == (0, 0)
-            {
-                return Err(ApiError::UnknownNamespace {
-                    namespace: ns,
-                    store: store.dir().to_path_buf(),
-                }
-                .into());
+            if pages.is_empty() {
+                handle.existing(store, true)?;
             }
             let pages: Vec<Value> = pages
                 .iter()
@@ -1186,11 +1167,7 @@ async fn delete_namespace(
             // Not while the namespace is being appended to; its kept fold goes with it.
             let deleted = state.engine.namespace(&ns).delete(store)?;
             if !deleted.existed {
-                return Err(ApiError::UnknownNamespace {
-                    namespace: ns,
-                    store: store.dir().to_path_buf(),
-                }
-                .into());
+                return Err(state.engine.namespace(&ns).unknown().into());
             }
             if deleted.not_scrubbed == Some(crate::store::NotScrubbed::StorageFull) {
                 // The records are gone, their bytes not yet: the client must hear it.
@@ -1559,9 +1536,14 @@ fn html_failure(f: Failure) -> Response {
 
 async fn view_namespaces(State(state): State<Arc<AppState>>) -> Response {
     let listed = state
-        .with_store(|_, store| {
+        .with_store(|state, store| {
             let mut rows = String::new();
-            for (ns, messages, runs) in listed(store)? {
+            for Listed {
+                namespace: ns,
+                messages,
+                runs,
+            } in state.engine.namespaces(store)?
+            {
                 rows.push_str(&format!(
                     "<li><a href=\"/view/{}/\">{}</a> — {messages} messages, {runs} runs</li>",
                     url_segment(ns.as_str()),
@@ -1691,7 +1673,7 @@ impl AppState {
         store: &mut Store,
         ns: &Namespace,
     ) -> Result<Arc<AtState<HashMap<String, String>>>, Failure> {
-        let current = store.index_state(ns).map_err(Failure::from_store)?;
+        let current = self.engine.namespace(ns).state(store)?;
         let made = |files: Result<Vec<crate::markdown::MarkdownFile>, _>| {
             let files = files.map_err(|e| match e {
                 crate::markdown::MarkdownError::Empty { .. } => {

@@ -12,8 +12,11 @@
 //! store's embedding cache), [`retrieval`] (load an index), [`api`] (models, records, search,
 //! history, ask), [`answer`] (a checked answer from a model), [`trace`] (the run memory),
 //! [`export`], [`messages`] (appended messages from JSON), [`cache`] (the index LRU), [`eval`]
-//! (the LoCoMo evaluation and its [`metrics`]) and [`llm`] (the model-driven drivers of a build
-//! and of run compilation).
+//! (the LoCoMo evaluation and its [`metrics`]), [`llm`] (the model-driven drivers of a build
+//! and of run compilation), [`render`] (records as text), [`markdown`] (the memories as linked
+//! markdown files) and [`safe`] (stored text escaped for a terminal). What the faces read —
+//! namespaces and their counts, pages, the store's totals and check — are operations of
+//! [`Engine`] and [`NamespaceHandle`] too, failing as one [`api::ApiError`].
 
 pub mod answer;
 pub mod api;
@@ -25,10 +28,14 @@ pub mod export;
 pub mod failure;
 pub mod llm;
 pub mod load;
+pub mod markdown;
 pub mod messages;
 pub mod metrics;
 pub mod pipeline;
+mod reads;
+pub mod render;
 pub mod retrieval;
+pub mod safe;
 pub mod segment;
 pub mod trace;
 
@@ -55,3 +62,4 @@ pub use build::{BuildPlan, Built, ModelPart};
 pub use engine::{
     build_config, Appended, Compiled, Engine, KeptIndex, Model, NamespaceHandle, Writer,
 };
+pub use reads::Listed;

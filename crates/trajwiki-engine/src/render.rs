@@ -1,13 +1,15 @@
 //! Records as text: what `trajwiki show` and the `trace` commands print and what the MCP
 //! server's tools answer with. Every one-line field of stored text is escaped with
-//! [`line`]; the caller prints or sends the whole through [`crate::safe::block`]. Each text names
+//! [`line`](fn@line); the caller prints or sends the whole through [`crate::safe::block`]. Each text names
 //! the ids of the records it mentions, so that a reader (a person or an agent) can open them next.
 
 use std::fmt::Write as _;
 
-use crate::store::{Store, StoreError};
-use crate::wikitrace::{GrepHit, OpenedInsight, RunEntry};
-use trajwiki_core::{ClaimStatus, SourceMessage, Timestamp, TIMESTAMP_FORMAT};
+use trajwiki_core::{
+    ClaimStatus, Namespace, SourceMessage, Timestamp, Trajectory, WikiPage, TIMESTAMP_FORMAT,
+};
+use trajwiki_store::{Store, StoreError};
+use trajwiki_trace::{GrepHit, OpenedInsight, RunEntry};
 
 use crate::api::{History, Record};
 use crate::safe::line;
@@ -374,4 +376,76 @@ pub fn first_line(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &flat[..i]),
         None => flat,
     }
+}
+
+/// The trajectories `page` organises, a line each (id and summary), after the page's text
+/// (what the MCP server's `open_page` adds to [`record`]).
+pub fn page_members(store: &Store, page: &WikiPage) -> Result<String, StoreError> {
+    let mut out = String::new();
+    put!(
+        out,
+        "\ntrajectories on this page ({}):",
+        page.trajectory_ids.len()
+    );
+    for t in &page.trajectory_ids {
+        if let Some(t) = store.trajectory(t)? {
+            put!(out, "  {} {}", t.id, first_line(&t.summary, 160));
+        }
+    }
+    Ok(out)
+}
+
+/// Each snapshot of `trajectory` in order, with its claims (their status now) and their source
+/// messages (what the MCP server's `open_trajectory` adds to [`record`]).
+pub fn trajectory_claims(store: &Store, trajectory: &Trajectory) -> Result<String, StoreError> {
+    let mut out = String::new();
+    for s in &trajectory.snapshot_ids {
+        let Some(s) = store.snapshot(s)? else {
+            continue;
+        };
+        put!(out, "\nsnapshot {} (v{}):", s.id, s.version);
+        for c in &s.claim_ids {
+            let Some(claim) = store.claim(c)? else {
+                continue;
+            };
+            let status = store.claim_status(c)?.unwrap_or(claim.status);
+            put!(
+                out,
+                "  claim {} [{}] {}",
+                c,
+                status.as_str(),
+                first_line(&claim.text, 300)
+            );
+            let sources: Vec<String> = claim
+                .source_message_ids
+                .iter()
+                .map(|m| m.to_string())
+                .collect();
+            if !sources.is_empty() {
+                put!(out, "    sources: {}", sources.join(", "));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Message `message` of `ns` as [`message`] shows it, then the messages around it in its
+/// session (two before, two after), a line each, its own marked (what the MCP server's
+/// `open_source` answers).
+pub fn message_in_session(
+    store: &Store,
+    ns: &Namespace,
+    message: &SourceMessage,
+) -> Result<String, StoreError> {
+    let mut out = self::message(message);
+    let session = store.session_messages(ns, message.session)?;
+    if let Some(at) = session.iter().position(|m| m.id == message.id) {
+        let around = &session[at.saturating_sub(2)..(at + 3).min(session.len())];
+        put!(out, "\naround it in session {}:", message.session);
+        for m in around {
+            let mark = if m.id == message.id { ">" } else { " " };
+            put!(out, "{mark} {} {}", m.id, message_line(m));
+        }
+    }
+    Ok(out)
 }

@@ -19,13 +19,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
-use crate::store::{Store, StoreError};
-use crate::wikitrace::compile::citations;
-use crate::wikitrace::{OutcomeClass, RunEntry};
 use trajwiki_core::{
     Claim, ClaimId, ClaimOp, ClaimStatus, MessageId, Namespace, OpKind, PageKind, SnapshotId,
     SourceMessage, Timestamp, TrajectoryId, WikiPage,
 };
+use trajwiki_store::{Store, StoreError};
+use trajwiki_trace::compile::citations;
+use trajwiki_trace::{OutcomeClass, RunEntry};
 
 use crate::trace::TraceError;
 

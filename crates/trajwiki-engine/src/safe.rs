@@ -2,7 +2,7 @@
 //! printed raw, an escape sequence in it could clear the screen, retitle the window, move the
 //! cursor over earlier lines or forge a line of output. Everything the CLI prints as text, and
 //! every text the MCP server answers with, passes through [`block`]; one-line fields that hold
-//! stored text are escaped with [`line`] first, so that a newline in them cannot start a line of
+//! stored text are escaped with [`line`](fn@line) first, so that a newline in them cannot start a line of
 //! its own. JSON output is made safe by [`json`], which keeps it exact: it parses to the same
 //! values.
 
