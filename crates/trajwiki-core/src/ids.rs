@@ -6,6 +6,7 @@
 //! such as `trajwiki show <id>` can dispatch without a lookup.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -143,7 +144,7 @@ impl fmt::Display for IdKind {
 /// One memory: a user, an agent, a LoCoMo sample. Nothing crosses namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct Namespace(String);
+pub struct Namespace(Arc<str>);
 
 impl Namespace {
     /// Validates a namespace name: 1–128 characters, no control characters, no surrounding
@@ -166,7 +167,7 @@ impl Namespace {
                 name: excerpt(&name),
                 reason,
             }),
-            None => Ok(Namespace(name)),
+            None => Ok(Namespace(Arc::from(name))),
         }
     }
 
@@ -194,7 +195,7 @@ impl TryFrom<String> for Namespace {
 
 impl From<Namespace> for String {
     fn from(value: Namespace) -> Self {
-        value.0
+        value.0.to_string()
     }
 }
 
@@ -204,12 +205,43 @@ impl fmt::Display for Namespace {
     }
 }
 
+/// The longest id: a three-letter prefix, `_` and 16 hex digits.
+const ID_MAX: usize = 20;
+
+/// An id's characters, held in place: an id is short and of fixed form ([`IdKind::of`] checks
+/// it before one is made), so it needs no allocation of its own — a namespace's records hold
+/// millions of them, and a cold load reads them all.
+#[derive(Clone, PartialEq, Eq)]
+struct Inline {
+    len: u8,
+    bytes: [u8; ID_MAX],
+}
+
+impl Inline {
+    /// `id`, which [`IdKind::of`] accepted (ASCII, at most [`ID_MAX`] bytes).
+    fn new(id: &str) -> Self {
+        let mut bytes = [0u8; ID_MAX];
+        bytes[..id.len()].copy_from_slice(id.as_bytes());
+        Inline {
+            len: id.len() as u8,
+            bytes,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).expect("an id is ASCII")
+    }
+}
+
 macro_rules! define_id {
     ($(#[$doc:meta])* $name:ident => $kind:expr) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        #[derive(Clone, PartialEq, Eq)]
+        pub struct $name(Inline);
 
         impl $name {
             /// The kind of record this id names.
@@ -218,7 +250,7 @@ macro_rules! define_id {
             /// Derives the id of the record identified by `key` within `namespace`.
             pub fn derive(namespace: &Namespace, key: &str) -> Self {
                 let digest = content_hash([Self::KIND.prefix(), namespace.as_str(), key]);
-                $name(format!("{}_{}", Self::KIND.prefix(), &digest[..16]))
+                $name(Inline::new(&format!("{}_{}", Self::KIND.prefix(), &digest[..16])))
             }
 
             /// Parses an id, checking that it names this kind of record.
@@ -227,36 +259,82 @@ macro_rules! define_id {
                 if found != Self::KIND {
                     return Err(IdError::WrongKind { id: id.to_string(), expected: Self::KIND, found });
                 }
-                Ok($name(id.to_string()))
+                Ok($name(Inline::new(id)))
             }
 
             /// The id as a string slice.
             pub fn as_str(&self) -> &str {
-                &self.0
+                self.0.as_str()
             }
         }
 
         impl TryFrom<String> for $name {
             type Error = IdError;
-            /// [`parse`](Self::parse), keeping the string.
+            /// [`parse`](Self::parse).
             fn try_from(value: String) -> Result<Self, Self::Error> {
-                let found = IdKind::of(&value)?;
-                if found != Self::KIND {
-                    return Err(IdError::WrongKind { id: value, expected: Self::KIND, found });
-                }
-                Ok($name(value))
+                Self::parse(&value)
             }
         }
 
         impl From<$name> for String {
             fn from(value: $name) -> Self {
-                value.0
+                value.as_str().to_string()
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_tuple(stringify!($name)).field(&self.as_str()).finish()
+            }
+        }
+
+        // Ordered and hashed as their text, as when they were strings (a `str` compares by
+        // its bytes and hashes as its bytes and 0xff), without reading the bytes as text.
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.0.as_bytes().cmp(other.0.as_bytes())
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl std::hash::Hash for $name {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                state.write(self.0.as_bytes());
+                state.write_u8(0xff);
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            /// Read from a borrowed string where the format lends one: no allocation.
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct Text;
+                impl serde::de::Visitor<'_> for Text {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "a {} id", $kind.name())
+                    }
+                    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$name, E> {
+                        $name::parse(v).map_err(E::custom)
+                    }
+                }
+                d.deserialize_str(Text)
             }
         }
     };
@@ -351,5 +429,39 @@ mod tests {
         assert!(Namespace::new(" x").is_err());
         assert!(Namespace::new("a\nb").is_err());
         assert!(Namespace::new("x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn ids_held_in_place_read_write_order_and_hash_as_their_text() {
+        use std::hash::{BuildHasher, RandomState};
+        let ns = Namespace::new("conv-26").unwrap();
+        let (a, b) = (
+            MessageId::derive(&ns, "ref:D1:3"),
+            MessageId::derive(&ns, "ref:D1:4"),
+        );
+        let page = PageId::derive(&ns, "entity:caroline");
+        assert_eq!(page.as_str().len(), 19);
+        assert_eq!(
+            format!("{a:?}"),
+            format!("MessageId({:?})", a.as_str().to_string())
+        );
+        assert_eq!(a.cmp(&b), a.as_str().cmp(b.as_str()));
+        let hasher = RandomState::new();
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(a.as_str()));
+        let json = serde_json::to_string(&vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(json, format!("[\"{a}\",\"{b}\"]"));
+        let back: Vec<MessageId> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, [a.clone(), b]);
+        assert_eq!(String::from(page.clone()), page.as_str());
+        // Another kind's id, or a malformed one, is refused as before.
+        let wrong = serde_json::from_str::<MessageId>(&format!("\"{page}\"")).unwrap_err();
+        assert!(
+            wrong
+                .to_string()
+                .starts_with(&format!("`{page}` names a wiki page, expected a message")),
+            "{wrong}"
+        );
+        assert!(serde_json::from_str::<MessageId>("\"msg_12\"").is_err());
+        assert!(serde_json::from_str::<MessageId>("17").is_err());
     }
 }
