@@ -8,7 +8,9 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use trajwiki_compute::sketch::SketchQuery;
-use trajwiki_compute::topk::{ordered_bits, par_topk, par_topk_bounded, sketch_pays, Hit};
+use trajwiki_compute::topk::{
+    order_key, ordered_bits, par_topk, par_topk_bounded, sketch_pays, sort_hits, Hit,
+};
 use trajwiki_compute::{
     Bm25Index, Candidate, CoverageWeights, QueryWants, ScoringBackend, SelectionBatch, SetWords,
     NO_CLUSTER,
@@ -613,7 +615,9 @@ impl Index {
                 routed_pages.push(*p);
             }
         }
-        // The trajectories the routed pages link, scored once.
+        // The trajectories the routed pages link, each scored once; a page adds its
+        // `route_per_page` best (by score, then position: their order in a ranking of all the
+        // linked ones, which is not made — a speaker's page links most of the history).
         let linked: Vec<usize> = {
             let mut all: Vec<usize> = routed_pages
                 .iter()
@@ -623,25 +627,15 @@ impl Index {
             all.dedup();
             all
         };
-        let linked_dense = if use_wiki {
-            self.trajectory_dense(Some(&linked), qvec, q_entities, linked.len())
+        let scores = if use_wiki {
+            self.trajectory_scores(&linked, qvec, q_entities)
         } else {
             Vec::new()
         };
-        let linked_rank: FxHashMap<u32, usize> = linked_dense
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.0, i))
-            .collect();
+        let linked_hit = |t: usize| -> Hit { (t as u32, scores[t]) };
         for (rank, &p) in routed_pages.iter().enumerate() {
-            let mut members: Vec<usize> = self.page_trajs[p as usize].clone();
-            members.sort_by_key(|t| {
-                (
-                    linked_rank.get(&(*t as u32)).copied().unwrap_or(usize::MAX),
-                    *t,
-                )
-            });
-            for t in members.into_iter().take(config.route_per_page.max(1)) {
+            let members = &self.page_trajs[p as usize];
+            for t in best_members(members, config.route_per_page.max(1), linked_hit) {
                 universe.entry(t).or_insert(rank);
             }
         }
@@ -673,12 +667,12 @@ impl Index {
         let t0 = Instant::now();
         let dense: Vec<Hit> = match scans.trajectories {
             Some(dense) => dense,
-            None => linked_dense
-                .iter()
-                .copied()
-                .filter(|h| universe.contains_key(&(h.0 as usize)))
-                .take(config.depth)
-                .collect(),
+            None => {
+                let mut hits: Vec<Hit> = universe.keys().map(|&t| linked_hit(t)).collect();
+                sort_hits(&mut hits);
+                hits.truncate(config.depth);
+                hits
+            }
         };
         let sparse: Vec<u32> = match scans.traj_bm25 {
             Some(hits) => hits.into_iter().map(|h| h.0).collect(),
@@ -1026,7 +1020,7 @@ impl Index {
                 n_traj
             };
             let (dense, sparse) = rayon::join(
-                || direct.then(|| self.trajectory_dense(None, qvec, q_entities, config.depth)),
+                || direct.then(|| self.trajectory_dense(qvec, q_entities, config.depth)),
                 || self.bm25(&self.traj_bm25, q_terms, bm25_depth, backend),
             );
             Ok((dense, Some(sparse?)))
@@ -1058,17 +1052,35 @@ impl Index {
         })
     }
 
-    /// Dense scores of the trajectories in `pool` (all of them without one), best first, cut at
-    /// `depth`: 0.75 cos(q, centroid) + 0.15 cos(q, latest snapshot) — one dot product with the
-    /// trajectory's row, which holds that sum of vectors — + 0.10 when the trajectory names an
-    /// entity of the question that is not a speaker.
-    fn trajectory_dense(
+    /// The dense score of each trajectory of `pool` ([`Index::trajectory_score`]), at
+    /// its position in a list of every trajectory's (0 for those not in `pool`).
+    fn trajectory_scores(
         &self,
-        pool: Option<&[usize]>,
+        pool: &[usize],
         qvec: &[f32],
         q_entities: &BTreeSet<String>,
-        depth: usize,
-    ) -> Vec<Hit> {
+    ) -> Vec<f32> {
+        let (score, _) = self.trajectory_score(qvec, q_entities);
+        let scored: Vec<f32> = pool.par_iter().map(|&t| score(t).1).collect();
+        let mut all = vec![0f32; self.records.trajectories.len()];
+        for (&t, s) in pool.iter().zip(scored) {
+            all[t] = s;
+        }
+        all
+    }
+
+    /// Each trajectory's dense score, as a function of its position: 0.75 cos(q, centroid) +
+    /// 0.15 cos(q, latest snapshot) — one dot product with the trajectory's row, which holds
+    /// that sum of vectors — + 0.10 when the trajectory names an entity of the question that is
+    /// not a speaker. The bonus comes apart as the second function, for bounds.
+    fn trajectory_score<'a>(
+        &'a self,
+        qvec: &'a [f32],
+        q_entities: &BTreeSet<String>,
+    ) -> (
+        impl Fn(usize) -> Hit + Sync + 'a,
+        impl Fn(usize) -> f32 + Sync + 'a,
+    ) {
         let tv = &self.vectors.trajectories;
         // The trajectories that name an entity of the question that is not a speaker.
         let mut named: Vec<u32> = q_entities
@@ -1080,26 +1092,39 @@ impl Index {
             .collect();
         named.sort_unstable();
         named.dedup();
-        let bonus = |t: usize| -> f32 {
+        let bonus = move |t: usize| -> f32 {
             if named.binary_search(&(t as u32)).is_ok() {
                 0.10
             } else {
                 0.0
             }
         };
-        let score = |t: usize| -> Hit {
+        let with_bonus = bonus.clone();
+        let score = move |t: usize| -> Hit {
             let dim = qvec.len();
             let row = &tv.data[t * dim..(t + 1) * dim];
             (
                 t as u32,
-                trajwiki_compute::topk::dot_f16(row, qvec) + bonus(t),
+                trajwiki_compute::topk::dot_f16(row, qvec) + with_bonus(t),
             )
         };
+        (score, bonus)
+    }
+
+    /// The dense scores of every trajectory ([`Index::trajectory_score`]), best first, cut at
+    /// `depth`.
+    fn trajectory_dense(
+        &self,
+        qvec: &[f32],
+        q_entities: &BTreeSet<String>,
+        depth: usize,
+    ) -> Vec<Hit> {
+        let tv = &self.vectors.trajectories;
+        let (score, bonus) = self.trajectory_score(qvec, q_entities);
         // Each trajectory's score is its own: scored in parallel, the same hits in any order.
-        match (pool, tv.sketch().filter(|_| sketch_pays(tv.len(), depth))) {
-            (Some(pool), _) => par_topk(pool.len(), depth, |i| score(pool[i])),
+        match tv.sketch().filter(|_| sketch_pays(tv.len(), depth)) {
             // Bounded by the sketch, the bonus added to both bounds (rounding is monotonic).
-            (None, Some(sketch)) => {
+            Some(sketch) => {
                 let coded = SketchQuery::new(qvec);
                 let bounds = |t: usize| {
                     let (lo, hi) = sketch.bounds(t, &coded);
@@ -1107,7 +1132,7 @@ impl Index {
                 };
                 par_topk_bounded(tv.len(), depth, bounds, score)
             }
-            (None, None) => par_topk(tv.len(), depth, score),
+            None => par_topk(tv.len(), depth, score),
         }
     }
 
@@ -1252,6 +1277,24 @@ impl Index {
     }
 }
 
+/// The `k` best of `members` by their hits' order ([`sort_hits`]: score, then position), best
+/// first — the first `k` of `members` sorted so (a member listed twice counts twice) — without
+/// sorting them.
+fn best_members(members: &[usize], k: usize, hit: impl Fn(usize) -> Hit) -> Vec<usize> {
+    let mut best: Vec<u64> = Vec::with_capacity(k + 1);
+    for &t in members {
+        let key = order_key(&hit(t));
+        if best.len() < k || best.last().is_some_and(|&worst| key < worst) {
+            let at = best.partition_point(|&b| b <= key);
+            best.insert(at, key);
+            best.truncate(k);
+        }
+    }
+    best.into_iter()
+        .map(|key| (key & u64::from(u32::MAX)) as usize)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1263,6 +1306,21 @@ mod tests {
             [12, 10, 11, 13]
         );
         assert_eq!(reordered(&[10, 11], &[]), [10, 11]);
+    }
+
+    #[test]
+    fn a_pages_best_members_are_the_first_of_them_sorted_by_their_hits() {
+        // Scores with ties, a negative zero, a NaN; members listed out of order and twice.
+        let scores = [0.5, 0.9, 0.5, -0.0, 0.0, f32::NAN, 0.9, 0.1];
+        let hit = |t: usize| -> Hit { (t as u32, scores[t]) };
+        let members = [7, 2, 0, 6, 1, 4, 3, 5, 2, 1];
+        for k in 1..=members.len() + 1 {
+            let mut sorted: Vec<usize> = members.to_vec();
+            sorted.sort_by_key(|&t| order_key(&hit(t)));
+            sorted.truncate(k);
+            assert_eq!(best_members(&members, k, hit), sorted, "k = {k}");
+        }
+        assert!(best_members(&[], 4, hit).is_empty());
     }
 
     #[test]
