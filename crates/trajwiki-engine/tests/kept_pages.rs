@@ -39,6 +39,16 @@ fn locomo() -> Option<Vec<trajwiki_ingest::locomo::LocomoSample>> {
 /// The memory of `messages` in `ns` exported, appended message by message through one engine
 /// (built after each) and ingested at once then built: `(live, once)`.
 fn live_and_once(ns: &Namespace, messages: &[SourceMessage]) -> (String, String) {
+    live_and_once_reopened(ns, messages, usize::MAX)
+}
+
+/// [`live_and_once`], the live store's engine opened again after every `reopen` appends: the
+/// next append resumes the fold (and the wiki) from what the store holds.
+fn live_and_once_reopened(
+    ns: &Namespace,
+    messages: &[SourceMessage],
+    reopen: usize,
+) -> (String, String) {
     let flush = BuildOptions {
         flush: true,
         ..BuildOptions::default()
@@ -55,8 +65,11 @@ fn live_and_once(ns: &Namespace, messages: &[SourceMessage]) -> (String, String)
         String::from_utf8(out).unwrap()
     };
     let live_dir = tempfile::tempdir().unwrap();
-    let live = engine(live_dir.path());
-    for m in messages {
+    let mut live = engine(live_dir.path());
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 && i % reopen == 0 {
+            live = engine(live_dir.path());
+        }
         let append = [Append::given(m.clone())];
         live.with_store(|s| {
             live.namespace(ns)
@@ -97,6 +110,21 @@ fn a_kept_wiki_renders_the_pages_a_cold_build_renders() {
     assert!(
         live == once,
         "the memory appended message by message differs"
+    );
+}
+
+/// The same, the appends made by a new engine now and then (another process's, or the same
+/// server started again): its first append resumes the fold and the wiki from the store.
+#[test]
+fn a_resumed_wiki_renders_the_pages_a_cold_build_renders() {
+    let Some(samples) = locomo() else {
+        return;
+    };
+    let sample = &samples[0];
+    let (live, once) = live_and_once_reopened(&sample.namespace, &sample.messages, 37);
+    assert!(
+        live == once,
+        "the memory appended by engines opened again differs"
     );
 }
 

@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use trajwiki_core::{ClaimStatus, ItemCount, Namespace, PageId, PageKind, TrajectoryId, WikiPage};
@@ -164,6 +165,25 @@ fn topic_keys(t: &TrajState) -> impl Iterator<Item = String> + '_ {
         .map(|k| format!("{TOPIC}{k}"))
 }
 
+/// The keyword of `t` whose group is its primary topic: of its keywords whose group
+/// `candidate` says is a topic (with its members) and that are not among its own entities, the
+/// one with the most members, the first in keyword order among equals.
+fn best_topic(t: &TrajState, candidate: impl Fn(&str) -> Option<usize>) -> Option<&str> {
+    let mut best: Option<(usize, &str)> = None;
+    for k in &t.features.keywords {
+        let Some(n) = candidate(k) else {
+            continue;
+        };
+        if t.features.entities.contains(k) {
+            continue;
+        }
+        if best.is_none_or(|(m, _)| n > m) {
+            best = Some((n, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
 /// Words that open a statement without being its subject ("Wow, …", "On 3 May, …").
 const OPENERS: &[&str] = &[
     "oh",
@@ -216,9 +236,24 @@ impl Wiki {
             .keys()
             .filter_map(|k| k.strip_prefix(ENTITY).and_then(entity_stem))
             .collect();
-        for t in 0..states.len() {
-            w.primary[t] = w.primary_of(t, states, config);
-        }
+        // Every trajectory's primary topic, its keywords' groups judged once each (keywords recur
+        // across trajectories: a namespace of 77,000 trajectories has far fewer of them).
+        let candidates: FxHashMap<&str, Option<usize>> = states
+            .iter()
+            .flat_map(|s| s.features.keywords.iter())
+            .map(String::as_str)
+            .collect::<FxHashSet<&str>>()
+            .into_iter()
+            .map(|k| (k, w.topic_candidate(k, config)))
+            .collect();
+        let primary: Vec<Option<String>> = states
+            .par_iter()
+            .map(|s| {
+                best_topic(s, |k| candidates.get(k).copied().flatten())
+                    .map(|k| format!("{TOPIC}{k}"))
+            })
+            .collect();
+        w.primary = primary;
         let keys: Vec<String> = w.groups.keys().cloned().collect();
         for key in keys.iter().filter(|k| *k != RESCUE) {
             w.rederive(key, config);
@@ -286,34 +321,26 @@ impl Wiki {
         self.pages.contains_key(&format!("{ENTITY}{entity}"))
     }
 
-    /// Whether keyword group `key` can be trajectory `t`'s primary topic: a noun-like keyword,
-    /// not one of `t`'s entities nor the name of an entity with a group, shared by between `topic_min_trajectories` and `topic_max_trajectories`
-    /// trajectories.
-    fn topical(&self, key: &str, t: &TrajState, c: &MemoryConfig) -> bool {
-        let Some(g) = self.groups.get(key) else {
-            return false;
-        };
-        let stem = key.strip_prefix(TOPIC).unwrap_or(key);
-        (c.topic_min_trajectories..=c.topic_max_trajectories).contains(&g.members.len())
-            && !t.features.entities.contains(stem)
-            && !self.entity_stems.contains(stem)
-            && topic_phrase(&g.surface).is_some()
-    }
-
     /// The primary topic of trajectory `t`: its topical keyword group with the most members
     /// (then the first key).
     fn primary_of(&self, t: usize, states: &[TrajState], c: &MemoryConfig) -> Option<String> {
-        let mut best: Option<(usize, String)> = None;
-        for key in topic_keys(&states[t]) {
-            if !self.topical(&key, &states[t], c) {
-                continue;
-            }
-            let n = self.groups[&key].members.len();
-            if best.as_ref().is_none_or(|(m, _)| n > *m) {
-                best = Some((n, key));
-            }
+        best_topic(&states[t], |k| self.topic_candidate(k, c)).map(|k| format!("{TOPIC}{k}"))
+    }
+
+    /// Whether keyword `k`'s group can be a trajectory's primary topic, whatever the trajectory
+    /// (which must not have `k` among its entities, [`best_topic`]): a specific keyword of four
+    /// characters or more, not the name of an entity with a group, whose group is a noun-like
+    /// phrase shared by between `topic_min_trajectories` and `topic_max_trajectories`
+    /// trajectories — and then the group's members.
+    fn topic_candidate(&self, k: &str, c: &MemoryConfig) -> Option<usize> {
+        if !(is_specific(k) && k.chars().count() >= 4) {
+            return None;
         }
-        best.map(|(_, k)| k)
+        let g = self.groups.get(&format!("{TOPIC}{k}"))?;
+        ((c.topic_min_trajectories..=c.topic_max_trajectories).contains(&g.members.len())
+            && !self.entity_stems.contains(k)
+            && topic_phrase(&g.surface).is_some())
+        .then_some(g.members.len())
     }
 
     /// The kind and title head ([`Draft::head`]) of the page group `key` makes now, or `None`
