@@ -1,6 +1,7 @@
 //! The glue between store, embedder and memory construction: embedding with the store's cache,
 //! building a namespace and committing it in one transaction.
 
+use rayon::prelude::*;
 use trajwiki_ann::{AnnIndex, AnnParams};
 use trajwiki_core::{EmbedError, EmbedKind, Embedder, Embeddings, Namespace, SourceMessage};
 use trajwiki_memory::{
@@ -951,10 +952,20 @@ fn read_fold(
     config: &MemoryConfig,
 ) -> Result<Fold, PipelineError> {
     let header = decode(ns, ("memory_builds", "header"), &record.header)?;
-    let trajectories = store
-        .fold_trajectories(ns)?
-        .iter()
-        .map(|bytes| trajectory_state(store, ns, bytes))
+    // Decoded side by side (a state in the current form needs nothing else); one a fold stored
+    // before late arrival was defined is read again with the store, in its place.
+    let stored = store.fold_trajectories(ns)?;
+    let decoded: Vec<Option<TrajState>> = stored
+        .par_iter()
+        .map(|bytes| decode::<TrajState>(ns, ("fold_trajectories", "state"), bytes).ok())
+        .collect();
+    let trajectories = decoded
+        .into_iter()
+        .zip(&stored)
+        .map(|(state, bytes)| match state {
+            Some(state) => Ok(state),
+            None => trajectory_state(store, ns, bytes),
+        })
         .collect::<Result<_, _>>()?;
     let groups = store
         .fold_groups(ns)?
