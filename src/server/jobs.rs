@@ -178,7 +178,7 @@ fn run(state: &AppState, job: &Job, req: &BuildRequest) -> Result<Value, Failure
     let ns = &job.namespace;
     let mut store = state.engine.connect()?;
     let handle = state.engine.namespace(ns);
-    handle.existing(&store, false)?;
+    handle.with_messages(&store)?;
     let mut writer = handle.writer();
     let progress = |p: Progress| {
         let counts = match p.stage {

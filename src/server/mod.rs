@@ -804,7 +804,7 @@ async fn pages(State(state): State<Arc<AppState>>, Ns(ns): Ns) -> Result<Json<Va
             let pages = handle.pages(store)?;
             // Only a namespace without pages is counted (a count reads the whole namespace).
             if pages.is_empty() {
-                handle.existing(store, true)?;
+                handle.existing(store)?;
             }
             let pages: Vec<Value> = pages
                 .iter()

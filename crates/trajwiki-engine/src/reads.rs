@@ -39,8 +39,8 @@ impl Engine {
     /// The store's namespaces, by name, with their counts.
     pub fn namespaces(&self, store: &Store) -> Result<Vec<Listed>, ApiError> {
         self.namespace_names(store)?
-            .iter()
-            .map(|ns| self.namespace(ns).counts(store))
+            .into_iter()
+            .map(|ns| listed(store, ns))
             .collect()
     }
 
@@ -76,12 +76,7 @@ impl Engine {
 impl NamespaceHandle<'_> {
     /// The namespace's counts (zero for a namespace the store does not hold).
     pub fn counts(&self, store: &Store) -> Result<Listed, ApiError> {
-        let (messages, runs) = store.namespace_counts(self.name())?;
-        Ok(Listed {
-            namespace: self.name().clone(),
-            messages,
-            runs,
-        })
+        listed(store, self.name().clone())
     }
 
     /// The error that says the namespace holds no messages in this store.
@@ -92,15 +87,23 @@ impl NamespaceHandle<'_> {
         }
     }
 
-    /// The namespace's counts, or [`ApiError::UnknownNamespace`] when it has no messages (with
-    /// `runs_count`, when it has neither messages nor runs).
-    pub fn existing(&self, store: &Store, runs_count: bool) -> Result<Listed, ApiError> {
+    /// The namespace's counts, or [`ApiError::UnknownNamespace`] when it does not exist (holds
+    /// neither messages nor runs).
+    pub fn existing(&self, store: &Store) -> Result<Listed, ApiError> {
         let counts = self.counts(store)?;
-        let exists = match runs_count {
-            true => counts.exists(),
-            false => counts.messages > 0,
-        };
-        exists.then_some(counts).ok_or_else(|| self.unknown())
+        counts
+            .exists()
+            .then_some(counts)
+            .ok_or_else(|| self.unknown())
+    }
+
+    /// The namespace's counts, or [`ApiError::UnknownNamespace`] when it holds no messages
+    /// (what a dialogue memory is built from).
+    pub fn with_messages(&self, store: &Store) -> Result<Listed, ApiError> {
+        let counts = self.counts(store)?;
+        (counts.messages > 0)
+            .then_some(counts)
+            .ok_or_else(|| self.unknown())
     }
 
     /// The namespace's current wiki pages.
@@ -121,4 +124,14 @@ impl NamespaceHandle<'_> {
     pub fn state(&self, store: &Store) -> Result<IndexState, ApiError> {
         Ok(store.index_state(self.name())?)
     }
+}
+
+/// `ns` with its counts.
+fn listed(store: &Store, namespace: Namespace) -> Result<Listed, ApiError> {
+    let (messages, runs) = store.namespace_counts(&namespace)?;
+    Ok(Listed {
+        namespace,
+        messages,
+        runs,
+    })
 }
