@@ -955,17 +955,14 @@ fn read_fold(
     // Decoded side by side (a state in the current form needs nothing else); one a fold stored
     // before late arrival was defined is read again with the store, in its place.
     let stored = store.fold_trajectories(ns)?;
-    let decoded: Vec<Option<TrajState>> = stored
+    let decoded: Vec<Result<TrajState, PipelineError>> = stored
         .par_iter()
-        .map(|bytes| decode::<TrajState>(ns, ("fold_trajectories", "state"), bytes).ok())
+        .map(|bytes| decode::<TrajState>(ns, ("fold_trajectories", "state"), bytes))
         .collect();
     let trajectories = decoded
         .into_iter()
         .zip(&stored)
-        .map(|(state, bytes)| match state {
-            Some(state) => Ok(state),
-            None => trajectory_state(store, ns, bytes),
-        })
+        .map(|(state, bytes)| state.or_else(|now| earlier_state(store, bytes, now)))
         .collect::<Result<_, _>>()?;
     let groups = store
         .fold_groups(ns)?
@@ -981,19 +978,16 @@ fn read_fold(
     ))
 }
 
-/// A trajectory's fold state: as stored, or as a fold stored it before late arrival was
-/// defined, with the time of its latest snapshot read back ([`TrajStateV1`]).
-fn trajectory_state(
+/// A trajectory's fold state that does not decode in the current form (`now`, the error it gave):
+/// as a fold stored it before late arrival was defined, with the time of its latest snapshot read
+/// back ([`TrajStateV1`]); else `now`.
+fn earlier_state(
     store: &Store,
-    ns: &Namespace,
     bytes: &[u8],
+    now: PipelineError,
 ) -> Result<TrajState, PipelineError> {
-    let now = decode::<TrajState>(ns, ("fold_trajectories", "state"), bytes);
-    if now.is_ok() {
-        return now;
-    }
     let Ok(earlier) = postcard::from_bytes::<TrajStateV1>(bytes) else {
-        return now;
+        return Err(now);
     };
     let latest = earlier
         .latest()
@@ -1001,7 +995,7 @@ fn trajectory_state(
         .transpose()?;
     match latest {
         Some(s) => Ok(earlier.at(s.timestamp)),
-        None => now,
+        None => Err(now),
     }
 }
 

@@ -161,8 +161,13 @@ fn topic_keys(t: &TrajState) -> impl Iterator<Item = String> + '_ {
     t.features
         .keywords
         .iter()
-        .filter(|k| is_specific(k) && k.chars().count() >= 4)
+        .filter(|k| topic_keyword(k))
         .map(|k| format!("{TOPIC}{k}"))
+}
+
+/// Whether keyword `k` makes a topic group: a specific word of four characters or more.
+fn topic_keyword(k: &str) -> bool {
+    is_specific(k) && k.chars().count() >= 4
 }
 
 /// The keyword of `t` whose group is its primary topic: of its keywords whose group
@@ -328,12 +333,12 @@ impl Wiki {
     }
 
     /// Whether keyword `k`'s group can be a trajectory's primary topic, whatever the trajectory
-    /// (which must not have `k` among its entities, [`best_topic`]): a specific keyword of four
-    /// characters or more, not the name of an entity with a group, whose group is a noun-like
+    /// (which must not have `k` among its entities, [`best_topic`]): a [`topic_keyword`], not
+    /// the name of an entity with a group, whose group is a noun-like
     /// phrase shared by between `topic_min_trajectories` and `topic_max_trajectories`
     /// trajectories — and then the group's members.
     fn topic_candidate(&self, k: &str, c: &MemoryConfig) -> Option<usize> {
-        if !(is_specific(k) && k.chars().count() >= 4) {
+        if !topic_keyword(k) {
             return None;
         }
         let g = self.groups.get(&format!("{TOPIC}{k}"))?;
