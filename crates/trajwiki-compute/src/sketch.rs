@@ -11,7 +11,10 @@
 
 use rayon::prelude::*;
 
-use crate::{ComputeError, MatrixView};
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+use crate::{ComputeError, MatrixData, MatrixView};
 
 /// The int8 sketches of a matrix's rows.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +44,12 @@ pub struct SketchView<'a> {
 #[derive(Debug, Clone)]
 pub struct SketchQuery {
     codes: Vec<i16>,
+    /// The codes as two bytes each, `code = 256·high + low` (both i8), padded with zeros to a
+    /// whole number of 64-byte blocks: the operands of u8 × i8 dot products (AVX-512 VNNI).
+    high: Vec<i8>,
+    low: Vec<i8>,
+    /// `128·Σ code`, modulo 2³²: what a row's codes read as `c + 128` (u8) add to its sum.
+    shift: i32,
     scale: f32,
     /// An upper bound on `|q|`.
     norm: f32,
@@ -50,6 +59,13 @@ pub struct SketchQuery {
 
 /// Rows sketched per rayon task.
 const CHUNK_ROWS: usize = 1024;
+
+/// The largest query code: the largest whose high byte (`code = 256·high + low`, `low` in
+/// `-128..=127`) is an i8.
+const QUERY_LIMIT: i32 = 127 * 256 + 127;
+
+/// Rows whose integer dot products [`SketchView::bounds_into`] computes in one call.
+const BLOCK_ROWS: usize = 256;
 
 /// Relative padding of every bound for the rounding of f32 dot products: the exact scan's dot
 /// product adds each of its 32 lanes in sequence, so it is within about (n/32 + 12)·2⁻²⁴ of
@@ -74,8 +90,17 @@ impl Sketch {
                     .zip(rows.iter_mut())
                     .enumerate()
                 {
-                    matrix.row_f32(c * CHUNK_ROWS + j, &mut row);
-                    *out = code_row(&row, code);
+                    let i = c * CHUNK_ROWS + j;
+                    *out = match matrix.data() {
+                        // Converted as they are coded, where the CPU can.
+                        MatrixData::F16(d) => {
+                            code_row_f16(&d[i * dim..(i + 1) * dim], code, &mut row)
+                        }
+                        _ => {
+                            matrix.row_f32(i, &mut row);
+                            code_row(&row, code)
+                        }
+                    };
                 }
             });
         Sketch { dim, codes, rows }
@@ -188,14 +213,72 @@ fn code_into<T: Copy>(
 /// and the row suits it, otherwise in f64 ([`code_row_f64`]).
 fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
-    if matches!(simd(), Simd::Avx512) {
+    if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
         // SAFETY: the CPU has the features.
         #[allow(unsafe_code)]
-        if let Some(row) = unsafe { code_row_avx512(x, code) } {
+        if let Some(row) = unsafe { code_row_avx512(Lanes::F32(x), code) } {
             return row;
         }
     }
     code_row_f64(x, code)
+}
+
+/// [`code_row`] of an f16 row: converted lane by lane as it is coded where the CPU has AVX-512
+/// (the same values, so the same codes and bounds), else through `buf`.
+fn code_row_f16(x: &[f16], code: &mut [i8], buf: &mut [f32]) -> RowCode {
+    #[cfg(target_arch = "x86_64")]
+    if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
+        // SAFETY: the CPU has the features.
+        #[allow(unsafe_code)]
+        if let Some(row) = unsafe { code_row_avx512(Lanes::F16(x), code) } {
+            return row;
+        }
+    }
+    x.convert_to_f32_slice(buf);
+    code_row_f64(buf, code)
+}
+
+/// A row that [`code_row_avx512`] reads 16 lanes at a time, as f32.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+enum Lanes<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Lanes::F32(x) => x.len(),
+            Lanes::F16(x) => x.len(),
+        }
+    }
+
+    /// Lanes `16·b..` under `mask` (the others zero), as f32: an f16 value converts exactly.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F, BW and VL; the mask keeps the load inside the row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    #[allow(unsafe_code)]
+    unsafe fn load(
+        &self,
+        b: usize,
+        mask: std::arch::x86_64::__mmask16,
+    ) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // SAFETY: as the caller promises.
+        unsafe {
+            match self {
+                Lanes::F32(x) => _mm512_maskz_loadu_ps(mask, x.as_ptr().add(16 * b)),
+                Lanes::F16(x) => _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(
+                    mask,
+                    x.as_ptr().add(16 * b).cast(),
+                )),
+            }
+        }
+    }
 }
 
 /// [`code_row_f64`] in f32, 16 lanes at a time; `None` for a row it leaves to the f64 path:
@@ -208,9 +291,9 @@ fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
 /// is within `(n/16 + 5)·u` of the real one (under 1e-5 up to 2,048 dimensions): the norms
 /// are padded by 1e-5, and the error's norm by 1e-5 and 2e-6 · `|x̂|`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 #[allow(unsafe_code)]
-unsafe fn code_row_avx512(x: &[f32], code: &mut [i8]) -> Option<RowCode> {
+unsafe fn code_row_avx512(x: Lanes<'_>, code: &mut [i8]) -> Option<RowCode> {
     use std::arch::x86_64::*;
     let n = x.len();
     if n > 2048 || n != code.len() {
@@ -226,11 +309,11 @@ unsafe fn code_row_avx512(x: &[f32], code: &mut [i8]) -> Option<RowCode> {
             (1u16 << left) - 1
         }
     };
-    let (xp, cp) = (x.as_ptr(), code.as_mut_ptr());
+    let cp = code.as_mut_ptr();
     let (mut max, mut sum_x) = (_mm512_setzero_ps(), _mm512_setzero_ps());
     for b in 0..blocks {
         // SAFETY: the mask keeps the load inside the row.
-        let v = unsafe { _mm512_maskz_loadu_ps(mask(b), xp.add(16 * b)) };
+        let v = unsafe { x.load(b, mask(b)) };
         max = _mm512_max_ps(max, _mm512_abs_ps(v));
         sum_x = _mm512_fmadd_ps(v, v, sum_x);
     }
@@ -247,14 +330,15 @@ unsafe fn code_row_avx512(x: &[f32], code: &mut [i8]) -> Option<RowCode> {
     for b in 0..blocks {
         let m = mask(b);
         // SAFETY: as above, for the loads and the stores.
-        let v = unsafe { _mm512_maskz_loadu_ps(m, xp.add(16 * b)) };
+        let v = unsafe { x.load(b, m) };
         let q = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
             _mm512_mul_ps(v, inverse),
         );
         let q = _mm512_min_ps(_mm512_max_ps(q, low), high);
-        unsafe {
-            _mm512_mask_cvtepi32_storeu_epi8(cp.add(16 * b).cast(), m, _mm512_cvtps_epi32(q))
-        };
+        // Narrowed in a register, then stored (a narrowing store to memory is slow on some
+        // CPUs).
+        let bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q));
+        unsafe { _mm_mask_storeu_epi8(cp.add(16 * b).cast(), m, bytes) };
         let hat = _mm512_mul_ps(scales, q);
         let e = _mm512_sub_ps(v, hat);
         err = _mm512_fmadd_ps(e, e, err);
@@ -304,13 +388,28 @@ impl SketchQuery {
     /// Codes `q` for rows of `q.len()` dimensions, in i16 scaled so that no integer sum of a
     /// row's products overflows an i32.
     pub fn new(q: &[f32]) -> SketchQuery {
-        let limit = ((i32::MAX as usize / 127 / q.len().max(1)) as i32 - 1).clamp(1, 32767);
+        let limit = ((i32::MAX as usize / 127 / q.len().max(1)) as i32 - 1).clamp(1, QUERY_LIMIT);
         let mut codes = vec![0i16; q.len()];
-        match code_into(q, &mut codes, limit, |v| v as i16) {
+        let coded = code_into(q, &mut codes, limit, |v| v as i16);
+        let padded = q.len().div_ceil(64) * 64;
+        let (mut high, mut low) = (vec![0i8; padded], vec![0i8; padded]);
+        let mut sum = 0i64;
+        for ((&c, h), l) in codes.iter().zip(&mut high).zip(&mut low) {
+            let c = i32::from(c);
+            let rest = (c + 128).rem_euclid(256) - 128;
+            // |c| ≤ QUERY_LIMIT: both parts fit.
+            (*h, *l) = (((c - rest) / 256) as i8, rest as i8);
+            sum += i64::from(c);
+        }
+        let shift = (sum * 128) as i32;
+        match coded {
             Some((scale, err, _)) => {
                 let norm: f64 = q.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
                 SketchQuery {
                     codes,
+                    high,
+                    low,
+                    shift,
                     scale,
                     norm: (norm * (1.0 + 1e-6)) as f32 * (1.0 + 1e-6),
                     radius: (err * (1.0 + 1e-6)) as f32 * (1.0 + 1e-6),
@@ -318,6 +417,9 @@ impl SketchQuery {
             }
             None => SketchQuery {
                 codes,
+                high,
+                low,
+                shift,
                 scale: 0.0,
                 norm: f32::INFINITY,
                 radius: f32::INFINITY,
@@ -352,10 +454,84 @@ impl<'a> SketchView<'a> {
     #[inline]
     pub fn bounds(&self, i: usize, q: &SketchQuery) -> (f32, f32) {
         let code = &self.codes[i * self.dim..(i + 1) * self.dim];
-        let r = self.rows[i];
-        let estimate = (r.scale * q.scale) * dot_i8_i16(code, &q.codes) as f32;
-        let radius = r.radius * q.norm + r.norm * q.radius + ROUNDING as f32 * r.norm * q.norm;
-        (estimate - radius, estimate + radius)
+        bound(self.rows[i], q, dot_i8_i16(code, &q.codes))
+    }
+
+    /// [`SketchView::bounds`] of rows `start..start + out.len()`, into `out`: the same bounds,
+    /// the integer sums computed a block of rows at a time (with AVX-512 VNNI where the CPU has
+    /// it).
+    pub fn bounds_into(&self, start: usize, q: &SketchQuery, out: &mut [(f32, f32)]) {
+        let mut dots = [0i32; BLOCK_ROWS];
+        for (b, out) in out.chunks_mut(BLOCK_ROWS).enumerate() {
+            let first = start + b * BLOCK_ROWS;
+            let dots = &mut dots[..out.len()];
+            self.dots_into(first, q, dots);
+            for ((o, &dot), &r) in out.iter_mut().zip(dots.iter()).zip(&self.rows[first..]) {
+                *o = bound(r, q, dot);
+            }
+        }
+    }
+
+    /// The integer dot products of rows `start..start + out.len()` with `q`'s codes.
+    fn dots_into(&self, start: usize, q: &SketchQuery, out: &mut [i32]) {
+        let dim = self.dim;
+        let codes = &self.codes[start * dim..(start + out.len()) * dim];
+        #[cfg(target_arch = "x86_64")]
+        if matches!(simd(), Simd::Avx512Vnni) && q.codes.len() == dim && dim > 0 {
+            // SAFETY: the CPU has the features; `codes` holds `out.len()` rows of `dim`, and
+            // `q.high`, `q.low` `dim` values padded to whole 64-byte blocks.
+            #[allow(unsafe_code)]
+            unsafe {
+                dots_vnni(codes, dim, q, out)
+            };
+            return;
+        }
+        for (o, code) in out.iter_mut().zip(codes.chunks_exact(dim.max(1))) {
+            *o = dot_i8_i16(code, &q.codes);
+        }
+    }
+}
+
+/// A row's bounds from its integer dot product with the query's codes.
+#[inline]
+fn bound(r: RowCode, q: &SketchQuery, dot: i32) -> (f32, f32) {
+    let estimate = (r.scale * q.scale) * dot as f32;
+    let radius = r.radius * q.norm + r.norm * q.radius + ROUNDING as f32 * r.norm * q.norm;
+    (estimate - radius, estimate + radius)
+}
+
+/// The integer dot products of consecutive rows of `dim` codes with `q`'s, 64 codes at a time:
+/// each code read as the u8 `c + 128` and multiplied with the query's high and low bytes
+/// (`vpdpbusd`), so that `Σ c·q = 256·Σ (c + 128)·high + Σ (c + 128)·low − 128·Σ q` — in
+/// wrapping i32 arithmetic, exact because the sum itself fits ([`SketchQuery::new`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[allow(unsafe_code)]
+unsafe fn dots_vnni(codes: &[i8], dim: usize, q: &SketchQuery, out: &mut [i32]) {
+    use std::arch::x86_64::*;
+    let blocks = dim.div_ceil(64);
+    let last: __mmask64 = match dim % 64 {
+        0 => !0,
+        left => (1u64 << left) - 1,
+    };
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let (high, low) = (q.high.as_ptr(), q.low.as_ptr());
+    for (r, o) in out.iter_mut().enumerate() {
+        let row = codes[r * dim..].as_ptr();
+        let (mut h, mut l) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for b in 0..blocks {
+            let mask = if b + 1 == blocks { last } else { !0 };
+            // SAFETY: the mask keeps the row's load inside its `dim` codes; the query's parts
+            // hold `blocks` whole blocks. Codes past the row read as 0, i.e. 128 as u8, and
+            // meet the query's zero padding.
+            unsafe {
+                let x = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, row.add(64 * b)), flip);
+                h = _mm512_dpbusd_epi32(h, x, _mm512_loadu_si512(high.add(64 * b).cast()));
+                l = _mm512_dpbusd_epi32(l, x, _mm512_loadu_si512(low.add(64 * b).cast()));
+            }
+        }
+        let sum = _mm512_add_epi32(_mm512_slli_epi32::<8>(h), l);
+        *o = _mm512_reduce_add_epi32(sum).wrapping_sub(q.shift);
     }
 }
 
@@ -384,7 +560,7 @@ fn dot_i8_i16(a: &[i8], b: &[i16]) -> i32 {
         match simd() {
             // SAFETY: the CPU has the features; the slices have the same length.
             #[allow(unsafe_code)]
-            Simd::Avx512 => return unsafe { dot_i8_i16_avx512(a, b) },
+            Simd::Avx512 | Simd::Avx512Vnni => return unsafe { dot_i8_i16_avx512(a, b) },
             #[allow(unsafe_code)]
             Simd::Avx2 => return unsafe { dot_i8_i16_avx2(a, b) },
             Simd::None => {}
@@ -403,6 +579,8 @@ fn dot_i8_i16_scalar(a: &[i8], b: &[i16]) -> i32 {
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 enum Simd {
+    /// AVX-512 F and BW with VNNI: the block scan of [`dots_vnni`] too.
+    Avx512Vnni,
     Avx512,
     Avx2,
     None,
@@ -412,8 +590,15 @@ enum Simd {
 fn simd() -> Simd {
     static HAS: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
     *HAS.get_or_init(|| {
-        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
-            Simd::Avx512
+        if is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+        {
+            if is_x86_feature_detected!("avx512vnni") {
+                Simd::Avx512Vnni
+            } else {
+                Simd::Avx512
+            }
         } else if is_x86_feature_detected!("avx2") {
             Simd::Avx2
         } else {
@@ -505,13 +690,14 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn rows_coded_with_avx512_bound_their_error_as_tightly_as_in_f64() {
-        if !matches!(simd(), Simd::Avx512) {
+        if !matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
             eprintln!("skipped: this CPU has no AVX-512");
             return;
         }
         // SAFETY: the CPU has the features (checked above).
         #[allow(unsafe_code)]
-        let code_row_avx = |x: &[f32], code: &mut [i8]| unsafe { code_row_avx512(x, code) };
+        let code_row_avx =
+            |x: &[f32], code: &mut [i8]| unsafe { code_row_avx512(Lanes::F32(x), code) };
         let mut rng = Rng::new(11);
         for dim in [1, 7, 16, 17, 384, 1000, 2048] {
             let mut rows = unit_rows(&mut rng, 50, dim);
@@ -621,6 +807,81 @@ mod tests {
                     assert_eq!(i64::from(sum), expected, "AVX-512, dim {dim}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_block_of_rows_gets_each_rows_bounds() {
+        let mut rng = Rng::new(13);
+        for dim in [1, 15, 63, 64, 65, 128, 384, 1000, 4096] {
+            let n = 600;
+            let mut rows = unit_rows(&mut rng, n, dim);
+            // Extreme codes (±127 in every lane) and a zero row.
+            for (j, x) in rows[..dim].iter_mut().enumerate() {
+                *x = if j % 3 == 0 { -1.0 } else { 1.0 };
+            }
+            rows[dim..2 * dim].fill(0.0);
+            let sketch = Sketch::of(&MatrixView::f32(&rows, dim).unwrap());
+            let view = sketch.view();
+            let mut worst: Vec<f32> = rows[..dim].to_vec();
+            worst.iter_mut().step_by(2).for_each(|x| *x = -*x);
+            for q in unit_rows(&mut rng, 3, dim)
+                .chunks_exact(dim)
+                .chain([&worst[..]])
+            {
+                let coded = SketchQuery::new(q);
+                // Every path's integer sums, from several starts and lengths.
+                for (start, len) in [(0, n), (1, 299), (257, 343), (n, 0)] {
+                    let mut dots = vec![0i32; len];
+                    view.dots_into(start, &coded, &mut dots);
+                    for (i, &dot) in (start..).zip(&dots) {
+                        let code = &view.codes[i * dim..(i + 1) * dim];
+                        assert_eq!(
+                            dot,
+                            dot_i8_i16_scalar(code, &coded.codes),
+                            "dim {dim} row {i}"
+                        );
+                    }
+                    let mut bounds = vec![(0f32, 0f32); len];
+                    view.bounds_into(start, &coded, &mut bounds);
+                    for (i, &b) in (start..).zip(&bounds) {
+                        assert_eq!(
+                            format!("{b:?}"),
+                            format!("{:?}", view.bounds(i, &coded)),
+                            "dim {dim} row {i}"
+                        );
+                    }
+                }
+                // The query's bytes put back together are its codes.
+                for (j, &c) in coded.codes.iter().enumerate() {
+                    let whole = 256 * i32::from(coded.high[j]) + i32::from(coded.low[j]);
+                    assert_eq!(whole, i32::from(c), "dim {dim} lane {j}");
+                }
+                assert!(coded.high[dim..]
+                    .iter()
+                    .chain(&coded.low[dim..])
+                    .all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn f16_rows_sketch_as_their_f32_values_do() {
+        let mut rng = Rng::new(17);
+        for dim in [1, 16, 17, 384, 2048, 2049] {
+            let mut rows = unit_rows(&mut rng, 40, dim);
+            rows[..dim].fill(0.0);
+            rows[dim] = f32::INFINITY;
+            let halves: Vec<f16> = rows.iter().map(|&x| f16::from_f32(x)).collect();
+            let exact: Vec<f32> = halves.iter().map(|x| x.to_f32()).collect();
+            let from_f16 = Sketch::of(&MatrixView::f16(&halves, dim).unwrap());
+            let from_f32 = Sketch::of(&MatrixView::f32(&exact, dim).unwrap());
+            assert_eq!(from_f16.codes, from_f32.codes, "dim {dim}");
+            assert_eq!(
+                format!("{:?}", from_f16.rows),
+                format!("{:?}", from_f32.rows),
+                "dim {dim}"
+            );
         }
     }
 }

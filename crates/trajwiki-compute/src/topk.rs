@@ -488,7 +488,7 @@ pub fn cosine_topk(
             return Ok(vec![par_topk_bounded(
                 matrix.rows(),
                 k,
-                |i| sketch.bounds(i, &coded),
+                |start, out| sketch.bounds_into(start, &coded, out),
                 |i| (i as u32, exact_dot(matrix, i, queries)),
             )]);
         }
@@ -567,15 +567,15 @@ pub fn par_topk(n: usize, k: usize, hit: impl Fn(usize) -> Hit + Sync) -> Vec<Hi
         .unwrap_or_default()
 }
 
-/// [`par_topk`] of items whose scores are bounded cheaply: `bounds(i)` is `(lower, upper)`
-/// around item `i`'s score. A first pass collects the best `k` lower bounds, whose worst is a
-/// bar at least `k` scores reach, and the items whose upper bound may reach it; `hit` is then
-/// computed only for those whose upper bound reaches the bar, in item order. The same hits as
-/// [`par_topk`], if the bounds hold.
+/// [`par_topk`] of items whose scores are bounded cheaply: `bounds(start, out)` writes
+/// `(lower, upper)` around the scores of items `start..start + out.len()`. A first pass
+/// collects the best `k` lower bounds, whose worst is a bar at least `k` scores reach, and the
+/// items whose upper bound may reach it; `hit` is then computed only for those whose upper bound
+/// reaches the bar, in item order. The same hits as [`par_topk`], if the bounds hold.
 pub fn par_topk_bounded(
     n: usize,
     k: usize,
-    bounds: impl Fn(usize) -> (f32, f32) + Sync,
+    bounds: impl Fn(usize, &mut [(f32, f32)]) + Sync,
     hit: impl Fn(usize) -> Hit + Sync,
 ) -> Vec<Hit> {
     let k = k.min(n);
@@ -590,18 +590,20 @@ pub fn par_topk_bounded(
         .map(|part| {
             let mut lower = TopK::new(k);
             let mut candidates: Vec<(u32, f32)> = Vec::new();
-            for (j, i) in part.enumerate() {
-                if j % SHARE_EVERY == 0 {
-                    lower.share(&bar);
-                    if candidates.len() > prune_at {
-                        let floor = lower.floor();
-                        candidates.retain(|&(_, hi)| may_reach(hi, floor));
-                    }
+            let mut block = [(0f32, 0f32); SHARE_EVERY];
+            for start in part.clone().step_by(SHARE_EVERY) {
+                lower.share(&bar);
+                if candidates.len() > prune_at {
+                    let floor = lower.floor();
+                    candidates.retain(|&(_, hi)| may_reach(hi, floor));
                 }
-                let (lo, hi) = bounds(i);
-                if may_reach(hi, lower.floor()) {
-                    lower.push(i as u32, lo);
-                    candidates.push((i as u32, hi));
+                let block = &mut block[..SHARE_EVERY.min(part.end - start)];
+                bounds(start, block);
+                for (i, &(lo, hi)) in (start..).zip(block.iter()) {
+                    if may_reach(hi, lower.floor()) {
+                        lower.push(i as u32, lo);
+                        candidates.push((i as u32, hi));
+                    }
                 }
             }
             lower.share(&bar);
@@ -914,12 +916,14 @@ mod tests {
             // Bounds that hold, exact (ties at the bar), narrow or wide, change nothing; a NaN
             // bound bounds nothing.
             for width in [0.0, 0.01, 0.5, 100.0] {
-                let bounds = |i: usize| {
-                    let s = sanitize(all[i].1);
-                    if i.is_multiple_of(5) {
-                        (f32::NAN, f32::NAN)
-                    } else {
-                        (s - width, s + width)
+                let bounds = |start: usize, out: &mut [(f32, f32)]| {
+                    for (i, o) in (start..).zip(out.iter_mut()) {
+                        let s = sanitize(all[i].1);
+                        *o = if i.is_multiple_of(5) {
+                            (f32::NAN, f32::NAN)
+                        } else {
+                            (s - width, s + width)
+                        };
                     }
                 };
                 let got = par_topk_bounded(all.len(), k, bounds, |i| all[i]);

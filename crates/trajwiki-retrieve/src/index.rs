@@ -90,9 +90,11 @@ pub(crate) struct Rows {
 }
 
 /// The fewest rows a level is sketched at: a scan gains from a sketch only when the rows are
-/// many times the hits it keeps (see [`trajwiki_compute::topk::sketch_pays`]), and retrieval
-/// keeps up to 1,000 per level.
-pub(crate) const SKETCH_MIN_ROWS: usize = 32_768;
+/// many times the hits it keeps (see [`trajwiki_compute::topk::sketch_pays`]: a message scan
+/// keeping 300 from about 4,800 rows on). Sketched from here, a warm search at 23,528 messages
+/// scans in 0.98 ms instead of 1.33, and its cold load pays about 10 ms to code the rows
+/// (BENCHMARKS.md, "Sixth session").
+pub(crate) const SKETCH_MIN_ROWS: usize = 4_096;
 
 /// The sketch of `rows`, if there are [`SKETCH_MIN_ROWS`] of them.
 pub(crate) fn sketch_if_long(rows: &MatrixView<'_>) -> Option<Sketch> {

@@ -1126,9 +1126,11 @@ impl Index {
             // Bounded by the sketch, the bonus added to both bounds (rounding is monotonic).
             Some(sketch) => {
                 let coded = SketchQuery::new(qvec);
-                let bounds = |t: usize| {
-                    let (lo, hi) = sketch.bounds(t, &coded);
-                    (lo + bonus(t), hi + bonus(t))
+                let bounds = |start: usize, out: &mut [(f32, f32)]| {
+                    sketch.bounds_into(start, &coded, out);
+                    for (t, (lo, hi)) in (start..).zip(out.iter_mut()) {
+                        (*lo, *hi) = (*lo + bonus(t), *hi + bonus(t));
+                    }
                 };
                 par_topk_bounded(tv.len(), depth, bounds, score)
             }
