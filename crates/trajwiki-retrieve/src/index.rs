@@ -92,8 +92,8 @@ pub(crate) struct Rows {
 /// The fewest rows a level is sketched at: a scan gains from a sketch only when the rows are
 /// many times the hits it keeps (see [`trajwiki_compute::topk::sketch_pays`]: a message scan
 /// keeping 300 from about 4,800 rows on). Sketched from here, a warm search at 23,528 messages
-/// scans in 0.98 ms instead of 1.33, and its cold load pays about 10 ms to code the rows
-/// (BENCHMARKS.md, "Sixth session").
+/// scans in 1.13–1.23 ms instead of 1.36–1.49, and its first search pays about 9 ms to code the
+/// rows (BENCHMARKS.md, "Sixth session").
 pub(crate) const SKETCH_MIN_ROWS: usize = 4_096;
 
 /// The sketch of `rows`, if there are [`SKETCH_MIN_ROWS`] of them.
