@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use aho_corasick::AhoCorasick;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ use trajwiki_text::text::{norm, stem, words};
 
 use crate::extract::{is_specific, Lexicon};
 use crate::fold::{slot_name, ClaimEntry, TrajState, SLOT_TAG};
-use titles::{capitalised, page_title, section_title, topic_phrase};
+use titles::{capitalised, page_title, section_title, topic_phrase, TitleParts};
 
 mod titles;
 use crate::MemoryConfig;
@@ -115,9 +116,11 @@ pub struct Wiki {
 }
 
 /// The titles a page was last rendered with (see `Wiki::titles`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 struct Titles {
     page: Option<Title>,
+    /// What the page's title was made from, member by member, for the next.
+    page_parts: TitleParts,
     sections: Vec<Option<Title>>,
 }
 
@@ -851,9 +854,10 @@ impl Kept<'_> {
 
     /// The page's title (see [`page_title`]).
     fn page(&mut self, key: &str, head: &str, members: &[usize]) -> String {
-        let states = self.states;
-        Self::reuse(&mut self.titles.page, self.changed, head, members, || {
-            page_title(key, head, states, members)
+        let (states, changed) = (self.states, self.changed);
+        let parts = &mut self.titles.page_parts;
+        Self::reuse(&mut self.titles.page, changed, head, members, || {
+            page_title(key, head, states, members, parts, changed)
         })
     }
 
@@ -947,6 +951,32 @@ impl Draft {
         members.sort_unstable();
         members.dedup();
         members
+    }
+}
+
+/// Whether a text (lower case) names one of an inventory page's items (lower case).
+enum ItemMatcher {
+    /// All the items at once, in one pass over the text.
+    Automaton(AhoCorasick),
+    /// Each in turn: for item lists past the automaton's limits (billions of bytes).
+    Each(Vec<String>),
+}
+
+impl ItemMatcher {
+    fn new(items: &[ItemCount]) -> ItemMatcher {
+        let lower: Vec<String> = items.iter().map(|i| i.item.to_lowercase()).collect();
+        match AhoCorasick::new(&lower) {
+            Ok(automaton) => ItemMatcher::Automaton(automaton),
+            Err(_) => ItemMatcher::Each(lower),
+        }
+    }
+
+    /// Whether `text` holds one of the items.
+    fn named_in(&self, text: &str) -> bool {
+        match self {
+            ItemMatcher::Automaton(a) => a.is_match(text),
+            ItemMatcher::Each(items) => items.iter().any(|i| text.contains(i.as_str())),
+        }
     }
 }
 
@@ -1047,12 +1077,9 @@ impl Wiki {
                 count,
             })
             .collect();
-        // An inventory page's items as its claims are matched against them.
-        let items_lower: Vec<String> = if family.is_some() {
-            items.iter().map(|i| i.item.to_lowercase()).collect()
-        } else {
-            Vec::new()
-        };
+        // An inventory page's items as its claims are matched against them: all at once, in
+        // one pass over a claim's text (a page of counts holds thousands of distinct items).
+        let items_lower = family.map(|_| ItemMatcher::new(&items));
 
         let mut body = format!("# {title}\n");
         let entity = key.strip_prefix(ENTITY);
@@ -1065,9 +1092,8 @@ impl Wiki {
             if let Some(stem) = key.strip_prefix(TOPIC) {
                 return claim.draft.keywords.contains(stem);
             }
-            if key.starts_with(INVENTORY) {
-                let text = claim.draft.text.to_lowercase();
-                return items_lower.iter().any(|i| text.contains(i.as_str()));
+            if let Some(items) = &items_lower {
+                return items.named_in(&claim.draft.text.to_lowercase());
             }
             !key.starts_with(INDEX)
         };
@@ -1242,6 +1268,52 @@ mod tests {
         t.features.entities = entities.iter().map(|e| e.to_string()).collect();
         t.label = format!("t{i}");
         t
+    }
+
+    /// An inventory page shows a claim when its text holds one of the page's items: the
+    /// automaton over all of them answers as the items one by one do — an item inside a word,
+    /// overlapping items, an empty item (in every text), none.
+    #[test]
+    fn an_inventory_page_matches_its_items_as_each_item_does() {
+        let item = |i: &str| ItemCount {
+            item: i.to_string(),
+            count: 1,
+        };
+        let texts = [
+            "i planted 3 tulips by the lake",
+            "we adopted two cats last year",
+            "caroline's cat ate the tulip bulbs",
+            "",
+            "nothing to see",
+        ];
+        let lists: [&[&str]; 5] = [
+            &["3 Tulips", "lake"],
+            &["cat", "cats", "at"],
+            &["tulip bulbs", "two cats"],
+            &[],
+            &["", "zebra"],
+        ];
+        for items in lists {
+            let items: Vec<ItemCount> = items.iter().map(|i| item(i)).collect();
+            let each = ItemMatcher::Each(items.iter().map(|i| i.item.to_lowercase()).collect());
+            let automaton = ItemMatcher::new(&items);
+            assert!(matches!(automaton, ItemMatcher::Automaton(_)));
+            for text in texts {
+                assert_eq!(
+                    automaton.named_in(text),
+                    each.named_in(text),
+                    "{text:?} against {:?}",
+                    items.iter().map(|i| &i.item).collect::<Vec<_>>()
+                );
+            }
+        }
+        let found = |items: &[&str], text: &str| {
+            let items: Vec<ItemCount> = items.iter().map(|i| item(i)).collect();
+            ItemMatcher::new(&items).named_in(text)
+        };
+        assert!(found(&["3 Tulips"], "i planted 3 tulips"));
+        assert!(!found(&["zebra"], "i planted 3 tulips"));
+        assert!(found(&[""], "anything"));
     }
 
     /// Trajectories 0..n all mention "oslo"; each is added as the fold adds them.

@@ -10,7 +10,7 @@
 //! (unless it names an activity), an adverb, a filler or a generic term is no topic, and a
 //! title carries no count.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -170,6 +170,7 @@ fn overlap(a: &str, b: &str) -> bool {
 
 /// A phrase's words, each with its stem, so that [`overlap`] tests against it stem nothing
 /// again.
+#[derive(Debug, Clone, PartialEq)]
 struct Stems(Vec<(String, String)>);
 
 impl Stems {
@@ -207,7 +208,6 @@ impl Stems {
 
 /// How strongly the page's trajectories point at a topic: a point per trajectory that has it,
 /// more when it is one of their items, exact terms or facet values.
-#[derive(Default)]
 struct Tally {
     score: usize,
     /// The first trajectory (in the page's order) that has it.
@@ -225,132 +225,177 @@ enum Source<'a> {
     All,
 }
 
+impl Source<'_> {
+    /// The source as a key ([`TopicParts`]).
+    fn key(self) -> String {
+        match self {
+            Source::Family(family) => format!("{INVENTORY}{family}"),
+            Source::Facet(tag) => format!("{FACET}{tag}"),
+            Source::All => String::new(),
+        }
+    }
+}
+
+/// Each member's topics and their weights as [`topics`] last read them for one page, kept
+/// until the page is titled again: then only the members that changed since (or are new to the
+/// page) are read. A member's topics are a function of its state, the source and the words
+/// taken, so a title made from them is the one made from scratch; another source or other
+/// words taken drop them all.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TopicParts {
+    /// The source and the words taken they were read with.
+    key: Option<(String, Stems)>,
+    /// Trajectory position → its topics and weights, for the members of the last title.
+    members: FxHashMap<usize, Vec<(String, usize)>>,
+}
+
+/// What a page's title was last made from ([`page_title`]): the topics of its source, and the
+/// topics that fill the title when those leave room.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TitleParts {
+    chosen: TopicParts,
+    fill: TopicParts,
+}
+
 /// The topics of `members`, best first, each a noun phrase of the conversation, from `source`;
 /// none with a word of `taken` (the subject's words, the entities').
 ///
 /// A page's members share most of their phrases, so each phrase is judged once per call, and a
 /// keyword's bonus is a look-up in the words of its trajectory's terms and facet values: the
-/// cost is linear in what the members hold.
+/// cost is linear in what the members hold. The members' topics are kept in `parts`, and those
+/// of members not in `changed` read from there the next time.
 fn topics(
     states: &[TrajState],
     members: &[usize],
     source: Source<'_>,
     taken: &Stems,
+    parts: &mut TopicParts,
+    changed: &BTreeSet<usize>,
 ) -> Vec<String> {
-    // Each topic once, by number: `names[i]`, tallied in `tally[i]`.
-    let mut names: Vec<String> = Vec::new();
-    let mut numbers: FxHashMap<String, u32> = FxHashMap::default();
-    let mut tally: Vec<Tally> = Vec::new();
-    let mut number = |topic: String| -> u32 {
-        *numbers.entry(topic).or_insert_with_key(|topic| {
-            names.push(topic.clone());
-            (names.len() - 1) as u32
-        })
+    let key = (source.key(), taken.clone());
+    let mut kept = std::mem::take(&mut parts.members);
+    if parts.key.as_ref() != Some(&key) {
+        kept.clear();
+        parts.key = Some(key);
+    }
+    // Phrase → its topic when it is one and free; keyword surface → whether it is one.
+    let mut phrases: FxHashMap<&str, Option<String>> = FxHashMap::default();
+    let mut surfaces: FxHashMap<&str, bool> = FxHashMap::default();
+    let mut read: FxHashMap<usize, Vec<(String, usize)>> =
+        FxHashMap::with_capacity_and_hasher(members.len(), Default::default());
+    for &m in members {
+        if read.contains_key(&m) {
+            continue;
+        }
+        let part = match kept.remove(&m) {
+            Some(part) if !changed.contains(&m) => part,
+            _ => member_topics(&states[m], source, taken, &mut phrases, &mut surfaces),
+        };
+        read.insert(m, part);
+    }
+    let chosen = {
+        let mut tally: FxHashMap<&str, Tally> = FxHashMap::default();
+        for (at, m) in members.iter().enumerate() {
+            for (topic, weight) in &read[m] {
+                tally
+                    .entry(topic.as_str())
+                    .or_insert(Tally {
+                        score: 0,
+                        first: at,
+                    })
+                    .score += weight;
+            }
+        }
+        let mut ranked: Vec<(&str, Tally)> = tally.into_iter().collect();
+        ranked.sort_unstable_by(|(a, x), (b, y)| {
+            (y.score, x.first, b.len())
+                .cmp(&(x.score, y.first, a.len()))
+                .then(a.cmp(b))
+        });
+        // No two topics share a word ("camping trip", "camping").
+        let mut chosen: Vec<String> = Vec::new();
+        for (p, _) in ranked {
+            if chosen.len() == TOPICS {
+                break;
+            }
+            if !chosen.iter().any(|c| overlap(c, p)) {
+                chosen.push(p.to_string());
+            }
+        }
+        chosen
     };
-    // Phrase → its topic when it is one and free; keyword surface → its topic when it is one.
-    let mut phrases: FxHashMap<&str, Option<u32>> = FxHashMap::default();
-    let mut surfaces: FxHashMap<&str, Option<u32>> = FxHashMap::default();
+    parts.members = read;
+    chosen
+}
+
+/// One member's topics for [`topics`], each once with its weight: a point for a facet value,
+/// two for an item, for a keyword one more for each of its terms and facet values that holds
+/// it (its largest weight where it is also an item). `phrases` and `surfaces` keep what was
+/// judged of a phrase or a keyword's surface for the next member.
+fn member_topics<'s>(
+    t: &'s TrajState,
+    source: Source<'_>,
+    taken: &Stems,
+    phrases: &mut FxHashMap<&'s str, Option<String>>,
+    surfaces: &mut FxHashMap<&'s str, bool>,
+) -> Vec<(String, usize)> {
     let judge = |p: &str| topic_phrase(p).filter(|p| taken.free(p));
-    // A member's topics and their weights: a few, looked up in place.
-    let mut mine: Vec<(u32, usize)> = Vec::new();
-    let add = |mine: &mut Vec<(u32, usize)>, topic: u32, weight: usize| match mine
+    let mut mine: Vec<(String, usize)> = Vec::new();
+    let add = |mine: &mut Vec<(String, usize)>, topic: &str, weight: usize| match mine
         .iter_mut()
-        .find(|(t, _)| *t == topic)
+        .find(|(t, _)| t == topic)
     {
         Some((_, w)) => *w += weight,
-        None => mine.push((topic, weight)),
+        None => mine.push((topic.to_string(), weight)),
     };
-    for (at, &m) in members.iter().enumerate() {
-        let t = &states[m];
-        mine.clear();
-        if let Source::Facet(tag) = source {
-            for f in t.features.facets.iter().filter(|f| f.tag == tag) {
-                let topic = *phrases
-                    .entry(&f.value)
-                    .or_insert_with(|| judge(&f.value).map(&mut number));
-                if let Some(topic) = topic {
-                    add(&mut mine, topic, 1);
-                }
+    if let Source::Facet(tag) = source {
+        for f in t.features.facets.iter().filter(|f| f.tag == tag) {
+            if let Some(topic) = phrases.entry(&f.value).or_insert_with(|| judge(&f.value)) {
+                add(&mut mine, topic, 1);
             }
         }
-        for (item, f) in &t.items {
-            let wanted = match source {
-                Source::Family(family) => family == f,
-                Source::Facet(_) => false,
-                Source::All => true,
+    }
+    for (item, f) in &t.items {
+        let wanted = match source {
+            Source::Family(family) => family == f,
+            Source::Facet(_) => false,
+            Source::All => true,
+        };
+        if !wanted {
+            continue;
+        }
+        if let Some(topic) = phrases.entry(item).or_insert_with(|| judge(item)) {
+            add(&mut mine, topic, 2);
+        }
+    }
+    if matches!(source, Source::All) {
+        // The words of the trajectory's exact terms and of its facet values.
+        let mut said: Option<(FxHashSet<String>, FxHashSet<String>)> = None;
+        for k in &t.features.keywords {
+            let Some(surface) = t.surfaces.get(k) else {
+                continue;
             };
-            if !wanted {
+            let topic = *surfaces
+                .entry(surface.as_str())
+                .or_insert_with(|| topic_word(surface) && taken.free(surface));
+            if !topic {
                 continue;
             }
-            let topic = *phrases
-                .entry(item)
-                .or_insert_with(|| judge(item).map(&mut number));
-            if let Some(topic) = topic {
-                add(&mut mine, topic, 2);
+            let (terms, facets) = said.get_or_insert_with(|| {
+                (
+                    words_of(t.features.terms.iter()),
+                    words_of(t.features.facets.iter().map(|f| &f.value)),
+                )
+            });
+            let bonus =
+                usize::from(terms.contains(surface)) + usize::from(facets.contains(surface));
+            match mine.iter_mut().find(|(t, _)| t == surface) {
+                Some((_, w)) => *w = (*w).max(1 + bonus),
+                None => mine.push((surface.clone(), 1 + bonus)),
             }
-        }
-        if matches!(source, Source::All) {
-            // The words of the trajectory's exact terms and of its facet values.
-            let mut said: Option<(FxHashSet<String>, FxHashSet<String>)> = None;
-            for k in &t.features.keywords {
-                let Some(surface) = t.surfaces.get(k) else {
-                    continue;
-                };
-                let topic = *surfaces.entry(surface.as_str()).or_insert_with(|| {
-                    (topic_word(surface) && taken.free(surface)).then(|| number(surface.clone()))
-                });
-                let Some(topic) = topic else {
-                    continue;
-                };
-                let (terms, facets) = said.get_or_insert_with(|| {
-                    (
-                        words_of(t.features.terms.iter()),
-                        words_of(t.features.facets.iter().map(|f| &f.value)),
-                    )
-                });
-                let bonus =
-                    usize::from(terms.contains(surface)) + usize::from(facets.contains(surface));
-                match mine.iter_mut().find(|(t, _)| *t == topic) {
-                    Some((_, w)) => *w = (*w).max(1 + bonus),
-                    None => mine.push((topic, 1 + bonus)),
-                }
-            }
-        }
-        for &(topic, weight) in &mine {
-            if tally.len() <= topic as usize {
-                tally.resize_with(topic as usize + 1, || Tally {
-                    score: 0,
-                    first: usize::MAX,
-                });
-            }
-            let e = &mut tally[topic as usize];
-            if e.first == usize::MAX {
-                e.first = at;
-            }
-            e.score += weight;
         }
     }
-    let mut ranked: Vec<(&String, &Tally)> = names
-        .iter()
-        .zip(&tally)
-        .filter(|(_, t)| t.score > 0)
-        .collect();
-    ranked.sort_unstable_by(|(a, x), (b, y)| {
-        (y.score, x.first, b.len())
-            .cmp(&(x.score, y.first, a.len()))
-            .then(a.cmp(b))
-    });
-    // No two topics share a word ("camping trip", "camping").
-    let mut chosen: Vec<String> = Vec::new();
-    for (p, _) in ranked {
-        if chosen.len() == TOPICS {
-            break;
-        }
-        if !chosen.iter().any(|c| overlap(c, p)) {
-            chosen.push(p.clone());
-        }
-    }
-    chosen
+    mine
 }
 
 /// The words of `values`, normalised.
@@ -431,7 +476,17 @@ fn join(subject: &str, topics: &[String]) -> String {
 /// best noun phrases (a topic page's keyword first when it is a noun, an inventory page's items
 /// of its family, a facet page's values of its facet). A page of trajectories with no entity and no noun is titled by the first
 /// member's label.
-pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &[usize]) -> String {
+///
+/// What the topics were made from is kept in `parts` ([`TopicParts`]): made again, only the
+/// members in `changed` (or new to the page) are read again.
+pub(crate) fn page_title(
+    key: &str,
+    head: &str,
+    states: &[TrajState],
+    members: &[usize],
+    parts: &mut TitleParts,
+    changed: &BTreeSet<usize>,
+) -> String {
     let named = entities(states, members);
     let subject = if key.starts_with(ENTITY) || key.starts_with(FACET) {
         head.to_string()
@@ -451,17 +506,38 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
         chosen.extend(topic_phrase(head).filter(|p| taken.free(p)));
     }
     if let Some(family) = key.strip_prefix(INVENTORY) {
-        chosen = topics(states, members, Source::Family(family), &taken);
+        chosen = topics(
+            states,
+            members,
+            Source::Family(family),
+            &taken,
+            &mut parts.chosen,
+            changed,
+        );
     }
     if let Some((_, tag)) = key.strip_prefix(FACET).and_then(|r| r.split_once('\t')) {
-        chosen = topics(states, members, Source::Facet(tag), &taken);
+        chosen = topics(
+            states,
+            members,
+            Source::Facet(tag),
+            &taken,
+            &mut parts.chosen,
+            changed,
+        );
     }
     // An inventory page is named by its family's items alone: two families never share one,
     // so two inventory pages never share a title.
     let fill = if key.starts_with(INVENTORY) && !chosen.is_empty() {
         Vec::new()
     } else {
-        topics(states, members, Source::All, &taken)
+        topics(
+            states,
+            members,
+            Source::All,
+            &taken,
+            &mut parts.fill,
+            changed,
+        )
     };
     for t in fill {
         let overlaps = chosen.iter().any(|c| overlap(c, &t));
@@ -485,7 +561,14 @@ pub(crate) fn page_title(key: &str, head: &str, states: &[TrajState], members: &
 /// two topics, none a word of the subject or of an entity), else its first trajectory's label.
 pub(crate) fn section_title(subject: &str, states: &[TrajState], members: &[usize]) -> String {
     let taken = taken(subject, &entities(states, members));
-    let chosen = topics(states, members, Source::All, &taken);
+    let chosen = topics(
+        states,
+        members,
+        Source::All,
+        &taken,
+        &mut TopicParts::default(),
+        &BTreeSet::new(),
+    );
     if chosen.is_empty() {
         first_label(states, members)
     } else {
@@ -546,6 +629,18 @@ mod tests {
         t
     }
 
+    /// [`page_title`] made from scratch.
+    fn title(key: &str, head: &str, states: &[TrajState], members: &[usize]) -> String {
+        page_title(
+            key,
+            head,
+            states,
+            members,
+            &mut TitleParts::default(),
+            &BTreeSet::new(),
+        )
+    }
+
     #[test]
     fn verbs_fillers_and_adverbs_are_no_topics_nouns_are() {
         for w in [
@@ -603,11 +698,11 @@ mod tests {
                 "Caroline & Melanie — adoption",
             ),
         ];
-        let title = page_title("w\thappen", "happened", &states, &[0, 1]);
-        assert_eq!(title, "Caroline — adoption, agency");
+        let got = title("w\thappen", "happened", &states, &[0, 1]);
+        assert_eq!(got, "Caroline — adoption, agency");
         // A topic that is a noun comes first.
-        let title = page_title("w\tinterview", "interview", &states, &[0, 1]);
-        assert_eq!(title, "Caroline — interview, adoption");
+        let got = title("w\tinterview", "interview", &states, &[0, 1]);
+        assert_eq!(got, "Caroline — interview, adoption");
     }
 
     #[test]
@@ -627,17 +722,17 @@ mod tests {
             ),
         ];
         assert_eq!(
-            page_title("i\tactivity", "activity", &states, &[0, 1]),
+            title("i\tactivity", "activity", &states, &[0, 1]),
             "Melanie — pottery, camping"
         );
         assert_eq!(
-            page_title("f\tmelanie\tevent_type", "Melanie", &states, &[0, 1]),
+            title("f\tmelanie\tevent_type", "Melanie", &states, &[0, 1]),
             "Melanie — pottery, camping"
         );
         // An entity page names its entity and one topic; an entity not in a label is written
         // in title case.
         assert_eq!(
-            page_title("e\trio de janeiro", "Rio de Janeiro", &states, &[0]),
+            title("e\trio de janeiro", "Rio de Janeiro", &states, &[0]),
             "Rio de Janeiro — camping"
         );
         assert_eq!(
@@ -645,9 +740,9 @@ mod tests {
             "Rio de Janeiro"
         );
         // Index pages: the two entities named most, and topics; no "(N)".
-        let title = page_title("x\t1", "", &states, &[0, 1]);
-        assert_eq!(title, "Melanie — pottery, camping");
-        assert!(!title.contains('('));
+        let got = title("x\t1", "", &states, &[0, 1]);
+        assert_eq!(got, "Melanie — pottery, camping");
+        assert!(!got.contains('('));
     }
 
     #[test]
@@ -658,7 +753,93 @@ mod tests {
             value: "a dance studio".into(),
         });
         a.features.terms.insert("studio".into());
-        let title = page_title("r", "", &[a], &[0]);
-        assert_eq!(title, "Jon — studio, dance");
+        let got = title("r", "", &[a], &[0]);
+        assert_eq!(got, "Jon — studio, dance");
+    }
+
+    /// A title made again from the parts kept of the last one, after members changed and
+    /// others joined, is the one made from scratch — for each source a title draws on — and
+    /// the kept parts are what it reads: a member changed but not marked so keeps its old
+    /// topics.
+    #[test]
+    fn a_title_made_from_kept_parts_is_the_one_made_from_scratch() {
+        let activities = ["pottery", "went camping", "hiking", "painting"];
+        let mut states: Vec<TrajState> = (0..40)
+            .map(|i| {
+                let mut t = state(
+                    &["melanie"],
+                    &[activities[i % 4], ["sunset", "lake"][i % 2]],
+                    &[
+                        (activities[i % 4], "activity"),
+                        (["kids", "dog", "cat", "horse"][i % 4], "person"),
+                    ],
+                    &format!("Melanie — {}", activities[i % 4]),
+                );
+                t.features.facets.insert(Facet {
+                    tag: "event_type".into(),
+                    value: activities[(i + 1) % 4].into(),
+                });
+                t
+            })
+            .collect();
+        let pages = [
+            ("i\tactivity", "activity"),
+            ("f\tmelanie\tevent_type", "Melanie"),
+            ("r", ""),
+        ];
+        let mut parts: Vec<TitleParts> = pages.iter().map(|_| TitleParts::default()).collect();
+        let first: Vec<usize> = (0..30).collect();
+        for ((key, head), parts) in pages.iter().zip(&mut parts) {
+            let kept = page_title(key, head, &states, &first, parts, &BTreeSet::new());
+            assert_eq!(kept, title(key, head, &states, &first), "{key}");
+        }
+        // Twenty-four members take up knitting, as an item, a keyword and a facet value; ten more
+        // join the page.
+        let take_up = |t: &mut TrajState, activity: &str| {
+            t.items.insert((activity.into(), "activity".into()));
+            t.features.keywords.insert(stem(activity));
+            t.surfaces.insert(stem(activity), activity.into());
+            t.features.facets.insert(Facet {
+                tag: "event_type".into(),
+                value: activity.into(),
+            });
+        };
+        for t in &mut states[..24] {
+            take_up(t, "knitting");
+        }
+        let all: Vec<usize> = (0..40).collect();
+        let changed: BTreeSet<usize> = (0..24).collect();
+        for ((key, head), parts) in pages.iter().zip(&mut parts) {
+            let scratch = title(key, head, &states, &all);
+            assert!(scratch.contains("knitting"), "{key}: {scratch}");
+            // Not told which changed, the kept parts stand for the old states.
+            let stale = page_title(
+                key,
+                head,
+                &states,
+                &all,
+                &mut parts.clone(),
+                &BTreeSet::new(),
+            );
+            assert!(!stale.contains("knitting"), "{key}: {stale}");
+            assert_eq!(
+                page_title(key, head, &states, &all, parts, &changed),
+                scratch,
+                "{key}"
+            );
+        }
+        // Members that change while off the page are read again when they come back.
+        for t in &mut states[24..36] {
+            take_up(t, "sculpture");
+        }
+        let fewer: Vec<usize> = (0..24).chain(36..40).collect();
+        for ((key, head), parts) in pages.iter().zip(&mut parts) {
+            let kept = page_title(key, head, &states, &fewer, parts, &BTreeSet::new());
+            assert_eq!(kept, title(key, head, &states, &fewer), "{key}");
+            let scratch = title(key, head, &states, &all);
+            assert!(scratch.contains("sculpture"), "{key}: {scratch}");
+            let kept = page_title(key, head, &states, &all, parts, &BTreeSet::new());
+            assert_eq!(kept, scratch, "{key}");
+        }
     }
 }
