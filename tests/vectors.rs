@@ -86,14 +86,54 @@ const SCHEMA_3_LISTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Turns a current store into the one schema 2 wrote. Migrations 9, 8 and 7 only add (page
-/// chunks; an index of ops by claim; the generation clock and columns, their indexes), so
-/// dropping them undoes them (a chunked page's body is then empty: no answer reads it);
-/// migration 4 only rekeys the list tables (their rows unchanged), so rebuilding them in schema
-/// 3's shape undoes it; migration 3 only adds (the vector file table, an index), so removing
-/// what it added leaves exactly schema 2's database.
+/// Turns a current store into the one schema 2 wrote. Migration 10 stores a revision's links
+/// in chunks, so they are written back as `page_trajectories` rows and the column dropped;
+/// migrations 9, 8 and 7 only add (page chunks; an index of ops by claim; the generation clock
+/// and columns, their indexes), so dropping them undoes them (a chunked page's body is then
+/// empty: no answer reads it); migration 4 only rekeys the list tables (their rows unchanged),
+/// so rebuilding them in schema 3's shape undoes it; migration 3 only adds (the vector file
+/// table, an index), so removing what it added leaves exactly schema 2's database.
 fn downgrade_to_schema_2(store: &Path) {
     let conn = rusqlite::Connection::open(store.join(DB_FILE)).unwrap();
+    let chunked: Vec<(String, String, i64, String)> = conn
+        .prepare(
+            "SELECT p.namespace, r.page, r.revision, r.link_chunks
+             FROM page_revisions r JOIN pages p ON p.id = r.page WHERE r.link_chunks IS NOT NULL",
+        )
+        .unwrap()
+        .query_map((), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        !chunked.is_empty(),
+        "a build writes its pages' links in chunks"
+    );
+    for (ns, page, revision, list) in chunked {
+        let mut position = 0;
+        for hash in list.split(',').filter(|h| !h.is_empty()) {
+            let text: String = conn
+                .query_row(
+                    "SELECT text FROM page_chunks WHERE namespace = ?1 AND hash = ?2",
+                    (&ns, hash),
+                    |row| row.get(0),
+                )
+                .unwrap();
+            for trajectory in text.lines() {
+                conn.execute(
+                    "INSERT INTO page_trajectories (namespace, page, revision, position, trajectory)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    (&ns, &page, revision, position, trajectory),
+                )
+                .unwrap();
+                position += 1;
+            }
+        }
+    }
+    conn.execute_batch("ALTER TABLE page_revisions DROP COLUMN link_chunks;")
+        .unwrap();
     conn.execute_batch("DROP TABLE generation_clock; DROP TABLE namespace_generations;")
         .unwrap();
     for table in [

@@ -309,31 +309,68 @@ impl Store {
             collect_pairs(c, "SELECT namespace, hash FROM page_chunks")?
                 .into_iter()
                 .collect();
-        let listed: Vec<(String, String, i64, String)> = {
-            let mut stmt = c
-                .prepare(
-                    "SELECT p.namespace, r.page, r.revision, r.chunks
-                     FROM page_revisions r JOIN pages p ON p.id = r.page
-                     WHERE r.chunks IS NOT NULL",
-                )
-                .ctx("checking invariants")?;
-            let rows = stmt
-                .query_map((), |row| row.tuple::<(String, String, i64, String)>())
-                .ctx("checking invariants")?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .ctx("checking invariants")?;
-            rows
-        };
-        for (ns, page, rev, list) in listed {
-            if let Some(h) = list
-                .split(',')
-                .filter(|h| !h.is_empty())
-                .find(|h| !stored_chunks.contains(&(ns.clone(), h.to_string())))
+        // And every chunk of a revision's links (schema 10), each id in them a trajectory of
+        // the page's namespace.
+        let mut link_hashes: std::collections::HashSet<(String, String)> = Default::default();
+        for (column, invariant) in [
+            ("chunks", "page revision's chunks are stored"),
+            ("link_chunks", "page revision's link chunks are stored"),
+        ] {
+            let listed: Vec<(String, String, i64, String)> = {
+                let mut stmt = c
+                    .prepare(&format!(
+                        "SELECT p.namespace, r.page, r.revision, r.{column}
+                         FROM page_revisions r JOIN pages p ON p.id = r.page
+                         WHERE r.{column} IS NOT NULL"
+                    ))
+                    .ctx("checking invariants")?;
+                let rows = stmt
+                    .query_map((), |row| row.tuple::<(String, String, i64, String)>())
+                    .ctx("checking invariants")?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .ctx("checking invariants")?;
+                rows
+            };
+            for (ns, page, rev, list) in listed {
+                let hashes = list.split(',').filter(|h| !h.is_empty());
+                if column == "link_chunks" {
+                    link_hashes.extend(hashes.clone().map(|h| (ns.clone(), h.to_string())));
+                }
+                if let Some(h) = hashes
+                    .into_iter()
+                    .find(|h| !stored_chunks.contains(&(ns.clone(), h.to_string())))
+                {
+                    report.problems.push(Problem {
+                        invariant,
+                        id: page,
+                        detail: format!("revision {rev} lists chunk {h}, which is not stored"),
+                    });
+                }
+            }
+        }
+        let trajectories: std::collections::HashSet<(String, String)> =
+            collect_pairs(c, "SELECT namespace, id FROM trajectories")?
+                .into_iter()
+                .collect();
+        let mut chunks = c
+            .prepare("SELECT namespace, hash, text FROM page_chunks ORDER BY namespace, hash")
+            .ctx("checking invariants")?;
+        let chunks = chunks
+            .query_map((), |row| row.tuple::<(String, String, String)>())
+            .ctx("checking invariants")?;
+        for chunk in chunks {
+            let (ns, hash, text) = chunk.ctx("checking invariants")?;
+            if !link_hashes.contains(&(ns.clone(), hash.clone())) {
+                continue;
+            }
+            if let Some(t) = text
+                .lines()
+                .find(|t| !trajectories.contains(&(ns.clone(), t.to_string())))
             {
                 report.problems.push(Problem {
-                    invariant: "page revision's chunks are stored",
-                    id: page,
-                    detail: format!("revision {rev} lists chunk {h}, which is not stored"),
+                    invariant: "page links resolve",
+                    id: format!("{ns}/{hash}"),
+                    detail: format!("links {t}, which is no trajectory of the namespace"),
                 });
             }
         }

@@ -38,6 +38,7 @@ pub(crate) const SQLITE: History = History {
         include_str!("../migrations/0007_changes.sql"),
         include_str!("../migrations/0008_restatements.sql"),
         include_str!("../migrations/0009_page_chunks.sql"),
+        include_str!("../migrations/0010_page_link_chunks.sql"),
     ],
     // The write lock at once: a deferred transaction could read a version another process is
     // about to change.
@@ -58,13 +59,14 @@ pub(crate) const SQLITE: History = History {
 /// The advisory lock key PostgreSQL migrations hold (writers hold [`crate::db`]'s).
 const POSTGRES_LOCK: i64 = 0x5457_4b4d;
 
-/// The PostgreSQL store's history (its version 1 is the SQLite store's 6, 2 its 7, 3 its 8, 4 its 9).
+/// The PostgreSQL store's history (its version 1 is the SQLite store's 6, 2 its 7, 3 its 8, 4 its 9, 5 its 10).
 pub(crate) const POSTGRES: History = History {
     steps: &[
         include_str!("../migrations/postgres/0001_init.sql"),
         include_str!("../migrations/postgres/0002_changes.sql"),
         include_str!("../migrations/postgres/0003_restatements.sql"),
         include_str!("../migrations/postgres/0004_page_chunks.sql"),
+        include_str!("../migrations/postgres/0005_page_link_chunks.sql"),
     ],
     begin: |db| {
         db.execute_batch("BEGIN").ctx("starting a migration")?;

@@ -1,4 +1,5 @@
-//! Page bodies in chunks, each stored once per namespace (schema 9).
+//! Page bodies in chunks, each stored once per namespace (schema 9), and the trajectories a
+//! revision links, one id a line, the same way (schema 10).
 //!
 //! A person's page lists every fact of theirs, so its body grows with the history; storing each
 //! revision's body whole wrote the page again on every append that added a fact. A body is cut
@@ -75,6 +76,17 @@ pub(crate) fn listed(body: &str) -> (String, Vec<(String, &str)>) {
     (list, parts)
 }
 
+/// The trajectories a revision links as the text its link chunks hold (schema 10): their ids,
+/// each on a line of its own, in order.
+pub(crate) fn link_text<'a>(ids: impl Iterator<Item = &'a str>) -> String {
+    let mut text = String::new();
+    for id in ids {
+        text.push_str(id);
+        text.push('\n');
+    }
+    text
+}
+
 /// Stores `parts` (hash, text) of namespace `ns`; those stored already are left as they are.
 pub(crate) fn write(tx: &Db, ns: &str, parts: &[(String, &str)]) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
@@ -93,10 +105,14 @@ pub(crate) fn write(tx: &Db, ns: &str, parts: &[(String, &str)]) -> Result<()> {
     )
 }
 
-/// The bodies that `lists` name, each list (comma-separated hashes) with its namespace and the
-/// page it is read for (named in an error): the chunks are read in one statement per namespace
-/// and run of hashes.
-pub(crate) fn bodies(tx: &Db, lists: &[(&str, &str, &str)]) -> Result<Vec<String>> {
+/// The texts that `lists` name, each list (comma-separated hashes) with its namespace and the
+/// page it is read for (named in an error, with `column`, the list's column of
+/// `page_revisions`): the chunks are read in one statement per namespace and run of hashes.
+pub(crate) fn bodies(
+    tx: &Db,
+    lists: &[(&str, &str, &str)],
+    column: &'static str,
+) -> Result<Vec<String>> {
     let mut wanted: HashMap<&str, Vec<&str>> = HashMap::new();
     for (ns, _, list) in lists {
         wanted
@@ -135,7 +151,7 @@ pub(crate) fn bodies(tx: &Db, lists: &[(&str, &str, &str)]) -> Result<Vec<String
                 let chunk = text.get(&(ns.to_string(), h.to_string())).ok_or_else(|| {
                     StoreError::Corrupt {
                         table: "page_revisions",
-                        column: "chunks",
+                        column,
                         id: page.to_string(),
                         reason: format!("chunk {h} is not stored"),
                     }

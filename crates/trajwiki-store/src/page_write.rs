@@ -25,12 +25,14 @@ struct Stored {
     current: Option<[String; 6]>,
     /// Whether the current revision lists its body's chunks.
     chunked: bool,
+    /// The current revision's links' chunks (schema 10), else its links as rows.
+    link_list: Option<String>,
     links: Vec<String>,
     last: u32,
 }
 
 impl Stored {
-    fn same(&self, page: &WikiPage, chunk_list: &str) -> bool {
+    fn same(&self, page: &WikiPage, chunk_list: &str, link_list: &str) -> bool {
         let Some([title, body, routing, keywords, terms, items]) = &self.current else {
             return false;
         };
@@ -45,11 +47,14 @@ impl Stored {
             && *keywords == to_json(&page.keywords)
             && *terms == to_json(&page.terms)
             && *items == to_json(&page.items)
-            && self
-                .links
-                .iter()
-                .map(String::as_str)
-                .eq(page.trajectory_ids.iter().map(|t| t.as_str()))
+            && match &self.link_list {
+                Some(list) => list == link_list,
+                None => self
+                    .links
+                    .iter()
+                    .map(String::as_str)
+                    .eq(page.trajectory_ids.iter().map(|t| t.as_str())),
+            }
     }
 }
 
@@ -64,7 +69,7 @@ fn stored(tx: &Tx<'_>, ids: &[&str]) -> Result<HashMap<String, Stored>> {
                 "SELECT p.id, p.kind, r.title, coalesce(r.chunks, r.body), r.routing_text,
                    r.keywords, r.terms, r.items,
                    (SELECT coalesce(max(v.revision), 0) FROM page_revisions v WHERE v.page = p.id),
-                   r.chunks IS NOT NULL
+                   r.chunks IS NOT NULL, r.link_chunks
                  FROM pages p LEFT JOIN page_revisions r
                    ON r.page = p.id AND r.revision = p.current_revision
                  WHERE p.id IN ({within})"
@@ -84,6 +89,7 @@ fn stored(tx: &Tx<'_>, ids: &[&str]) -> Result<HashMap<String, Stored>> {
                         kind: row.get(1)?,
                         current,
                         chunked: row.get::<Option<bool>>(9)?.unwrap_or(false),
+                        link_list: row.get(10)?,
                         links: Vec::new(),
                         last: row.get(8)?,
                     },
@@ -143,10 +149,17 @@ pub(crate) fn upsert_pages(
     let stored = stored(tx, &ids)?;
     let mut new_pages = Vec::new();
     let mut revisions: Vec<(&WikiPage, u32)> = Vec::new();
-    let mut lists: Vec<String> = Vec::new();
+    let mut lists: Vec<(String, String)> = Vec::new();
     let mut parts: Vec<(String, &str)> = Vec::new();
-    for page in pages {
+    // The links as their chunks hold them (schema 10): a page linking most of a long history
+    // writes the chunks its new links changed, not a row per link.
+    let link_texts: Vec<String> = pages
+        .iter()
+        .map(|p| page_chunks::link_text(p.trajectory_ids.iter().map(|t| t.as_str())))
+        .collect();
+    for (page, link_text) in pages.iter().zip(&link_texts) {
         let (list, chunks) = page_chunks::listed(&page.body);
+        let (link_list, link_chunks) = page_chunks::listed(link_text);
         let revision = match stored.get(page.id.as_str()) {
             None => {
                 new_pages.push(page);
@@ -155,12 +168,13 @@ pub(crate) fn upsert_pages(
             Some(s) if s.kind != page.kind.as_str() => {
                 return Err(conflict("page kind", page.id.as_str(), &s.kind, &page.kind));
             }
-            Some(s) if s.same(page, &list) => continue,
+            Some(s) if s.same(page, &list, &link_list) => continue,
             Some(s) => s.last + 1,
         };
         revisions.push((page, revision));
-        lists.push(list);
+        lists.push((list, link_list));
         parts.extend(chunks);
+        parts.extend(link_chunks);
     }
     if revisions.is_empty() {
         return Ok(());
@@ -196,56 +210,30 @@ pub(crate) fn upsert_pages(
         .iter()
         .zip(ids.iter().zip(&numbers))
         .zip(json.iter().zip(&lists))
-        .map(|(((p, _), (id, n)), ([keywords, terms, items], list))| {
-            vec![
-                id as &dyn ToSql,
-                n,
-                &p.title,
-                &empty,
-                &p.routing_text,
-                keywords,
-                terms,
-                items,
-                list,
-            ]
-        })
+        .map(
+            |(((p, _), (id, n)), ([keywords, terms, items], (list, link_list)))| {
+                vec![
+                    id as &dyn ToSql,
+                    n,
+                    &p.title,
+                    &empty,
+                    &p.routing_text,
+                    keywords,
+                    terms,
+                    items,
+                    list,
+                    link_list,
+                ]
+            },
+        )
         .collect();
     insert_rows(
         tx,
-        "page_revisions (page, revision, title, body, routing_text, keywords, terms, items, chunks)",
-        9,
+        "page_revisions (page, revision, title, body, routing_text, keywords, terms, items, chunks, link_chunks)",
+        10,
         "",
         &rows,
         "inserting page revisions",
-    )?;
-    let links: Vec<Vec<(i64, &str)>> = revisions
-        .iter()
-        .map(|(p, _)| {
-            p.trajectory_ids
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i as i64, t.as_str()))
-                .collect()
-        })
-        .collect();
-    let ns = &ns;
-    let rows: Vec<Vec<&dyn ToSql>> = ids
-        .iter()
-        .zip(&numbers)
-        .zip(&links)
-        .flat_map(|((id, n), links)| {
-            links
-                .iter()
-                .map(move |(i, t)| vec![ns as &dyn ToSql, id, n, i, t])
-        })
-        .collect();
-    insert_rows(
-        tx,
-        "page_trajectories (namespace, page, revision, position, trajectory)",
-        5,
-        "",
-        &rows,
-        "inserting page links",
     )?;
     // Each page's current revision: `CASE id WHEN ?2 THEN ?3 …`, one statement per run.
     let pairs: Vec<(&dyn ToSql, &dyn ToSql)> = ids

@@ -585,11 +585,12 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
     };
     let fields = match which {
         Pages::Routing(_) | Pages::ChangedRouting(..) => {
-            "'', r.routing_text, '[]', '[]', '[]', NULL"
+            "'', r.routing_text, '[]', '[]', '[]', NULL, r.link_chunks"
         }
-        _ => "r.body, r.routing_text, r.keywords, r.terms, r.items, r.chunks",
+        _ => "r.body, r.routing_text, r.keywords, r.terms, r.items, r.chunks, r.link_chunks",
     };
-    let mut links = {
+    // The links of revisions written before schema 10, as rows.
+    let listed = {
         let mut stmt = conn
             .prepare_cached(&format!(
                 "SELECT x.page, x.trajectory FROM pages p
@@ -606,7 +607,10 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
             .ctx("reading page links")?
             .collect::<rusqlite::Result<Vec<_>>>()
             .ctx("reading page links")?;
-        lists::<TrajectoryId>(found, "page_trajectories", "trajectory")?
+        found
+            .into_iter()
+            .map(|(page, t)| Ok((page, stored_id(t, "page_trajectories", "trajectory", "")?)))
+            .collect::<Result<Vec<(String, TrajectoryId)>>>()?
     };
     type PageRow = (
         String,
@@ -619,6 +623,7 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
         String,
         String,
         String,
+        Option<String>,
         Option<String>,
     );
     let mut stmt = conn
@@ -641,7 +646,26 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
                 .map(|list| (r.1.as_str(), r.0.as_str(), list))
         })
         .collect();
-    let mut chunked = crate::page_chunks::bodies(conn, &lists)?.into_iter();
+    let mut chunked = crate::page_chunks::bodies(conn, &lists, "chunks")?.into_iter();
+    // The links of revisions written since (schema 10), from their chunks: one id a line.
+    let link_lists: Vec<(&str, &str, &str)> = found
+        .iter()
+        .filter_map(|r| {
+            r.11.as_deref()
+                .map(|list| (r.1.as_str(), r.0.as_str(), list))
+        })
+        .collect();
+    let link_texts = crate::page_chunks::bodies(conn, &link_lists, "link_chunks")?;
+    let mut links: Vec<(String, TrajectoryId)> = listed;
+    for ((_, page, _), text) in link_lists.iter().zip(link_texts) {
+        for id in text.lines() {
+            let id = stored_id(id.to_string(), "page_revisions", "link_chunks", page)?;
+            links.push((page.to_string(), id));
+        }
+    }
+    // In page order (a page's links are in one place or the other, each in order).
+    links.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut links = ChildLists::new(links);
     let found: Vec<_> = found
         .into_iter()
         .map(|mut r| {
@@ -654,7 +678,7 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
     let mut out = found
         .into_iter()
         .map(
-            |(id, ns, kind, revision, title, body, routing_text, keywords, terms, items, _)| {
+            |(id, ns, kind, revision, title, body, routing_text, keywords, terms, items, _, _)| {
                 let pid = id.as_str();
                 Ok(WikiPage {
                     namespace: parse_stored(Namespace::new(ns), "pages", "namespace", pid)?,

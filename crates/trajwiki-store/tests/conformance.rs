@@ -98,6 +98,7 @@ on_both!(
     every_record_round_trips,
     rebuild_is_idempotent_and_pages_keep_revisions,
     a_grown_page_stores_the_chunks_it_changed,
+    a_page_that_links_one_more_trajectory_stores_the_link_chunk_it_changed,
     builds_of_one_namespace_take_turns,
     a_build_in_one_transaction_takes_its_turn,
     writes_made_one_commit_together_and_a_failed_part_is_undone_alone,
@@ -672,6 +673,67 @@ fn a_grown_page_stores_the_chunks_it_changed(fresh: Fresh) {
     assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
     // The same body again is no revision.
     store.commit_memory(&batch).unwrap();
+    assert_eq!(store.stats().unwrap(), after);
+}
+
+/// The trajectories a page revision links are stored in chunks too (schema 10): a page that
+/// links one trajectory more gets a revision that stores the chunk of its links that changed,
+/// not a row per link, and every revision reads back with its links in order.
+fn a_page_that_links_one_more_trajectory_stores_the_link_chunk_it_changed(fresh: Fresh) {
+    let (_dir, mut store, _msgs, mut batch) = filled_store(fresh);
+    // Forty trajectories more (of no snapshot yet) for the page to link.
+    let first = batch.trajectories[0].clone();
+    batch.trajectories.extend((0..40).map(|i| Trajectory {
+        id: TrajectoryId::derive(&ns(), &format!("linked {i}")),
+        snapshot_ids: Vec::new(),
+        ..first.clone()
+    }));
+    let known: Vec<TrajectoryId> = batch.trajectories.iter().map(|t| t.id.clone()).collect();
+    let pages = batch.pages.as_mut().unwrap();
+    let id = pages[0].id.clone();
+    // A long list of links (the batch's few trajectories over and over: a list, not a set).
+    let links: Vec<TrajectoryId> = (0..600)
+        .map(|i| known[(i * 7 / 3) % known.len()].clone())
+        .collect();
+    pages[0].trajectory_ids = links.clone();
+    store.commit_memory(&batch).unwrap();
+    let before = store.stats().unwrap();
+    let page = store.page(&id).unwrap().unwrap();
+    assert_eq!(page.trajectory_ids, links);
+    let mut more = links.clone();
+    more.push(known[1].clone());
+    batch.pages.as_mut().unwrap()[0].trajectory_ids = more.clone();
+    store.commit_memory(&batch).unwrap();
+    let after = store.stats().unwrap();
+    assert_eq!(after.page_revisions, before.page_revisions + 1);
+    // The body is the same: the new chunks are the links'.
+    assert!(
+        (1..=2).contains(&(after.page_chunks - before.page_chunks)),
+        "{} new chunks for one link",
+        after.page_chunks - before.page_chunks
+    );
+    let page = store.page(&id).unwrap().unwrap();
+    assert_eq!(page.trajectory_ids, more);
+    let earlier = store
+        .page_revision(&id, page.revision - 1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(earlier.trajectory_ids, links);
+    // The namespace's pages, read whole, hold the same links.
+    let all = store.pages(&ns()).unwrap();
+    assert_eq!(
+        all.iter().find(|p| p.id == id).unwrap().trajectory_ids,
+        more
+    );
+    assert!(store.check().unwrap().ok(), "{:?}", store.check().unwrap());
+    // The same links again are no revision.
+    store.commit_memory(&batch).unwrap();
+    assert_eq!(store.stats().unwrap(), after);
+    // A link to a trajectory that is not stored is refused, and nothing is written.
+    let mut dangling = more;
+    dangling.push(TrajectoryId::derive(&ns(), "no such trajectory"));
+    batch.pages.as_mut().unwrap()[0].trajectory_ids = dangling;
+    assert!(store.commit_memory(&batch).is_err());
     assert_eq!(store.stats().unwrap(), after);
 }
 

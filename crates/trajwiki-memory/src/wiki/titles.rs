@@ -505,25 +505,16 @@ pub(crate) fn page_title(
     if key.starts_with(TOPIC) {
         chosen.extend(topic_phrase(head).filter(|p| taken.free(p)));
     }
-    if let Some(family) = key.strip_prefix(INVENTORY) {
-        chosen = topics(
-            states,
-            members,
-            Source::Family(family),
-            &taken,
-            &mut parts.chosen,
-            changed,
-        );
-    }
-    if let Some((_, tag)) = key.strip_prefix(FACET).and_then(|r| r.split_once('\t')) {
-        chosen = topics(
-            states,
-            members,
-            Source::Facet(tag),
-            &taken,
-            &mut parts.chosen,
-            changed,
-        );
+    // An inventory page's items of its family, a facet page's values of its facet.
+    let own = match key.strip_prefix(INVENTORY) {
+        Some(family) => Some(Source::Family(family)),
+        None => key
+            .strip_prefix(FACET)
+            .and_then(|r| r.split_once('\t'))
+            .map(|(_, tag)| Source::Facet(tag)),
+    };
+    if let Some(source) = own {
+        chosen = topics(states, members, source, &taken, &mut parts.chosen, changed);
     }
     // An inventory page is named by its family's items alone: two families never share one,
     // so two inventory pages never share a title.

@@ -1,0 +1,12 @@
+-- trajwiki store, schema version 10: the trajectories a page revision links stored in chunks,
+-- each once.
+--
+-- A page about a person or an item family links most of a long conversation's trajectories,
+-- and each revision wrote every link again as a row of `page_trajectories`: at 247,044
+-- messages an exchange's closing append wrote about 23,000 rows (1.8 MB), so the store grew
+-- with the square of the history. A revision now lists its links' chunks (`link_chunks`: their
+-- hashes, comma-separated, in order), the links being the trajectory ids one per line, cut and
+-- stored in `page_chunks` as bodies are (schema 9): an append writes the chunks it changed and
+-- a list of hashes. Revisions written before this version keep their rows in
+-- `page_trajectories` (`link_chunks` NULL).
+ALTER TABLE page_revisions ADD COLUMN link_chunks TEXT;
