@@ -32,6 +32,21 @@ struct Stored {
 }
 
 impl Stored {
+    /// The hashes of the chunks the current revision lists, body's and links': stored, so a
+    /// new revision does not write them again.
+    fn listed_chunks(&self) -> HashSet<&str> {
+        let body = self
+            .current
+            .as_ref()
+            .filter(|_| self.chunked)
+            .map(|c| c[1].as_str());
+        body.into_iter()
+            .chain(self.link_list.as_deref())
+            .flat_map(|list| list.split(','))
+            .filter(|h| !h.is_empty())
+            .collect()
+    }
+
     fn same(&self, page: &WikiPage, chunk_list: &str, link_list: &str) -> bool {
         let Some([title, body, routing, keywords, terms, items]) = &self.current else {
             return false;
@@ -160,7 +175,8 @@ pub(crate) fn upsert_pages(
     for (page, link_text) in pages.iter().zip(&link_texts) {
         let (list, chunks) = page_chunks::listed(&page.body);
         let (link_list, link_chunks) = page_chunks::listed(link_text);
-        let revision = match stored.get(page.id.as_str()) {
+        let before = stored.get(page.id.as_str());
+        let revision = match before {
             None => {
                 new_pages.push(page);
                 1
@@ -173,8 +189,15 @@ pub(crate) fn upsert_pages(
         };
         revisions.push((page, revision));
         lists.push((list, link_list));
-        parts.extend(chunks);
-        parts.extend(link_chunks);
+        // The chunks the page's current revision lists are stored: a page of thousands of
+        // chunks that changed one writes one.
+        let listed = before.map(Stored::listed_chunks).unwrap_or_default();
+        parts.extend(
+            chunks
+                .into_iter()
+                .chain(link_chunks)
+                .filter(|(h, _)| !listed.contains(h.as_str())),
+        );
     }
     if revisions.is_empty() {
         return Ok(());
