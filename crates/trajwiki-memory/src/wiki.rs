@@ -122,6 +122,29 @@ struct Titles {
     /// What the page's title was made from, member by member, for the next.
     page_parts: TitleParts,
     sections: Vec<Option<Title>>,
+    /// Which claims of each member the page showed.
+    shown: Shown,
+}
+
+/// Which of each member's claims a page shows (their positions in its claims), kept between
+/// renders of the page: a member's are read again when it changed, and all of them when what
+/// else decides them changed ([`Reading`]; and an inventory page's items, which its claims are
+/// matched against).
+#[derive(Debug, Clone, Default)]
+struct Shown {
+    /// What they were read with.
+    with: Option<(Reading, Vec<String>)>,
+    /// Trajectory position → the positions of its claims shown, for the members of the last
+    /// render.
+    members: FxHashMap<usize, Vec<u32>>,
+}
+
+/// What of the wiki besides a trajectory's state decides the subject of its claims
+/// ([`Wiki::subject_of`]): the speakers (and so the aliases) and the entities with a page.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Reading {
+    speakers: Vec<String>,
+    paged: Vec<String>,
 }
 
 /// A title and what it was made from.
@@ -793,6 +816,15 @@ impl Wiki {
         let dirty = std::mem::take(&mut self.dirty_pages);
         let changed = std::mem::take(&mut self.changed);
         let mut titles = std::mem::take(&mut self.titles);
+        let reading = Reading {
+            speakers: self.speakers.iter().cloned().collect(),
+            paged: self
+                .pages
+                .keys()
+                .filter(|k| k.starts_with(ENTITY))
+                .cloned()
+                .collect(),
+        };
         let mut pages: Vec<(WikiPage, Vec<usize>)> = dirty
             .iter()
             .filter_map(|key| {
@@ -802,6 +834,7 @@ impl Wiki {
                         titles: titles.entry(key.clone()).or_default(),
                         changed: &changed,
                         states,
+                        reading: &reading,
                     };
                     (self.render(ns, states, key, d, &members, kept), members)
                 })
@@ -823,6 +856,8 @@ struct Kept<'a> {
     titles: &'a mut Titles,
     changed: &'a BTreeSet<usize>,
     states: &'a [TrajState],
+    /// The wiki as the pages are rendered now.
+    reading: &'a Reading,
 }
 
 impl Kept<'_> {
@@ -1098,11 +1133,33 @@ impl Wiki {
             !key.starts_with(INDEX)
         };
         if d.kind != PageKind::Index {
-            let shown: Vec<(usize, &ClaimEntry)> = members
-                .iter()
-                .flat_map(|&ti| states[ti].claims.iter().map(move |c| (ti, c)))
-                .filter(|(ti, claim)| shows(claim, &states[*ti]))
-                .collect();
+            // Each member's shown claims as the last render found them, unless it changed or
+            // what else decides them did.
+            let with = (
+                kept.reading.clone(),
+                match family {
+                    Some(_) => items.iter().map(|i| i.item.clone()).collect(),
+                    None => Vec::new(),
+                },
+            );
+            let memo = &mut kept.titles.shown;
+            let mut before = std::mem::take(&mut memo.members);
+            if memo.with.as_ref() != Some(&with) {
+                before.clear();
+                memo.with = Some(with);
+            }
+            let mut shown: Vec<(usize, &ClaimEntry)> = Vec::new();
+            for &ti in members {
+                let claims = &states[ti].claims;
+                let positions = match before.remove(&ti) {
+                    Some(p) if !kept.changed.contains(&ti) => p,
+                    _ => (0..claims.len() as u32)
+                        .filter(|&i| shows(&claims[i as usize], &states[ti]))
+                        .collect(),
+                };
+                shown.extend(positions.iter().map(|&i| (ti, &claims[i as usize])));
+                memo.members.insert(ti, positions);
+            }
             if entity.is_some() {
                 // Current facts: the newest active claim of each slot.
                 let mut current: BTreeMap<String, &ClaimEntry> = BTreeMap::new();
