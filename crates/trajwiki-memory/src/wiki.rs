@@ -1249,11 +1249,18 @@ impl Wiki {
                 }
             }
             // Related pages: the other entities with pages these trajectories name.
-            let mut related: BTreeMap<&str, usize> = BTreeMap::new();
+            // Each entity judged once (its members name a few entities many times), counted in
+            // a hash map (ranked below by count, then name).
+            let mut related: FxHashMap<&str, usize> = FxHashMap::default();
+            let mut judged: FxHashMap<&str, bool> = FxHashMap::default();
             for &ti in members {
                 for e in &states[ti].features.entities {
-                    if Some(e.as_str()) != entity && self.alias_of(e).is_none() && self.paged(e) {
-                        *related.entry(e.as_str()).or_default() += 1;
+                    let e = e.as_str();
+                    let shown = *judged.entry(e).or_insert_with(|| {
+                        Some(e) != entity && self.alias_of(e).is_none() && self.paged(e)
+                    });
+                    if shown {
+                        *related.entry(e).or_default() += 1;
                     }
                 }
             }

@@ -10,7 +10,7 @@
 //! (unless it names an activity), an adverb, a filler or a generic term is no topic, and a
 //! title carries no count.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::OnceLock;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -409,7 +409,8 @@ fn words_of<'a>(values: impl Iterator<Item = &'a String>) -> FxHashSet<String> {
 /// (who stated them) it is, then by the trajectories that name it, then by first mention,
 /// then key.
 fn entities(states: &[TrajState], members: &[usize]) -> Vec<String> {
-    let mut count: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    // Counted in a hash map (ranked below in an order that names every entity).
+    let mut count: FxHashMap<&str, (usize, usize, usize)> = FxHashMap::default();
     for (at, &m) in members.iter().enumerate() {
         let t = &states[m];
         for e in &t.features.entities {
