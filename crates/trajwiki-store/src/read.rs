@@ -638,23 +638,18 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
         .collect::<rusqlite::Result<Vec<_>>>()
         .ctx("reading pages")?;
     found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // (namespace, page, chunk list) of the pages that have a list in a column.
+    let lists_in = |column: fn(&PageRow) -> Option<&str>| -> Vec<(&str, &str, &str)> {
+        found
+            .iter()
+            .filter_map(|r| column(r).map(|list| (r.1.as_str(), r.0.as_str(), list)))
+            .collect()
+    };
     // Bodies stored in chunks (schema 9) are put together from them.
-    let lists: Vec<(&str, &str, &str)> = found
-        .iter()
-        .filter_map(|r| {
-            r.10.as_deref()
-                .map(|list| (r.1.as_str(), r.0.as_str(), list))
-        })
-        .collect();
+    let lists = lists_in(|r| r.10.as_deref());
     let mut chunked = crate::page_chunks::bodies(conn, &lists, "chunks")?.into_iter();
     // The links of revisions written since (schema 10), from their chunks: one id a line.
-    let link_lists: Vec<(&str, &str, &str)> = found
-        .iter()
-        .filter_map(|r| {
-            r.11.as_deref()
-                .map(|list| (r.1.as_str(), r.0.as_str(), list))
-        })
-        .collect();
+    let link_lists = lists_in(|r| r.11.as_deref());
     let link_texts = crate::page_chunks::bodies(conn, &link_lists, "link_chunks")?;
     let mut links: Vec<(String, TrajectoryId)> = listed;
     for ((_, page, _), text) in link_lists.iter().zip(link_texts) {
