@@ -31,6 +31,7 @@
 //! Index pages list trajectories by creation, in chunks of [`INDEX_CHUNK`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
 use rayon::prelude::*;
@@ -132,8 +133,8 @@ struct Titles {
 /// matched against).
 #[derive(Debug, Clone, Default)]
 struct Shown {
-    /// What they were read with.
-    with: Option<(Reading, Vec<String>)>,
+    /// What they were read with (one reading shared by the pages of a render).
+    with: Option<(Arc<Reading>, Vec<String>)>,
     /// Trajectory position → the positions of its claims shown, for the members of the last
     /// render.
     members: FxHashMap<usize, Vec<u32>>,
@@ -141,7 +142,7 @@ struct Shown {
 
 /// What of the wiki besides a trajectory's state decides the subject of its claims
 /// ([`Wiki::subject_of`]): the speakers (and so the aliases) and the entities with a page.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Reading {
     speakers: Vec<String>,
     paged: Vec<String>,
@@ -816,7 +817,7 @@ impl Wiki {
         let dirty = std::mem::take(&mut self.dirty_pages);
         let changed = std::mem::take(&mut self.changed);
         let mut titles = std::mem::take(&mut self.titles);
-        let reading = Reading {
+        let reading = Arc::new(Reading {
             speakers: self.speakers.iter().cloned().collect(),
             paged: self
                 .pages
@@ -824,7 +825,7 @@ impl Wiki {
                 .filter(|k| k.starts_with(ENTITY))
                 .cloned()
                 .collect(),
-        };
+        });
         let mut pages: Vec<(WikiPage, Vec<usize>)> = dirty
             .iter()
             .filter_map(|key| {
@@ -857,7 +858,7 @@ struct Kept<'a> {
     changed: &'a BTreeSet<usize>,
     states: &'a [TrajState],
     /// The wiki as the pages are rendered now.
-    reading: &'a Reading,
+    reading: &'a Arc<Reading>,
 }
 
 impl Kept<'_> {
