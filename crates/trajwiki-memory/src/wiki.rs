@@ -112,11 +112,14 @@ pub struct Wiki {
     /// Per page key, the titles it was last rendered with: the page's own (of the kinds titled
     /// from their members) and each section's. A title is a function of the page's head and of
     /// its members' states alone, so one made from the same head and members, none of which
-    /// changed since, is kept. Not persisted: a resumed wiki makes every title again, the same.
+    /// changed since, is kept. With them, what the page's title was made from and which claims
+    /// the page showed, member by member ([`Titles`]). Not persisted: a resumed wiki makes
+    /// every title again, the same.
     titles: BTreeMap<String, Titles>,
 }
 
-/// The titles a page was last rendered with (see `Wiki::titles`).
+/// What a page was last rendered with (see `Wiki::titles`): its titles, what its own title
+/// was made from, and which claims of each member it showed.
 #[derive(Debug, Clone, Default)]
 struct Titles {
     page: Option<Title>,
