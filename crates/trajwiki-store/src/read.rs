@@ -150,11 +150,19 @@ fn lists<T: TryFrom<String, Error = IdError>>(
     table: &'static str,
     child: &'static str,
 ) -> Result<ChildLists<T>> {
-    let parsed = found
+    Ok(ChildLists::new(parsed(found, table, child)?))
+}
+
+/// (owner, child) rows with each child parsed, in their order.
+fn parsed<T: TryFrom<String, Error = IdError>>(
+    found: Vec<(String, String)>,
+    table: &'static str,
+    child: &'static str,
+) -> Result<Vec<(String, T)>> {
+    found
         .into_iter()
         .map(|(owner, c)| Ok((owner, stored_id(c, table, child, "")?)))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(ChildLists::new(parsed))
+        .collect()
 }
 
 /// Parses a stored id, naming the place on failure; the string is kept, not copied. `record` is
@@ -607,10 +615,7 @@ pub(crate) fn pages(conn: &Db, which: Pages<'_>) -> Result<Vec<WikiPage>> {
             .ctx("reading page links")?
             .collect::<rusqlite::Result<Vec<_>>>()
             .ctx("reading page links")?;
-        found
-            .into_iter()
-            .map(|(page, t)| Ok((page, stored_id(t, "page_trajectories", "trajectory", "")?)))
-            .collect::<Result<Vec<(String, TrajectoryId)>>>()?
+        parsed::<TrajectoryId>(found, "page_trajectories", "trajectory")?
     };
     type PageRow = (
         String,
