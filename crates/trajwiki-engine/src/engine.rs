@@ -37,9 +37,11 @@ use trajwiki_store::{Append, Deleted, IngestReport, Opened, Store, StoreError};
 use crate::api::{self, ApiError, Asked, LoadedIndex, Query, Search};
 use crate::build::{BuildPlan, Built, EmbeddedAhead};
 use crate::cache::{current_or_updated, AtState, BoundedCache, Stale};
+use crate::load::Refreshed;
 use crate::pipeline::{
     build_in_turn, BuildOptions, KeptFold, PipelineError, Prefill, Progress, Stage,
 };
+use crate::segment::Watched;
 use crate::trace::{CompileReport, TraceError};
 use trajwiki_trace::DeterministicCompiler;
 
@@ -86,6 +88,9 @@ pub struct Engine {
     reloads: bool,
     /// The namespaces whose index segment a thread is writing (see [`crate::segment`]).
     segmenting: Arc<Mutex<HashSet<Namespace>>>,
+    /// What the last look at each namespace's segment found, with the messages appended
+    /// since (see [`Watched`]).
+    watched: Arc<Mutex<HashMap<Namespace, Watched>>>,
     /// Whether a build writes its namespace's segment before it returns (a process that ends
     /// with its command) rather than on a thread of its own.
     segments_inline: bool,
@@ -112,6 +117,7 @@ impl Engine {
             loaders: Mutex::new(HashMap::new()),
             reloads: true,
             segmenting: Arc::default(),
+            watched: Arc::default(),
             segments_inline: false,
         }
     }
@@ -209,22 +215,38 @@ impl Engine {
     /// Writes the index segment of `ns` when it is due (see [`crate::load::refresh_segment`]),
     /// after a build has committed: for an engine [`building once`](Engine::building_once), on
     /// `store` before this returns; otherwise on a thread of its own, off the caller's path, one
-    /// per namespace at a time (a build meanwhile leaves it to the next). What fails is said on
-    /// standard error: the segment is derived state, and loads read the records without it.
-    pub fn refresh_segment(&self, store: &Store, ns: &Namespace) {
+    /// per namespace at a time (a build meanwhile leaves it to the next). `appended`: the
+    /// messages this engine appended to `ns` since its last look, all of them built, none
+    /// replaced — then, while what the last look found says the segment cannot be due
+    /// ([`Watched::may_be_due`]), nothing is asked of the store; `None` (a build of what
+    /// others may have written, a rebuild) looks again. What fails is said on standard error:
+    /// the segment is derived state, and loads read the records without it.
+    pub fn refresh_segment(&self, store: &Store, ns: &Namespace, appended: Option<usize>) {
         if self.opened.is_read_only() {
             return;
+        }
+        {
+            let mut watched = lock(&self.watched);
+            match appended {
+                Some(n) => {
+                    if let Some(w) = watched.get_mut(ns) {
+                        w.appended(n);
+                        if !w.may_be_due() {
+                            return;
+                        }
+                    }
+                }
+                None => {
+                    watched.remove(ns);
+                }
+            }
         }
         let Ok(embedder) = self.embedder() else {
             return;
         };
-        let report = |ns: &Namespace, written: Result<_, PipelineError>| {
-            if let Err(e) = written {
-                eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
-            }
-        };
         if self.segments_inline {
-            report(
+            keep_look(
+                &self.watched,
                 ns,
                 crate::load::refresh_segment(store, ns, embedder.as_ref()),
             );
@@ -233,10 +255,11 @@ impl Engine {
         if !lock(&self.segmenting).insert(ns.clone()) {
             return;
         }
-        let (opened, ns, running) = (
+        let (opened, ns, running, watched) = (
             self.opened.clone(),
             ns.clone(),
             Arc::clone(&self.segmenting),
+            Arc::clone(&self.watched),
         );
         let spawned = std::thread::Builder::new()
             .name("trajwiki-segment".into())
@@ -244,18 +267,36 @@ impl Engine {
                 let ns = ns.clone();
                 let running = Arc::clone(&running);
                 move || {
-                    let written = opened
-                        .connect()
-                        .map_err(PipelineError::from)
-                        .and_then(|store| {
-                            crate::load::refresh_segment(&store, &ns, embedder.as_ref())
-                        });
-                    report(&ns, written);
+                    let refreshed =
+                        opened
+                            .connect()
+                            .map_err(PipelineError::from)
+                            .and_then(|store| {
+                                crate::load::refresh_segment(&store, &ns, embedder.as_ref())
+                            });
+                    keep_look(&watched, &ns, refreshed);
                     lock(&running).remove(&ns);
                 }
             });
         if spawned.is_err() {
             lock(&running).remove(&ns);
+        }
+    }
+
+    /// Counts `added` messages appended to `ns` without a build, for the next look at its
+    /// segment (see [`Engine::refresh_segment`]).
+    fn count_appended(&self, ns: &Namespace, added: usize) {
+        if let Some(w) = lock(&self.watched).get_mut(ns) {
+            w.appended(added);
+        }
+    }
+
+    /// Forgets what was found of the segments of `namespaces`, to which messages were written
+    /// that no look counted: the next build's looks at the store.
+    fn unwatch(&self, namespaces: &[Namespace]) {
+        let mut watched = lock(&self.watched);
+        for ns in namespaces {
+            watched.remove(ns);
         }
     }
 
@@ -290,7 +331,9 @@ impl Engine {
         messages: &[Append],
     ) -> Result<IngestReport, StoreError> {
         let touched = api::namespaces_of(messages.iter().map(|a| &a.message));
-        self.writing(&touched, || store.append_messages(via, messages))
+        let appended = self.writing(&touched, || store.append_messages(via, messages));
+        self.unwatch(&touched);
+        appended
     }
 
     /// Ingests `messages`, each at its own position, in one transaction (see
@@ -305,9 +348,11 @@ impl Engine {
     ) -> Result<IngestReport, StoreError> {
         let touched = api::namespaces_of(messages);
         let told = Progress::teller(progress, Stage::Storing);
-        self.writing(&touched, || {
+        let ingested = self.writing(&touched, || {
             store.ingest_messages_told(source, messages, &told)
-        })
+        });
+        self.unwatch(&touched);
+        ingested
     }
 
     /// Ingests agent runs in one transaction (see [`Store::ingest_runs`]) under their
@@ -341,6 +386,30 @@ impl Engine {
     pub fn index_cache(&self) -> (Vec<Namespace>, usize, usize) {
         let cache = lock(&self.indexes);
         (cache.namespaces(), cache.bytes(), cache.capacity())
+    }
+}
+
+/// Keeps what a look at the segment of `ns` found for the appends that follow, or forgets what
+/// was kept when it found nothing to keep; says on standard error what failed.
+fn keep_look(
+    watched: &Mutex<HashMap<Namespace, Watched>>,
+    ns: &Namespace,
+    refreshed: Result<Refreshed, PipelineError>,
+) {
+    let mut watched = lock(watched);
+    match refreshed {
+        Ok(Refreshed {
+            watched: Some(w), ..
+        }) => {
+            watched.insert(ns.clone(), w);
+        }
+        Ok(_) => {
+            watched.remove(ns);
+        }
+        Err(e) => {
+            watched.remove(ns);
+            eprintln!("trajwiki: {ns}: the index segment was not written: {e}");
+        }
     }
 }
 
@@ -529,6 +598,7 @@ impl<'e> NamespaceHandle<'e> {
         let mut writer = self.writer();
         let Some(options) = build else {
             let ingest = store.append_messages(via, messages)?;
+            self.engine.count_appended(&self.ns, ingest.added as usize);
             return Ok(Appended {
                 ingest,
                 build: None,
@@ -601,8 +671,14 @@ impl<'e> NamespaceHandle<'e> {
         // Not committed after all: an index kept at the state the transaction would have left
         // is forgotten (a later commit could reach a state of the same numbers).
         let appended = phantom.settle(appended)?;
-        if matches!(appended.build, Some(Ok(_))) {
-            self.engine.refresh_segment(store, &self.ns);
+        let added = appended.ingest.added as usize;
+        match &appended.build {
+            Some(Ok(report)) => {
+                let replaced = options.rebuild || report.replaced.is_some();
+                let appended = (!replaced).then_some(added);
+                self.engine.refresh_segment(store, &self.ns, appended);
+            }
+            _ => self.engine.count_appended(&self.ns, added),
         }
         Ok(appended)
     }
@@ -824,7 +900,7 @@ impl Writer<'_> {
         let embedder = self.engine.embedder()?;
         let _turn = store.lock_builds(self.ns)?;
         let built = self.build_now(store, embedder.as_ref(), plan)?;
-        self.engine.refresh_segment(store, self.ns);
+        self.engine.refresh_segment(store, self.ns, None);
         Ok(built)
     }
 

@@ -11,7 +11,9 @@ use trajwiki_store::Store;
 
 use crate::pipeline::PipelineError;
 use crate::retrieval::{index_config, load_records, Earlier, Laps, Loaded};
-use crate::segment::{load_segment, segment_due, write_loaded, Unused, Written};
+use crate::segment::{
+    file_stamp, load_segment, segment_due, write_loaded, Due, Unused, Watched, Written,
+};
 
 /// Loads a namespace's index (see [`crate::retrieval`] for how the records are read and what
 /// `derived` and `earlier` reuse).
@@ -59,19 +61,54 @@ pub fn write_segment(
     write_loaded(store, ns, embedder, &loaded, &derived, started)
 }
 
+/// What [`refresh_segment`] did and found.
+#[derive(Debug)]
+pub struct Refreshed {
+    /// The segment written, when it was due.
+    pub written: Option<Written>,
+    /// What an engine keeps of the segment for the appends that follow (see [`Watched`]);
+    /// `None` when it is to be looked at again.
+    pub watched: Option<Watched>,
+}
+
 /// Writes the segment of `ns` when [`segment_due`] says so (with the namespace's message count
-/// now); `None` when it was not due.
+/// now).
 pub fn refresh_segment(
     store: &Store,
     ns: &Namespace,
     embedder: &dyn Embedder,
-) -> Result<Option<Written>, PipelineError> {
+) -> Result<Refreshed, PipelineError> {
+    let model = embedder.model_id();
+    let path = store.segment_path(ns, model);
+    if path.is_none() {
+        return Ok(Refreshed {
+            written: None,
+            watched: Some(Watched::NoSegments),
+        });
+    }
     let messages = store.namespace_counts(ns)?.0 as usize;
     if messages == 0 {
-        return Ok(None);
+        return Ok(Refreshed {
+            written: None,
+            watched: None,
+        });
     }
-    match segment_due(store, ns, embedder.model_id(), embedder.dim(), messages)? {
-        Some(_) => write_segment(store, ns, embedder),
-        None => Ok(None),
-    }
+    let (written, due) = match segment_due(store, ns, model, embedder.dim(), messages)? {
+        Due::Because(_) => {
+            let written = write_segment(store, ns, embedder)?;
+            let due = written.as_ref().map(|w| Due::No {
+                held: w.messages,
+                stamp: file_stamp(&w.path),
+            });
+            (written, due)
+        }
+        due => (None, Some(due)),
+    };
+    let messages = written
+        .as_ref()
+        .map_or(messages, |w| w.messages.max(messages));
+    Ok(Refreshed {
+        written,
+        watched: due.and_then(|due| Watched::of(due, path, messages)),
+    })
 }

@@ -148,3 +148,95 @@ const POSTGRES: Traffic = Traffic {
     write_transactions: 1,
     statements: 0,
 };
+
+/// The segment files of the store at `dir`, with their bytes.
+fn segments(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "seg") {
+                let bytes = std::fs::read(&path).unwrap();
+                found.push((path, bytes));
+            }
+        }
+    }
+    found
+}
+
+/// After a build the engine looks at the namespace's index segment (written when due: missing,
+/// or the namespace grown by an eighth since it was written). An append whose messages cannot
+/// make it due, by what the last look found and the messages appended since, asks the store
+/// nothing for it (that look counted every message of the namespace, on a thread of its own
+/// beside the search that followed the append); the append that makes it due writes it, and
+/// so does the next one after its file changed under the engine. Segments written in line here
+/// (an engine building once), so that the look is counted on the appending thread.
+#[test]
+fn an_append_looks_at_the_segment_only_when_it_may_be_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Model::Loaded(load_embedder("hashing-64").unwrap().into());
+    let engine = Engine::new(
+        Store::open(dir.path()).unwrap(),
+        model,
+        Arc::new(trajwiki_compute::CpuScoring),
+        64 << 20,
+    )
+    .building_once();
+    let ns = Namespace::new("segmented").unwrap();
+    let append = |at: usize| {
+        let batch = messages(&ns, at, 2);
+        let (appended, traffic) = traffic::during(|| {
+            engine
+                .with_store(|store| {
+                    engine.namespace(&ns).append(
+                        store,
+                        "test",
+                        &batch,
+                        Some(BuildOptions::default()),
+                    )
+                })
+                .unwrap()
+        });
+        appended.build.unwrap().unwrap();
+        traffic
+    };
+    engine
+        .with_store(|store| {
+            engine.namespace(&ns).append(
+                store,
+                "test",
+                &messages(&ns, 0, 40),
+                Some(BuildOptions::default()),
+            )
+        })
+        .unwrap();
+    let written = segments(dir.path());
+    assert_eq!(written.len(), 1, "the build wrote the segment");
+    // 42 and 44 messages: under 40 + 40/8, nothing asked, nothing written.
+    for at in [40, 42] {
+        let traffic = append(at);
+        assert_eq!(traffic.entries, 1, "{} messages: {traffic:?}", at + 2);
+        assert_eq!(segments(dir.path()), written, "{} messages", at + 2);
+    }
+    // 46: due, looked at and written again.
+    let traffic = append(44);
+    assert!(traffic.entries > 1, "46 messages: {traffic:?}");
+    let rewritten = segments(dir.path());
+    assert_eq!(rewritten.len(), 1);
+    assert_ne!(
+        rewritten, written,
+        "46 messages: the segment is written again"
+    );
+    // 48: under 46 + 46/8 again.
+    assert_eq!(append(46).entries, 1);
+    assert_eq!(segments(dir.path()), rewritten);
+    // The file changed under the engine (removed, as a delete of another process does): the
+    // next append looks, and writes it.
+    std::fs::remove_file(&rewritten[0].0).unwrap();
+    assert!(append(48).entries > 1);
+    assert_eq!(segments(dir.path()).len(), 1, "written again");
+    assert_eq!(append(50).entries, 1);
+}
