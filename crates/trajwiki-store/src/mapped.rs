@@ -51,10 +51,20 @@ impl Mapped {
     /// Maps the first `len` bytes (more than 0) of `file`, read only, guarded; read into
     /// memory when the guard's table is full.
     pub(crate) fn map(file: &File, len: usize) -> std::io::Result<Mapped> {
-        // SAFETY: a read-only mapping. The bytes may change or vanish under it only by another
-        // process's hand (trajwiki never writes inside what it maps); a vanished page reads as
-        // zeros through the guard, and `intact` tells the reader.
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map(file) }?;
+        Mapped::map_with_room(file, len, 0)
+    }
+
+    /// [`Mapped::map`] of `len` bytes and `room` bytes past them, for a file that grows at its
+    /// end (a vector file): once the file holds them, the bytes of the room read as the file's
+    /// through this mapping, whose pages read so far stay mapped. A read of the room before the
+    /// file holds it reads zeros, and the mapping is no longer intact. Read into memory (`len`
+    /// bytes, no room) when the guard's table is full.
+    pub(crate) fn map_with_room(file: &File, len: usize, room: usize) -> std::io::Result<Mapped> {
+        // SAFETY: a read-only shared mapping. The bytes may change or vanish under it only by
+        // another process's hand (trajwiki never writes inside what it maps, only past it); a
+        // vanished page, or one of the room the file does not hold yet, reads as zeros through
+        // the guard, and `intact` tells the reader.
+        let map = unsafe { memmap2::MmapOptions::new().len(len + room).map(file) }?;
         match Guard::claim(map.as_ptr() as usize, map.len()) {
             Some(guard) => Ok(Mapped {
                 guard: Some(guard),

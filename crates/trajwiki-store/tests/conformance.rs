@@ -1163,6 +1163,7 @@ fn vectors_round_trip_and_append(fresh: Fresh) {
     store
         .append_vectors(&ns(), "m", VectorDtype::F32, 3, &first)
         .unwrap();
+    let early = store.map_vectors(&ns(), "m").unwrap().unwrap();
     let rest: Vec<(i64, &[f32])> = arrived[2..]
         .iter()
         .zip(&rows[2..])
@@ -1181,6 +1182,36 @@ fn vectors_round_trip_and_append(fresh: Fresh) {
     assert_eq!(mapped.info().rows, arrived.len());
     let want: Vec<f32> = rows.concat();
     assert_eq!(mapped.f32().unwrap(), want.as_slice());
+    // The rows mapped before the append read as they did; a file grows at its end, and on
+    // SQLite the rows mapped after it are read through the same mapping (its pages stay mapped).
+    assert_eq!(early.f32().unwrap(), &want[..6]);
+    if !store.is_postgres() {
+        assert_eq!(
+            early.f32().unwrap().as_ptr(),
+            mapped.f32().unwrap().as_ptr()
+        );
+        // A mapping that read a page the file had lost (cut by another hand) is not shared
+        // again: once the file is whole, a new mapping reads it.
+        let path = mapped.info().path.clone();
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        assert_eq!(mapped.f32().unwrap()[0], 0.0);
+        assert!(!mapped.intact() && !early.intact());
+        std::fs::write(&path, &whole).unwrap();
+        let again = store.map_vectors(&ns(), "m").unwrap().unwrap();
+        assert!(again.intact());
+        assert_eq!(again.f32().unwrap(), want.as_slice());
+        assert_ne!(
+            again.f32().unwrap().as_ptr(),
+            mapped.f32().unwrap().as_ptr()
+        );
+    }
+    drop((early, mapped));
     assert!(store.check().unwrap().ok());
     let checked = store.checked_vector_file(&ns(), "m").unwrap().unwrap();
     assert_eq!(
