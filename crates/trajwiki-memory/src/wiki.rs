@@ -43,8 +43,10 @@ use trajwiki_text::text::{norm, stem, words};
 
 use crate::extract::{is_specific, Lexicon};
 use crate::fold::{slot_name, ClaimEntry, TrajState, SLOT_TAG};
+use tally::Tally;
 use titles::{capitalised, page_title, section_title, topic_phrase, TitleParts};
 
+mod tally;
 mod titles;
 use crate::MemoryConfig;
 
@@ -79,6 +81,8 @@ const INVENTORY: &str = "i\t";
 const TOPIC: &str = "w\t";
 const RESCUE: &str = "r";
 const INDEX: &str = "x\t";
+/// The terms a page keeps: its members' first, in order.
+const PAGE_TERMS: usize = 48;
 
 /// The wiki of a fold: its groups (persisted) and the pages derived from them.
 #[derive(Debug, Clone, Default)]
@@ -128,6 +132,9 @@ struct Titles {
     sections: Vec<Option<Title>>,
     /// Which claims of each member the page showed.
     shown: Shown,
+    /// How many members hold each keyword, and each entity.
+    keywords: Tally,
+    entities: Tally,
 }
 
 /// Which of each member's claims a page shows (their positions in its claims), kept between
@@ -1078,18 +1085,32 @@ impl Wiki {
         } else {
             kept.page(key, &d.head, members)
         };
-        // Counted in hash maps, then ordered: the members of a large page hold many times the
-        // distinct words they count.
-        let mut keywords: FxHashMap<&str, usize> = FxHashMap::default();
-        let mut terms: FxHashSet<&str> = FxHashSet::default();
+        // The keywords counted over the members, as the last render left them counted (the
+        // members of a large page hold many times the distinct words they count).
+        let tally = &mut kept.titles.keywords;
+        tally.update(members, kept.changed, |ti| &states[ti].features.keywords);
+        let mut top: Vec<(&str, usize)> = tally.counted().collect();
+        top.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
+        // The first terms in order: each member's are in order, so a member is read only up to
+        // the last of those found so far.
+        let mut terms: BTreeSet<&str> = BTreeSet::new();
+        for &ti in members {
+            for t in &states[ti].features.terms {
+                if terms.len() == PAGE_TERMS && terms.last().is_some_and(|last| t.as_str() >= *last)
+                {
+                    break;
+                }
+                if terms.insert(t.as_str()) && terms.len() > PAGE_TERMS {
+                    terms.pop_last();
+                }
+            }
+        }
+        let terms: Vec<String> = terms.into_iter().map(str::to_string).collect();
         let mut items: FxHashMap<&str, u32> = FxHashMap::default();
         let family = key.strip_prefix(INVENTORY);
         for &ti in members {
             let s = &states[ti];
-            for k in &s.features.keywords {
-                *keywords.entry(k.as_str()).or_default() += 1;
-            }
-            terms.extend(s.features.terms.iter().map(String::as_str));
             for (item, f) in &s.items {
                 if family.is_none_or(|fam| fam == f) {
                     *items.entry(item.as_str()).or_default() += 1;
@@ -1101,12 +1122,6 @@ impl Wiki {
                 }
             }
         }
-        let mut top: Vec<(&str, usize)> = keywords.into_iter().collect();
-        top.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
-        let mut terms: Vec<&str> = terms.into_iter().collect();
-        terms.sort_unstable();
-        let terms: Vec<String> = terms.into_iter().take(48).map(str::to_string).collect();
         let mut items: Vec<(&str, u32)> = items.into_iter().collect();
         items.sort_unstable();
         let items: Vec<ItemCount> = items
@@ -1252,24 +1267,17 @@ impl Wiki {
                     body.push_str(&format!("- {}: {}\n", i.item, i.count));
                 }
             }
-            // Related pages: the other entities with pages these trajectories name.
-            // Each entity judged once (its members name a few entities many times), counted in
-            // a hash map (ranked below by count, then name).
-            let mut related: FxHashMap<&str, usize> = FxHashMap::default();
-            let mut judged: FxHashMap<&str, bool> = FxHashMap::default();
-            for &ti in members {
-                for e in &states[ti].features.entities {
-                    let e = e.as_str();
-                    let shown = *judged.entry(e).or_insert_with(|| {
-                        Some(e) != entity && self.alias_of(e).is_none() && self.paged(e)
-                    });
-                    if shown {
-                        *related.entry(e).or_default() += 1;
-                    }
-                }
-            }
+            // Related pages: the other entities with pages these trajectories name, counted
+            // over the members as the last render left them counted, each judged once (ranked
+            // below by count, then name).
+            let tally = &mut kept.titles.entities;
+            tally.update(members, kept.changed, |ti| &states[ti].features.entities);
+            let related: Vec<(&str, usize)> = tally
+                .counted()
+                .filter(|&(e, _)| Some(e) != entity && self.alias_of(e).is_none() && self.paged(e))
+                .collect();
             if !related.is_empty() {
-                let mut related: Vec<(&str, usize)> = related.into_iter().collect();
+                let mut related = related;
                 related.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
                 body.push_str("\n## Related pages\n");
                 for (e, n) in related.iter().take(8) {
