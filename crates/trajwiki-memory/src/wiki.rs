@@ -135,6 +135,17 @@ struct Titles {
     /// How many members hold each keyword, and each entity.
     keywords: Tally,
     entities: Tally,
+    /// Each section's text as last written.
+    section_bodies: Vec<Option<SectionBody>>,
+}
+
+/// A section's text (its heading and its claims' lines; empty when it shows none), and what it
+/// was written from besides its members' states and the claims they show.
+#[derive(Debug, Clone)]
+struct SectionBody {
+    head: String,
+    members: Vec<usize>,
+    text: String,
 }
 
 /// Which of each member's claims a page shows (their positions in its claims), kept between
@@ -1163,7 +1174,8 @@ impl Wiki {
             );
             let memo = &mut kept.titles.shown;
             let mut before = std::mem::take(&mut memo.members);
-            if memo.with.as_ref() != Some(&with) {
+            let reread = memo.with.as_ref() != Some(&with);
+            if reread {
                 before.clear();
                 memo.with = Some(with);
             }
@@ -1229,34 +1241,49 @@ impl Wiki {
             });
             let size = self.section.max(1);
             let chunks: Vec<&[usize]> = d.members.chunks(size).collect();
-            // Each shown claim into the sections its trajectory is in (in the order shown).
-            let mut sections_of: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            for (i, section) in chunks.iter().enumerate() {
-                for &ti in *section {
-                    let of = sections_of.entry(ti).or_default();
-                    if of.last() != Some(&i) {
-                        of.push(i);
-                    }
-                }
-            }
-            let mut in_section: Vec<Vec<&ClaimEntry>> = vec![Vec::new(); chunks.len()];
-            for (ti, claim) in &shown {
-                for &i in sections_of.get(ti).map_or(&[][..], Vec::as_slice) {
-                    in_section[i].push(*claim);
-                }
-            }
+            // Each section as the last render wrote it, unless its members are others, one of
+            // them changed or what decides the claims shown did.
+            kept.titles.section_bodies.resize(chunks.len(), None);
             let mut any = false;
-            for (i, (section, mut lines)) in chunks.iter().zip(in_section).enumerate() {
-                if lines.is_empty() {
-                    continue;
+            for (i, section) in chunks.iter().enumerate() {
+                let written = !reread
+                    && kept.titles.section_bodies[i]
+                        .as_ref()
+                        .is_some_and(|b| b.head == d.head && b.members == *section)
+                    && !section.iter().any(|m| kept.changed.contains(m));
+                if !written {
+                    // The claims shown of its trajectories (each once, in the page's order),
+                    // in time order.
+                    let mut of: Vec<usize> = section.to_vec();
+                    of.sort_unstable();
+                    of.dedup();
+                    let mut lines: Vec<&ClaimEntry> = Vec::new();
+                    for ti in of {
+                        if let Some(shown) = kept.titles.shown.members.get(&ti) {
+                            let claims = &states[ti].claims;
+                            lines.extend(shown.iter().map(|&p| &claims[p as usize]));
+                        }
+                    }
+                    let mut text = String::new();
+                    if !lines.is_empty() {
+                        lines.sort_by_key(|c| c.at);
+                        text = format!("\n### {}\n", kept.section(i, &d.head, section));
+                        for claim in lines {
+                            text.push_str(&claim_line(claim));
+                            text.push('\n');
+                        }
+                    }
+                    kept.titles.section_bodies[i] = Some(SectionBody {
+                        head: d.head.clone(),
+                        members: section.to_vec(),
+                        text,
+                    });
                 }
-                any = true;
-                lines.sort_by_key(|c| c.at);
-                body.push_str(&format!("\n### {}\n", kept.section(i, &d.head, section)));
-                for claim in lines {
-                    body.push_str(&claim_line(claim));
-                    body.push('\n');
-                }
+                let text = kept.titles.section_bodies[i]
+                    .as_ref()
+                    .map_or("", |b| b.text.as_str());
+                any |= !text.is_empty();
+                body.push_str(text);
             }
             if !any {
                 body.push_str("- (see linked trajectories)\n");
