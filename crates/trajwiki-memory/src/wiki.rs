@@ -132,9 +132,12 @@ struct Titles {
     sections: Vec<Option<Title>>,
     /// Which claims of each member the page showed.
     shown: Shown,
-    /// How many members hold each keyword, and each entity.
+    /// How many members hold each keyword, each entity, each item.
     keywords: Tally,
     entities: Tally,
+    items: Tally,
+    /// Each member's line among the linked trajectories.
+    linked: FxHashMap<usize, String>,
     /// Each section's text as last written.
     section_bodies: Vec<Option<SectionBody>>,
 }
@@ -1099,7 +1102,9 @@ impl Wiki {
         // The keywords counted over the members, as the last render left them counted (the
         // members of a large page hold many times the distinct words they count).
         let tally = &mut kept.titles.keywords;
-        tally.update(members, kept.changed, |ti| &states[ti].features.keywords);
+        tally.update(members, kept.changed, |ti| {
+            states[ti].features.keywords.iter().map(String::as_str)
+        });
         let mut top: Vec<(&str, usize)> = tally.counted().collect();
         top.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let keywords: Vec<String> = top.iter().take(24).map(|(k, _)| k.to_string()).collect();
@@ -1118,28 +1123,30 @@ impl Wiki {
             }
         }
         let terms: Vec<String> = terms.into_iter().map(str::to_string).collect();
-        let mut items: FxHashMap<&str, u32> = FxHashMap::default();
+        // The items (of the page's family, for an inventory page) and counts its members hold.
         let family = key.strip_prefix(INVENTORY);
-        for &ti in members {
+        let tally = &mut kept.titles.items;
+        tally.update(members, kept.changed, |ti| {
             let s = &states[ti];
-            for (item, f) in &s.items {
-                if family.is_none_or(|fam| fam == f) {
-                    *items.entry(item.as_str()).or_default() += 1;
-                }
-            }
-            if family.is_none_or(|f| f == "counts") {
-                for cnt in &s.counts {
-                    *items.entry(cnt.as_str()).or_default() += 1;
-                }
-            }
-        }
-        let mut items: Vec<(&str, u32)> = items.into_iter().collect();
+            let items = s
+                .items
+                .iter()
+                .filter(|(_, f)| family.is_none_or(|fam| fam == f))
+                .map(|(item, _)| item.as_str());
+            let counts = s
+                .counts
+                .iter()
+                .filter(|_| family.is_none_or(|f| f == "counts"))
+                .map(String::as_str);
+            items.chain(counts)
+        });
+        let mut items: Vec<(&str, usize)> = tally.counted().collect();
         items.sort_unstable();
         let items: Vec<ItemCount> = items
             .into_iter()
             .map(|(item, count)| ItemCount {
                 item: item.to_string(),
-                count,
+                count: count as u32,
             })
             .collect();
         // An inventory page's items as its claims are matched against them: all at once, in
@@ -1298,7 +1305,9 @@ impl Wiki {
             // over the members as the last render left them counted, each judged once (ranked
             // below by count, then name).
             let tally = &mut kept.titles.entities;
-            tally.update(members, kept.changed, |ti| &states[ti].features.entities);
+            tally.update(members, kept.changed, |ti| {
+                states[ti].features.entities.iter().map(String::as_str)
+            });
             let related: Vec<(&str, usize)> = tally
                 .counted()
                 .filter(|&(e, _)| Some(e) != entity && self.alias_of(e).is_none() && self.paged(e))
@@ -1317,13 +1326,24 @@ impl Wiki {
             }
         }
         body.push_str("\n## Linked trajectories\n");
+        // Each member's line as the last render wrote it, unless it changed (a member that
+        // left is forgotten: it may change before it comes back).
+        let lines = &mut kept.titles.linked;
+        lines.retain(|ti, _| members.binary_search(ti).is_ok());
         for &ti in members {
-            body.push_str(&format!(
-                "- {}: {} ({} snapshots)\n",
-                states[ti].id,
-                states[ti].label,
-                states[ti].snapshots.len()
-            ));
+            if kept.changed.contains(&ti) {
+                lines.remove(&ti);
+            }
+            let line = lines.entry(ti).or_insert_with(|| {
+                let s = &states[ti];
+                format!(
+                    "- {}: {} ({} snapshots)\n",
+                    s.id,
+                    s.label,
+                    s.snapshots.len()
+                )
+            });
+            body.push_str(line);
         }
         let labels: Vec<&str> = members
             .iter()

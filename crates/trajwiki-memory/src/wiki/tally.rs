@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashMap;
 
-/// How many of a page's members hold each word (their keywords, their entities), kept between
-/// renders of the page: a member's words are read again only when it changed or joined, and
+/// How many of a page's members hold each word (their keywords, their entities, their items),
+/// kept between renders of the page: a member's words are read again only when it changed or joined, and
 /// taken out when it left, so that a render of a page of thousands of members reads the words
 /// of the few that changed. The counts are those of reading every member's words again.
 #[derive(Debug, Clone, Default)]
@@ -20,14 +20,14 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Takes the tally to `members` (in order, each once), whose words are `words(member)`:
-    /// those of the members in `changed` or new to the page are read again, those of the
-    /// members that left are taken out.
-    pub(crate) fn update<'s>(
+    /// Takes the tally to `members` (in order, each once), whose words are `words(member)` (a
+    /// word a member gives twice counts twice): those of the members in `changed` or new to the
+    /// page are read again, those of the members that left are taken out.
+    pub(crate) fn update<'s, W: IntoIterator<Item = &'s str>>(
         &mut self,
         members: &[usize],
         changed: &BTreeSet<usize>,
-        words: impl Fn(usize) -> &'s BTreeSet<String>,
+        words: impl Fn(usize) -> W,
     ) {
         let gone: Vec<usize> = self
             .of
@@ -44,7 +44,7 @@ impl Tally {
             if self.of.contains_key(&m) && !changed.contains(&m) {
                 continue;
             }
-            let ids: Box<[u32]> = words(m).iter().map(|w| self.id(w)).collect();
+            let ids: Box<[u32]> = words(m).into_iter().map(|w| self.id(w)).collect();
             for &i in &ids {
                 self.counts[i as usize] += 1;
             }
@@ -137,10 +137,11 @@ mod tests {
                 states[0] = set(&["garden", "pond"]);
             }
             let changed: BTreeSet<usize> = changed.into_iter().collect();
-            tally.update(&members, &changed, |m| &states[m]);
+            let words = |m: usize| states[m].iter().map(String::as_str);
+            tally.update(&members, &changed, words);
             assert_eq!(counts(&tally), recounted(&states, &members), "{members:?}");
             // Nothing changed: the same again.
-            tally.update(&members, &none, |m| &states[m]);
+            tally.update(&members, &none, words);
             assert_eq!(counts(&tally), recounted(&states, &members));
         }
     }
