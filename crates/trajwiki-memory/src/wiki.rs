@@ -116,14 +116,15 @@ pub struct Wiki {
     /// Per page key, the titles it was last rendered with: the page's own (of the kinds titled
     /// from their members) and each section's. A title is a function of the page's head and of
     /// its members' states alone, so one made from the same head and members, none of which
-    /// changed since, is kept. With them, what the page's title was made from and which claims
-    /// the page showed, member by member ([`Titles`]). Not persisted: a resumed wiki makes
-    /// every title again, the same.
+    /// changed since, is kept. With them, what else the page was last rendered from, member by
+    /// member ([`Titles`]). Not persisted: a resumed wiki renders every page again, the same.
     titles: BTreeMap<String, Titles>,
 }
 
 /// What a page was last rendered with (see `Wiki::titles`): its titles, what its own title
-/// was made from, and which claims of each member it showed.
+/// was made from, which claims of each member it showed, how many members hold each of its
+/// words, its sections' text and its members' lines — each read again only for what changed,
+/// so that a render of a page of thousands of members costs what changed on it.
 #[derive(Debug, Clone, Default)]
 struct Titles {
     page: Option<Title>,
@@ -1308,12 +1309,11 @@ impl Wiki {
             tally.update(members, kept.changed, |ti| {
                 states[ti].features.entities.iter().map(String::as_str)
             });
-            let related: Vec<(&str, usize)> = tally
+            let mut related: Vec<(&str, usize)> = tally
                 .counted()
                 .filter(|&(e, _)| Some(e) != entity && self.alias_of(e).is_none() && self.paged(e))
                 .collect();
             if !related.is_empty() {
-                let mut related = related;
                 related.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
                 body.push_str("\n## Related pages\n");
                 for (e, n) in related.iter().take(8) {
