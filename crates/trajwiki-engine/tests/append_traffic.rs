@@ -53,19 +53,27 @@ fn search(engine: &Engine, ns: &Namespace) {
         .unwrap();
 }
 
+/// Messages `at..at + n` appended to `ns` with their build.
+fn append_built(engine: &Engine, ns: &Namespace, at: usize, n: usize) {
+    let batch = messages(ns, at, n);
+    let appended = engine
+        .with_store(|store| {
+            engine
+                .namespace(ns)
+                .append(store, "test", &batch, Some(BuildOptions::default()))
+        })
+        .unwrap();
+    appended.build.unwrap().unwrap();
+}
+
+/// One append of a reply (closing an exchange) with its build, counted.
+fn append_counted(engine: &Engine, ns: &Namespace, at: usize) -> Traffic {
+    traffic::during(|| append_built(engine, ns, at, 2)).1
+}
+
 /// One append of a reply (closing an exchange) with its build, then a search, counted.
 fn counted(engine: &Engine, ns: &Namespace, at: usize) -> (Traffic, Traffic) {
-    let batch = messages(ns, at, 2);
-    let (appended, append) = traffic::during(|| {
-        engine
-            .with_store(|store| {
-                engine
-                    .namespace(ns)
-                    .append(store, "test", &batch, Some(BuildOptions::default()))
-            })
-            .unwrap()
-    });
-    appended.build.unwrap().unwrap();
+    let append = append_counted(engine, ns, at);
     let ((), search) = traffic::during(|| search(engine, ns));
     (append, search)
 }
@@ -81,16 +89,7 @@ fn measured(store: Store) -> (Traffic, Traffic) {
     );
     let ns = Namespace::new("traffic").unwrap();
     // A built, searched namespace: its fold and index are kept.
-    engine
-        .with_store(|store| {
-            engine.namespace(&ns).append(
-                store,
-                "test",
-                &messages(&ns, 0, 40),
-                Some(BuildOptions::default()),
-            )
-        })
-        .unwrap();
+    append_built(&engine, &ns, 0, 40);
     search(&engine, &ns);
     let first = counted(&engine, &ns, 40);
     let second = counted(&engine, &ns, 42);
@@ -186,33 +185,8 @@ fn an_append_looks_at_the_segment_only_when_it_may_be_due() {
     )
     .building_once();
     let ns = Namespace::new("segmented").unwrap();
-    let append = |at: usize| {
-        let batch = messages(&ns, at, 2);
-        let (appended, traffic) = traffic::during(|| {
-            engine
-                .with_store(|store| {
-                    engine.namespace(&ns).append(
-                        store,
-                        "test",
-                        &batch,
-                        Some(BuildOptions::default()),
-                    )
-                })
-                .unwrap()
-        });
-        appended.build.unwrap().unwrap();
-        traffic
-    };
-    engine
-        .with_store(|store| {
-            engine.namespace(&ns).append(
-                store,
-                "test",
-                &messages(&ns, 0, 40),
-                Some(BuildOptions::default()),
-            )
-        })
-        .unwrap();
+    let append = |at: usize| append_counted(&engine, &ns, at);
+    append_built(&engine, &ns, 0, 40);
     let written = segments(dir.path());
     assert_eq!(written.len(), 1, "the build wrote the segment");
     // 42 and 44 messages: under 40 + 40/8, nothing asked, nothing written.
