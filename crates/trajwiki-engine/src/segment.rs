@@ -454,8 +454,7 @@ impl Watched {
         }
     }
 
-    /// Whether the segment may be due now: by the messages counted, as [`segment_due`] counts
-    /// them, or because its file is not the one found (written by another process, removed
+    /// Whether the segment may be due now: outgrown by the messages counted, or because its file is not the one found (written by another process, removed
     /// by a delete). A rebuild is not seen here: its caller forgets what was watched.
     pub fn may_be_due(&self) -> bool {
         match self {
@@ -465,12 +464,15 @@ impl Watched {
                 stamp,
                 held,
                 messages,
-            } => {
-                messages.saturating_sub(*held) * SEGMENT_GROWTH >= (*held).max(1)
-                    || file_stamp(path).as_ref() != Some(stamp)
-            }
+            } => outgrown(*held, *messages) || file_stamp(path).as_ref() != Some(stamp),
         }
     }
+}
+
+/// Whether a segment of `held` messages is outgrown by a namespace of `messages`: by an eighth
+/// ([`SEGMENT_GROWTH`]) of what it holds.
+fn outgrown(held: usize, messages: usize) -> bool {
+    messages.saturating_sub(held) * SEGMENT_GROWTH >= held.max(1)
 }
 
 /// Whether `ns` needs its segment for `model` written now, with `messages` messages
@@ -498,7 +500,7 @@ pub fn segment_due(
     if store.replaced_since(ns, &header.cursor)? {
         return Ok(Due::Because("the namespace was rebuilt since".into()));
     }
-    if messages.saturating_sub(header.messages) * SEGMENT_GROWTH >= header.messages.max(1) {
+    if outgrown(header.messages, messages) {
         return Ok(Due::Because(format!(
             "{} messages since it was written, over 1/{SEGMENT_GROWTH} of its {}",
             messages - header.messages,
