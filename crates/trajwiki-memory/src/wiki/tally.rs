@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use rustc_hash::FxHashMap;
 
 /// How many of a page's members hold each word (their keywords, their entities, their items),
-/// kept between renders of the page: a member's words are read again only when it changed or joined, and
-/// taken out when it left, so that a render of a page of thousands of members reads the words
-/// of the few that changed. The counts are those of reading every member's words again.
+/// kept between renders of the page: a member's words are read again only when it changed or
+/// joined, and taken out when it left, so that a render of a page of thousands of members
+/// reads the words of the few that changed. The counts are those of reading every member's
+/// words again.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tally {
-    /// Each word seen on the page, by id.
-    words: Vec<Box<str>>,
+    /// Each word seen on the page, with its id.
     ids: FxHashMap<Box<str>, u32>,
     /// Per word id, the members that hold it.
     counts: Vec<u32>,
@@ -56,11 +56,10 @@ impl Tally {
 
     /// Each word some member holds, with how many hold it (in no order).
     pub(crate) fn counted(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.words
+        self.ids
             .iter()
-            .zip(&self.counts)
-            .filter(|(_, &n)| n > 0)
-            .map(|(w, &n)| (&**w, n as usize))
+            .map(|(w, &i)| (&**w, self.counts[i as usize] as usize))
+            .filter(|&(_, n)| n > 0)
     }
 
     fn take(&mut self, ids: &[u32]) {
@@ -73,8 +72,7 @@ impl Tally {
         if let Some(&i) = self.ids.get(word) {
             return i;
         }
-        let i = self.words.len() as u32;
-        self.words.push(word.into());
+        let i = self.counts.len() as u32;
         self.ids.insert(word.into(), i);
         self.counts.push(0);
         i
