@@ -378,8 +378,16 @@ unsafe fn code_row_avx2(x: Lanes<'_>, code: &mut [i8]) -> Option<RowCode> {
         norm = _mm256_fmadd_ps(hat, hat, norm);
     }
     code.copy_from_slice(&codes[..n]);
-    let err = f64::from(sum(err)).sqrt();
-    let norm = f64::from(sum(norm)).sqrt();
+    lanes_row_code(scale, sum(err), sum(norm), norm_x)
+}
+
+/// A row's code from the sums of squares a coder in f32 lanes found — of the error, of the
+/// sketch, of the row — padded for their rounding as [`code_row_avx512`] says; `None` when
+/// they are not finite.
+#[cfg(target_arch = "x86_64")]
+fn lanes_row_code(scale: f32, err: f32, norm: f32, norm_x: f32) -> Option<RowCode> {
+    let err = f64::from(err).sqrt();
+    let norm = f64::from(norm).sqrt();
     if !err.is_finite() || !norm.is_finite() {
         return None;
     }
@@ -457,20 +465,12 @@ unsafe fn code_row_avx512(x: Lanes<'_>, code: &mut [i8]) -> Option<RowCode> {
         err = _mm512_fmadd_ps(e, e, err);
         norm = _mm512_fmadd_ps(hat, hat, norm);
     }
-    let err = f64::from(_mm512_reduce_add_ps(err)).sqrt();
-    let norm = f64::from(_mm512_reduce_add_ps(norm)).sqrt();
-    if !err.is_finite() || !norm.is_finite() {
-        return None;
-    }
-    let pad = 1.0 + 1e-5;
-    let norm_x = f64::from(norm_x).sqrt() * pad;
-    let norm = norm * pad;
-    let radius = (err * pad + 2e-6 * norm + ROUNDING * (norm_x + norm)) * (1.0 + 1e-6);
-    Some(RowCode {
+    lanes_row_code(
         scale,
-        radius: radius as f32 * (1.0 + 1e-6),
-        norm: (norm * (1.0 + 1e-6)) as f32 * (1.0 + 1e-6),
-    })
+        _mm512_reduce_add_ps(err),
+        _mm512_reduce_add_ps(norm),
+        norm_x,
+    )
 }
 
 /// Codes row `x` into `code` with its error and norms summed in f64.
