@@ -209,8 +209,8 @@ fn code_into<T: Copy>(
     Some((scale, err.sqrt(), norm.sqrt()))
 }
 
-/// Codes row `x` into `code`: in f32 with AVX-512 where the CPU has it (detected at run time)
-/// and the row suits it, otherwise in f64 ([`code_row_f64`]).
+/// Codes row `x` into `code`: in f32 with AVX-512, or else AVX2 and FMA, where the CPU has
+/// them (detected at run time) and the row suits them, otherwise in f64 ([`code_row_f64`]).
 fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
     if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
@@ -231,8 +231,9 @@ fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
     code_row_f64(x, code)
 }
 
-/// [`code_row`] of an f16 row: converted lane by lane as it is coded where the CPU has AVX-512
-/// (the same values, so the same codes and bounds), else through `buf`.
+/// [`code_row`] of an f16 row: converted lane by lane as it is coded where the CPU has AVX-512,
+/// into the AVX2 coder's own copy where it has AVX2, FMA and F16C (the same values, so the same
+/// codes and bounds), else through `buf`.
 fn code_row_f16(x: &[f16], code: &mut [i8], buf: &mut [f32]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
     if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
