@@ -209,53 +209,45 @@ fn code_into<T: Copy>(
     Some((scale, err.sqrt(), norm.sqrt()))
 }
 
-/// Codes row `x` into `code`: in f32 with AVX-512, or else AVX2 and FMA, where the CPU has
-/// them (detected at run time) and the row suits them, otherwise in f64 ([`code_row_f64`]).
+/// Codes row `x` into `code`: in f32 lanes where the CPU can ([`code_row_lanes`]), otherwise in
+/// f64 ([`code_row_f64`]).
 fn code_row(x: &[f32], code: &mut [i8]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
-    if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
-        // SAFETY: the CPU has the features.
-        #[allow(unsafe_code)]
-        if let Some(row) = unsafe { code_row_avx512(Lanes::F32(x), code) } {
-            return row;
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    if matches!(simd(), Simd::Avx2) && is_x86_feature_detected!("fma") {
-        // SAFETY: the CPU has the features.
-        #[allow(unsafe_code)]
-        if let Some(row) = unsafe { code_row_avx2(Lanes::F32(x), code) } {
-            return row;
-        }
+    if let Some(row) = code_row_lanes(Lanes::F32(x), code) {
+        return row;
     }
     code_row_f64(x, code)
 }
 
-/// [`code_row`] of an f16 row: converted lane by lane as it is coded where the CPU has AVX-512,
-/// into the AVX2 coder's own copy where it has AVX2, FMA and F16C (the same values, so the same
-/// codes and bounds), else through `buf`.
+/// [`code_row`] of an f16 row: converted as it is coded where the CPU can code in f32 lanes
+/// (the same values, so the same codes and bounds), else through `buf`.
 fn code_row_f16(x: &[f16], code: &mut [i8], buf: &mut [f32]) -> RowCode {
     #[cfg(target_arch = "x86_64")]
-    if matches!(simd(), Simd::Avx512 | Simd::Avx512Vnni) {
-        // SAFETY: the CPU has the features.
-        #[allow(unsafe_code)]
-        if let Some(row) = unsafe { code_row_avx512(Lanes::F16(x), code) } {
-            return row;
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    if matches!(simd(), Simd::Avx2)
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
-    {
-        // SAFETY: the CPU has the features.
-        #[allow(unsafe_code)]
-        if let Some(row) = unsafe { code_row_avx2(Lanes::F16(x), code) } {
-            return row;
-        }
+    if let Some(row) = code_row_lanes(Lanes::F16(x), code) {
+        return row;
     }
     x.convert_to_f32_slice(buf);
     code_row_f64(buf, code)
+}
+
+/// Codes row `x` in f32 lanes: with AVX-512 where the CPU has it, else with AVX2, FMA and F16C
+/// where it has them (detected at run time); `None` without them, or for a row the coder
+/// leaves to the f64 path.
+#[cfg(target_arch = "x86_64")]
+fn code_row_lanes(x: Lanes<'_>, code: &mut [i8]) -> Option<RowCode> {
+    match simd() {
+        // SAFETY: the CPU has the features.
+        #[allow(unsafe_code)]
+        Simd::Avx512 | Simd::Avx512Vnni => unsafe { code_row_avx512(x, code) },
+        Simd::Avx2 if is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") => {
+            // SAFETY: the CPU has the features (AVX2 and AVX with it).
+            #[allow(unsafe_code)]
+            unsafe {
+                code_row_avx2(x, code)
+            }
+        }
+        _ => None,
+    }
 }
 
 /// A row that [`code_row_avx512`] reads 16 lanes at a time, as f32.
