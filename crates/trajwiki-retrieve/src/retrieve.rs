@@ -649,10 +649,13 @@ impl Index {
             snapshots: if everything {
                 self.records.snapshots.len()
             } else {
-                self.snap_traj
-                    .iter()
-                    .filter(|t| universe.contains_key(t))
-                    .count()
+                // Every snapshot's trajectory looked up: in a bitmap, not the universe's tree
+                // (12,049 tree lookups took 0.1–0.2 ms of a search at 23,528 messages).
+                let mut routed = vec![false; n_traj];
+                for &t in universe.keys() {
+                    routed[t] = true;
+                }
+                self.snap_traj.iter().filter(|&&t| routed[t]).count()
             },
             messages: if direct {
                 self.records.messages.len()
