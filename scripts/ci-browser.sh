@@ -19,6 +19,5 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "selenium>=4.20,<5" pytest
-# The binary as `scripts/test.sh` built it (its units already built in CI; see there).
-cargo test --workspace --all-targets --no-run --quiet
+cargo build --quiet
 TRAJWIKI_REQUIRE_BROWSER=1 TRAJWIKI_BIN="$PWD/target/debug/trajwiki" "$venv/bin/python" -m pytest tests/browser -q
