@@ -1135,7 +1135,7 @@ impl Index {
                         (*lo, *hi) = (*lo + bonus(t), *hi + bonus(t));
                     }
                 };
-                par_topk_bounded(tv.len(), depth, bounds, score)
+                par_topk_bounded(tv.len(), depth, bounds, |_| {}, score)
             }
             None => par_topk(tv.len(), depth, score),
         }
