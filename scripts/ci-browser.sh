@@ -19,5 +19,6 @@ if [ ! -x "$venv/bin/python" ]; then
   }
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "selenium>=4.20,<5" pytest
-cargo build --quiet
+# The binary as `scripts/test.sh` built it (its units already built in CI; see there).
+cargo test --workspace --all-targets --no-run --quiet
 TRAJWIKI_REQUIRE_BROWSER=1 TRAJWIKI_BIN="$PWD/target/debug/trajwiki" "$venv/bin/python" -m pytest tests/browser -q

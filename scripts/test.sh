@@ -17,7 +17,11 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >/dev/null
 fi
 export TRAJWIKI_REQUIRE_POSTGRES=1
-cargo build --quiet
+# The tests' build makes the binary too (the integration tests run it): a plain `cargo build`
+# first would compile 67 units (tokio, candle, axum, every trajwiki crate, …) a second time, as
+# the workspace's tests resolve shared dependencies with more features (dev-dependencies, other
+# members).
+cargo test --workspace --all-targets --no-run --quiet
 target/debug/trajwiki model fetch minilm
 export TRAJWIKI_REQUIRE_MODELS=1
 cargo test --workspace --all-targets
