@@ -629,12 +629,11 @@ pub fn par_topk_bounded(
         None => f32::NEG_INFINITY,
     };
     candidates.retain(|&(_, hi)| may_reach(hi, floor));
-    let item = |j: usize| candidates[j].0 as usize;
     par_topk(candidates.len(), k, |j| {
         if let Some(&(next, _)) = candidates.get(j + AHEAD) {
             ahead(next as usize);
         }
-        hit(item(j))
+        hit(candidates[j].0 as usize)
     })
 }
 
